@@ -1,0 +1,38 @@
+# Two commands are the contract: `make run` and `make test` (see README).
+PYTHON ?= python3
+VENV   ?= .venv
+PORT   ?= 9833
+HOST   ?= 127.0.0.1
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed
+
+.PHONY: run test venv lint dashboards bench bench-smoke tools clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+## serve the bundled demo log (a hybrid model becoming mamba-bound) on PORT
+run: $(STAMP)
+	$(BIN)/hybrid-cache-exporter serve --log demo=fixtures/demo/sglang-mamba-bound.log --from-beginning --listen $(HOST):$(PORT)
+
+## Debian tools the tests need: promtool + prometheus (real server), mtail (bench smoke)
+tools:
+	@command -v promtool >/dev/null && command -v prometheus >/dev/null && command -v mtail >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus mtail >/dev/null; }
+
+## set up the same environment and run every test
+test: $(STAMP) tools
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

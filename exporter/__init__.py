@@ -1,0 +1,4 @@
+"""hybrid-cache-exporter: Prometheus metrics for the two cache pools of hybrid linear-attention
+models served by SGLang and vLLM, read from the servers' own logs."""
+
+__version__ = "0.1.0"

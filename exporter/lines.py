@@ -1,0 +1,58 @@
+"""Bytes -> lines, shared by ``replay`` and the tailers.
+
+Reads arrive in large chunks; a line is complete only at ``\\n`` (a partial last line is held
+until its newline arrives or the caller flushes at EOF). Lines are decoded as UTF-8 with
+replacement, so binary garbage cannot raise. A line longer than ``max_line`` bytes is cut to that
+length and counted in ``overlong`` instead of growing memory without bound.
+"""
+
+from __future__ import annotations
+
+DEFAULT_MAX_LINE = 1 << 20  # 1 MiB: server_args dumps are ~10 KB; nothing real comes close
+
+
+class LineSplitter:
+    """Incremental splitter: ``feed(chunk)`` returns the complete lines in it."""
+
+    __slots__ = ("buf", "max_line", "overlong", "skipping")
+
+    def __init__(self, max_line: int = DEFAULT_MAX_LINE) -> None:
+        self.buf = b""
+        self.max_line = max_line
+        self.overlong = 0
+        self.skipping = False  # inside the unseen tail of an overlong line
+
+    def feed(self, chunk: bytes) -> list[str]:
+        data = self.buf + chunk if self.buf else chunk
+        parts = data.split(b"\n")
+        self.buf = parts.pop()
+        out: list[str] = []
+        for p in parts:
+            if self.skipping:
+                self.skipping = False
+                continue
+            if len(p) > self.max_line:
+                self.overlong += 1
+                p = p[: self.max_line]
+            out.append(p.decode("utf-8", "replace"))
+        if len(self.buf) > self.max_line:
+            # keep the head of the overlong line, drop the rest until its newline
+            if not self.skipping:
+                self.overlong += 1
+                out.append(self.buf[: self.max_line].decode("utf-8", "replace"))
+            self.skipping = True
+            self.buf = b""
+        return out
+
+    def flush(self) -> str | None:
+        """The held partial line (at EOF of a finished file), or None."""
+        b, self.buf = self.buf, b""
+        if self.skipping:
+            self.skipping = False
+            return None
+        return b.decode("utf-8", "replace") if b else None
+
+    @property
+    def pending(self) -> int:
+        """Bytes held for an unfinished line."""
+        return len(self.buf)

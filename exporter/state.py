@@ -1,0 +1,467 @@
+"""Per-server state: what the log has said so far, per log source and per DP rank.
+
+The state is the only mutable part of the exporter. Parsers produce events; ``SourceState.apply``
+folds them in; the collector reads the state at scrape time. Rules (``exporter.rules``) read the
+same state and keep their own per-server memory in ``ServerState.rule_memory``.
+
+Semantics worth knowing:
+* A runtime gauge holds the value of the most recent line that carried its field, prefill or decode.
+* Startup lines are printed once per TP rank: for each DP group only one TP rank (the lowest seen)
+  speaks, so nothing is multiplied (counters from other TP ranks are ignored too, which matters
+  for retractions and for batch lines under ``--enable-metrics-for-all-schedulers``).
+* A startup line after runtime lines means the server restarted in the same log: the source's
+  capacity facts and configuration are reset and ``restarts`` is counted. Counters never go back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from parsers import events as ev
+
+# runtime gauges: BatchStats field -> metric short name (hybrid_cache_<name>)
+BATCH_GAUGES: tuple[tuple[str, str], ...] = (
+    ("running", "running_requests"),
+    ("queued", "queued_requests"),
+    ("kv_usage", "kv_usage_ratio"),
+    ("kv_used_tokens", "kv_used_tokens"),
+    ("mamba_usage", "mamba_usage_ratio"),
+    ("mamba_used", "mamba_used_slots"),
+    ("swa_usage", "swa_usage_ratio"),
+    ("swa_used_tokens", "swa_used_tokens"),
+    ("gen_throughput", "generation_throughput_tokens_per_second"),
+    ("input_throughput", "input_throughput_tokens_per_second"),
+    ("accept_length", "spec_accept_length"),
+    ("accept_rate", "spec_accept_ratio"),
+    ("prefix_hit_ratio", "prefix_cache_hit_ratio"),
+    ("pending_tokens", "pending_prefill_tokens"),
+    ("cpu_kv_usage", "cpu_kv_usage_ratio"),
+    ("swapped", "swapped_requests"),
+)
+
+RUNTIME_EVENTS = (ev.BatchStats, ev.Retraction, ev.Preemption, ev.SpecDecoding)
+# events that only a booting server prints: seeing one after runtime lines means a restart
+BOOT_EVENTS = (
+    ev.ServerStarting,
+    ev.WeightsLoaded,
+    ev.MambaCacheAllocated,
+    ev.KVCacheAllocated,
+    ev.SchedulerSummary,
+    ev.MambaCap,
+    ev.ReplaySSMBuffers,
+    ev.SWAPool,
+    ev.KVCapacity,
+    ev.KVMemory,
+    ev.HybridLayout,
+)
+BOOT_CONFIG_KINDS = ("server_args", "non_default_args", "engine_config")
+
+# server_args / non-default args keys kept for the info metric and the rules
+CONFIG_KEYS = (
+    "model_path",
+    "model",
+    "served_model_name",
+    "tp_size",
+    "tensor_parallel_size",
+    "dp_size",
+    "data_parallel_size",
+    "pp_size",
+    "pipeline_parallel_size",
+    "ep_size",
+    "enable_dp_attention",
+    "kv_cache_dtype",
+    "mamba_ssm_dtype",
+    "mamba_ssm_cache_dtype",
+    "mamba_cache_dtype",
+    "mamba_radix_cache_strategy",
+    "mamba_scheduler_strategy",
+    "mamba_cache_mode",
+    "mamba_full_memory_ratio",
+    "max_mamba_cache_size",
+    "max_running_requests",
+    "max_num_seqs",
+    "max_model_len",
+    "max_seq_len",
+    "context_length",
+    "disable_radix_cache",
+    "disable_overlap_schedule",
+    "enable_prefix_caching",
+    "enable_unified_memory",
+    "enable_hierarchical_cache",
+    "speculative_algorithm",
+    "speculative_num_draft_tokens",
+    "speculative_config",
+    "disaggregation_mode",
+    "decode_context_parallel_size",
+    "enable_linear_replayssm",
+    "enable_linear_replayssm_spec",
+    "language_model_only",
+    "gpu_memory_utilization",
+    "mem_fraction_static",
+    "dtype",
+    "quantization",
+    "page_size",
+    "chunked_prefill_size",
+)
+
+
+@dataclass
+class ServerState:
+    """What one DP rank of one server has logged."""
+
+    dp_rank: str
+    speaker_tp: int | None = None  # the TP rank whose lines count for this DP group
+    gauges: dict[str, float] = field(default_factory=dict)  # runtime, survive restarts
+    capacity: dict[str, float] = field(default_factory=dict)  # startup facts, reset on restart
+    mamba_state_bytes: dict[str, float] = field(default_factory=dict)
+    replayssm_buffer_bytes: dict[str, float] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+    last_ts: float | None = None
+    last_batch: ev.BatchStats | None = None
+    cumulative_preemptions: int | None = None  # vLLM V0 running total, for deltas
+    findings: dict[str, int] = field(default_factory=dict)  # rule id -> 0/1
+    recommendations: list[tuple[str, str, str]] = field(default_factory=list)  # (rule, flag, value)
+    recommended_ratio: float | None = None
+    rule_memory: dict[str, object] = field(default_factory=dict)
+    kv_lines: int = 0  # unlabelled KV pool lines this boot (a second one is the SWA pool)
+    kv_upper_bound: bool = False  # the last one was a 'VA upper bound' (post-capture sizing follows)
+
+    def inc(self, name: str, by: float = 1.0) -> None:
+        self.counters[name] = self.counters.get(name, 0.0) + by
+
+    def reset_capacity(self) -> None:
+        self.capacity.clear()
+        self.mamba_state_bytes.clear()
+        self.replayssm_buffer_bytes.clear()
+        self.cumulative_preemptions = None
+        self.kv_lines = 0
+        self.kv_upper_bound = False
+
+
+@dataclass
+class SourceState:
+    """One log source (a file, stdin, a replayed file)."""
+
+    name: str
+    engine: str | None = None
+    servers: dict[str, ServerState] = field(default_factory=dict)
+    config: dict[str, object] = field(default_factory=dict)  # merged config dumps (this boot)
+    version: str | None = None
+    lines: dict[str, int] = field(default_factory=lambda: {ev.PARSED: 0, ev.IGNORED: 0, ev.UNRECOGNIZED: 0})
+    restarts: int = 0
+    runtime_seen: bool = False  # runtime lines since the last boot
+    last_ts: float | None = None
+    year: int = field(default_factory=lambda: time.localtime().tm_year)
+    unified_memory: dict[str, float] = field(default_factory=dict)
+
+    def server(self, dp_rank: str) -> ServerState:
+        s = self.servers.get(dp_rank)
+        if s is None:
+            s = self.servers[dp_rank] = ServerState(dp_rank)
+        return s
+
+    # ------------------------------------------------------------------------------------
+    def apply(self, line: ev.Line) -> bool:
+        """Fold one parsed line into the state. Returns False when the line was a duplicate
+        from a non-speaking TP rank (parsed, but not applied)."""
+        e = line.event
+        if line.engine and self.engine is None:
+            self.engine = line.engine
+        ts = line.ts
+        if ts is not None:
+            if self.last_ts is not None and ts < self.last_ts - 180 * 86400 and self.engine == ev.VLLM:
+                # vLLM timestamps have no year: Dec -> Jan rollover
+                self.year += 1
+                ts += 365 * 86400
+            self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
+        is_boot = isinstance(e, BOOT_EVENTS) or (isinstance(e, ev.ServerConfig) and e.kind in BOOT_CONFIG_KINDS)
+        if is_boot and self.runtime_seen:
+            self.restart()
+        srv = self.server(line.dp_rank)
+        if line.tp_rank is not None:
+            if srv.speaker_tp is None or line.tp_rank < srv.speaker_tp:
+                srv.speaker_tp = line.tp_rank
+            elif line.tp_rank != srv.speaker_tp:
+                return False
+        if ts is not None:
+            srv.last_ts = ts
+        if isinstance(e, RUNTIME_EVENTS):
+            self.runtime_seen = True
+        handler = _HANDLERS.get(type(e))
+        if handler is not None:
+            handler(self, srv, e)
+        return True
+
+    def restart(self) -> None:
+        """A new server boot in the same log: forget what the old one said about capacity."""
+        self.restarts += 1
+        self.runtime_seen = False
+        self.config.clear()
+        self.version = None
+        self.unified_memory.clear()
+        for s in self.servers.values():
+            s.reset_capacity()
+            s.speaker_tp = None
+
+
+# ----------------------------------------------------------------------------------------
+# handlers: one per event type
+
+
+def _batch(src: SourceState, srv: ServerState, e: ev.BatchStats) -> None:
+    g = srv.gauges
+    for attr, name in BATCH_GAUGES:
+        v = getattr(e, attr)
+        if v is not None:
+            g[name] = float(v)
+    if e.kind == "decode":
+        srv.inc("decode_batches")
+    elif e.kind == "prefill":
+        srv.inc("prefill_batches")
+        if e.new_tokens is not None:
+            srv.inc("prefill_tokens_new", e.new_tokens)
+        if e.cached_tokens is not None:
+            srv.inc("prefill_tokens_cached", e.cached_tokens)
+    else:
+        srv.inc("stats_lines")
+    if e.preemptions:
+        srv.inc("preempted_requests", e.preemptions)
+    srv.last_batch = e
+
+
+def _retraction(src: SourceState, srv: ServerState, e: ev.Retraction) -> None:
+    if e.test:
+        return
+    srv.inc("preempted_requests", e.retracted)
+    srv.inc("retraction_events")
+    if e.mamba_num_gained:
+        srv.inc("retracted_mamba_slots", e.mamba_num_gained)
+    if e.new_tokens_gained:
+        srv.inc("retracted_tokens", max(0, e.new_tokens_gained))
+
+
+def _preemption(src: SourceState, srv: ServerState, e: ev.Preemption) -> None:
+    # V0 logs only every 50th preemption, with the cumulative total: count the delta
+    if e.cumulative is None:
+        srv.inc("preempted_requests")
+        return
+    prev = srv.cumulative_preemptions
+    delta = e.cumulative - prev if prev is not None and e.cumulative >= prev else e.cumulative
+    srv.cumulative_preemptions = e.cumulative
+    srv.inc("preempted_requests", delta)
+
+
+def _spec(src: SourceState, srv: ServerState, e: ev.SpecDecoding) -> None:
+    if e.mean_accept_length is not None:
+        srv.gauges["spec_accept_length"] = e.mean_accept_length
+    if e.accept_rate is not None:
+        srv.gauges["spec_accept_ratio"] = e.accept_rate
+    if e.accepted_tokens is not None:
+        srv.inc("spec_accepted_tokens", e.accepted_tokens)
+    if e.drafted_tokens is not None:
+        srv.inc("spec_drafted_tokens", e.drafted_tokens)
+
+
+def _exhausted(src: SourceState, srv: ServerState, e: ev.PoolExhausted) -> None:
+    srv.inc("pool_exhausted_" + e.pool)
+
+
+def _mamba(src: SourceState, srv: ServerState, e: ev.MambaCacheAllocated) -> None:
+    if e.slots is not None:
+        srv.capacity["mamba_capacity_slots"] = e.slots
+    b = srv.mamba_state_bytes
+    b["conv"] = e.conv_bytes
+    b["ssm"] = e.ssm_bytes
+    if e.intermediate_ssm_bytes is not None:
+        b["intermediate_ssm"] = e.intermediate_ssm_bytes
+    if e.intermediate_conv_bytes is not None:
+        b["intermediate_conv"] = e.intermediate_conv_bytes
+
+
+def _kv(src: SourceState, srv: ServerState, e: ev.KVCacheAllocated) -> None:
+    c = srv.capacity
+    if e.draft:
+        c["draft_kv_capacity_tokens"] = e.tokens
+        c["draft_kv_capacity_bytes"] = e.total_bytes
+        return
+    if e.label:
+        # labelled auxiliary pools (MiniMax MSA ...): add bytes, keep the main token count
+        c["kv_capacity_bytes"] = c.get("kv_capacity_bytes", 0.0) + e.total_bytes
+        c.setdefault("kv_capacity_tokens", e.tokens)
+        return
+    if srv.kv_lines >= 1 and not srv.kv_upper_bound:
+        # hybrid SWA: the second unlabelled pool is the SWA pool
+        c["swa_capacity_tokens"] = e.tokens
+        c["kv_capacity_bytes"] = c.get("kv_capacity_bytes", 0.0) + e.total_bytes
+        srv.kv_lines += 1
+        return
+    # first pool, or the real size after a 'VA upper bound' line
+    c["kv_capacity_tokens"] = e.tokens
+    c["kv_capacity_bytes"] = e.total_bytes
+    srv.kv_lines += 1
+    srv.kv_upper_bound = e.upper_bound
+    if e.dtype:
+        src.config.setdefault("kv_cache_dtype", e.dtype)
+
+
+def _summary(src: SourceState, srv: ServerState, e: ev.SchedulerSummary) -> None:
+    v = e.values
+    c = srv.capacity
+    if "max_total_num_tokens" in v:
+        c["kv_capacity_tokens"] = v["max_total_num_tokens"]
+    if "max_running_requests" in v:
+        c["max_running_requests"] = v["max_running_requests"]
+    if "context_len" in v:
+        c["context_length_tokens"] = v["context_len"]
+    if v.get("chunked_prefill_size", -1) > 0:
+        c["chunked_prefill_size_tokens"] = v["chunked_prefill_size"]
+    for k in ("available_gpu_mem", "available_cpu_mem"):
+        if k in v:
+            c["available_memory_bytes"] = v[k]
+
+
+def _cap(src: SourceState, srv: ServerState, e: ev.MambaCap) -> None:
+    c = srv.capacity
+    c["max_running_requests"] = e.cap
+    c["mamba_capped_max_running_requests"] = e.cap
+    if e.slots is not None:
+        c.setdefault("mamba_capacity_slots", e.slots)
+    if e.slots_per_request is not None:
+        c["mamba_slots_per_request"] = e.slots_per_request
+    if e.requested is not None:
+        c["requested_max_running_requests"] = e.requested
+
+
+def _reduced(src: SourceState, srv: ServerState, e: ev.RequestCapReduced) -> None:
+    srv.capacity["max_running_requests"] = e.effective
+    srv.capacity["requested_max_running_requests"] = e.requested
+
+
+def _replay(src: SourceState, srv: ServerState, e: ev.ReplaySSMBuffers) -> None:
+    srv.capacity["replayssm_record_length"] = e.record_length
+    srv.replayssm_buffer_bytes.update(e.buffers)
+
+
+def _unified(src: SourceState, srv: ServerState, e: ev.UnifiedMemory) -> None:
+    if e.enabled:
+        src.config["enable_unified_memory"] = True
+    src.unified_memory.update(e.values)
+    v = e.values
+    if "max_mamba_cache_size" in v:
+        srv.capacity["mamba_capacity_slots"] = v["max_mamba_cache_size"]
+    if "max_total_num_tokens" in v:
+        srv.capacity["kv_capacity_tokens"] = v["max_total_num_tokens"]
+    if "max_num_reqs" in v:
+        srv.capacity["max_running_requests"] = v["max_num_reqs"]
+
+
+def _swa(src: SourceState, srv: ServerState, e: ev.SWAPool) -> None:
+    if e.swa_tokens is not None:
+        srv.capacity["swa_capacity_tokens"] = e.swa_tokens
+    if e.full_tokens is not None:
+        srv.capacity["kv_capacity_tokens"] = e.full_tokens
+
+
+def _config(src: SourceState, srv: ServerState, e: ev.ServerConfig) -> None:
+    if e.version:
+        src.version = e.version
+    for k, v in e.args.items():
+        if k in CONFIG_KEYS or e.kind in ("kv_cache_dtype", "max_num_seqs_default", "max_model_len"):
+            src.config[k] = v
+    if e.kind == "max_num_seqs_default":
+        src.config["_max_num_seqs_default"] = e.args.get("max_num_seqs")
+
+
+def _weights(src: SourceState, srv: ServerState, e: ev.WeightsLoaded) -> None:
+    if e.weight_bytes is not None:
+        srv.capacity["weights_bytes"] = e.weight_bytes
+    if e.dtype:
+        src.config.setdefault("dtype", e.dtype)
+
+
+def _starting(src: SourceState, srv: ServerState, e: ev.ServerStarting) -> None:
+    if e.version:
+        src.version = e.version
+    if e.model:
+        src.config.setdefault("model", e.model)
+
+
+def _kvcap(src: SourceState, srv: ServerState, e: ev.KVCapacity) -> None:
+    c = srv.capacity
+    if e.tokens is not None:
+        c["kv_capacity_tokens"] = e.tokens
+    if e.max_concurrency is not None:
+        c["max_concurrency"] = e.max_concurrency
+    if e.max_model_len is not None:
+        c["context_length_tokens"] = e.max_model_len
+    if e.gpu_blocks is not None:
+        c["kv_blocks"] = e.gpu_blocks
+
+
+def _kvmem(src: SourceState, srv: ServerState, e: ev.KVMemory) -> None:
+    srv.capacity["kv_capacity_bytes"] = e.kv_bytes
+
+
+def _layout(src: SourceState, srv: ServerState, e: ev.HybridLayout) -> None:
+    c = srv.capacity
+    if e.block_size is not None:
+        c["attention_block_size_tokens"] = e.block_size
+    if e.padding_ratio is not None:
+        c["mamba_page_padding_ratio"] = e.padding_ratio
+    if e.mamba_cache_mode:
+        src.config["mamba_cache_mode"] = e.mamba_cache_mode
+    if e.mamba_ssm_dtype:
+        src.config["mamba_ssm_cache_dtype"] = e.mamba_ssm_dtype
+
+
+def _blocks_exceeded(src: SourceState, srv: ServerState, e: ev.MambaBlocksExceeded) -> None:
+    srv.capacity["mamba_blocks"] = e.blocks
+    if e.max_num_seqs is not None:
+        srv.capacity["requested_max_running_requests"] = e.max_num_seqs
+    srv.capacity["mamba_blocks_exceeded"] = 1.0
+
+
+_HANDLERS = {
+    ev.BatchStats: _batch,
+    ev.Retraction: _retraction,
+    ev.Preemption: _preemption,
+    ev.SpecDecoding: _spec,
+    ev.PoolExhausted: _exhausted,
+    ev.MambaCacheAllocated: _mamba,
+    ev.KVCacheAllocated: _kv,
+    ev.SchedulerSummary: _summary,
+    ev.MambaCap: _cap,
+    ev.RequestCapReduced: _reduced,
+    ev.ReplaySSMBuffers: _replay,
+    ev.UnifiedMemory: _unified,
+    ev.SWAPool: _swa,
+    ev.ServerConfig: _config,
+    ev.WeightsLoaded: _weights,
+    ev.ServerStarting: _starting,
+    ev.KVCapacity: _kvcap,
+    ev.KVMemory: _kvmem,
+    ev.HybridLayout: _layout,
+    ev.MambaBlocksExceeded: _blocks_exceeded,
+}
+
+
+# vLLM's max_num_seqs when neither the args nor the (DEBUG) defaulting line say it: the V0
+# default, and the V1 fallback for GPUs under 70 GiB. 0.8.0-0.8.4 always used 1024.
+VLLM_DEFAULT_MAX_NUM_SEQS = 256
+
+
+def effective_max_running(src: SourceState, srv: ServerState) -> tuple[float | None, str]:
+    """The effective request cap and where it came from (``log`` | ``args`` | ``default``)."""
+    v = srv.capacity.get("max_running_requests")
+    if v is not None:
+        return v, "log"
+    if src.engine != ev.VLLM:
+        return None, ""
+    for key in ("max_num_seqs", "_max_num_seqs_default"):
+        a = src.config.get(key)
+        if isinstance(a, (int, float)) and not isinstance(a, bool):
+            return float(a), "args" if key == "max_num_seqs" else "log"
+    if src.version and src.version.startswith(("0.8.0", "0.8.1", "0.8.2", "0.8.3", "0.8.4")):
+        return 1024.0, "default"
+    return float(VLLM_DEFAULT_MAX_NUM_SEQS), "default"

@@ -1,0 +1,55 @@
+"""Pure parsers: one log line -> a :class:`parsers.events.Line` carrying at most one typed event.
+
+``parse_line`` is the single entry point used by ``replay``, ``serve`` and ``report``. It does no
+I/O and keeps no state; whatever needs memory (the engine of a source, the year of vLLM's
+timestamps, which TP rank speaks for a DP group) lives in ``exporter.state``.
+"""
+
+from __future__ import annotations
+
+from . import sglang, vllm
+from .events import IGNORED, PARSED, SGLANG, UNRECOGNIZED, VLLM, Line, Unrecognized
+from .prefix import split_header, strip_collector
+
+__all__ = ["parse_line", "detect_engine", "SGLANG", "VLLM"]
+
+_MESSAGE_PARSERS = {SGLANG: sglang.parse_message, VLLM: vllm.parse_message}
+
+
+def parse_line(raw: str, engine: str | None = None, year: int = 2026) -> Line:
+    """Parse one line (without or with its trailing newline).
+
+    ``engine`` is the source's engine when known (``None`` = auto-detect from the header).
+    Lines without any engine header are still offered to the known engine's message parser,
+    since vLLM tracebacks and unprefixed prints carry facts too (``max_num_seqs (N) exceeds``).
+    """
+    line, cts = strip_collector(raw)
+    if cts is not None and engine == VLLM:
+        year = _year_of(cts)
+    h = split_header(line, engine, year)
+    eng = h.engine or engine
+    if eng is None:
+        return Line(IGNORED)
+    res = _MESSAGE_PARSERS[eng](h.msg)
+    ts = h.ts if h.ts is not None else cts
+    if res is None:
+        return Line(IGNORED, eng if h.engine else None, ts, h.dp_rank, h.tp_rank, h.pp_rank)
+    if type(res) is Unrecognized:
+        return Line(UNRECOGNIZED, eng, ts, h.dp_rank, h.tp_rank, h.pp_rank, None, res.reason)
+    dp = h.dp_rank
+    idx = getattr(res, "engine_index", None)
+    if idx is not None:
+        dp = str(idx)
+    return Line(PARSED, eng, ts, dp, h.tp_rank, h.pp_rank, res)
+
+
+def _year_of(epoch: float) -> int:
+    import time
+
+    return time.gmtime(epoch).tm_year
+
+
+def detect_engine(raw: str) -> str | None:
+    """The engine whose header this line carries, or None."""
+    line, _ = strip_collector(raw)
+    return split_header(line, None, 2026).engine

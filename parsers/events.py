@@ -1,0 +1,297 @@
+"""Typed events: what one log line says, independent of which release printed it.
+
+Parsers turn a line into at most one event. Both engines share the event types where the
+meaning is the same (a batch/stats line is a ``BatchStats`` whether SGLang or vLLM printed it),
+so the state layer and the collector never look at raw text.
+
+Units are normalised here: ratios are 0..1, sizes are bytes, times are seconds.
+``None`` always means "the line did not carry this field" (never 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SGLANG = "sglang"
+VLLM = "vllm"
+
+# outcomes of one line, used as the `outcome` label of hybrid_cache_exporter_lines_total
+PARSED = "parsed"
+IGNORED = "ignored"
+UNRECOGNIZED = "unrecognized"
+
+
+@dataclass(slots=True)
+class Line:
+    """The prefix of one log line, and the event its message carried (if any).
+
+    ``ts`` is the log's own time as Unix seconds (naive timestamps are read as local time of the
+    exporter; vLLM's year-less ``MM-DD`` gets the year passed in by the caller). ``dp_rank`` is
+    ``"0"`` when the line has no DP tag / engine index. ``tp_rank`` is None when the line has no
+    TP tag. ``outcome`` is one of PARSED / IGNORED / UNRECOGNIZED.
+    """
+
+    outcome: str
+    engine: str | None = None
+    ts: float | None = None
+    dp_rank: str = "0"
+    tp_rank: int | None = None
+    pp_rank: int | None = None
+    event: object | None = None
+    # why a line was unrecognized (the marker that matched) - for debug logs, never a label
+    reason: str | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# runtime
+
+
+@dataclass(slots=True)
+class BatchStats:
+    """SGLang ``Prefill batch`` / ``Decode batch`` or vLLM periodic stats line.
+
+    ``kind`` is ``prefill`` / ``decode`` (SGLang) or ``stats`` (vLLM periodic line).
+    """
+
+    kind: str
+    running: int | None = None
+    queued: int | None = None
+    kv_usage: float | None = None  # full-attention pool, 0..1 (vLLM: shared pool)
+    kv_used_tokens: int | None = None  # '#full token' / '#token'
+    mamba_usage: float | None = None
+    mamba_used: int | None = None  # 'mamba num' (slots)
+    swa_usage: float | None = None
+    swa_used_tokens: int | None = None
+    gen_throughput: float | None = None  # tokens/s
+    input_throughput: float | None = None  # tokens/s (SGLang prefill / vLLM prompt)
+    accept_length: float | None = None
+    accept_rate: float | None = None  # 0..1
+    prefix_hit_ratio: float | None = None  # 0..1 (vLLM)
+    new_seqs: int | None = None
+    new_tokens: int | None = None
+    cached_tokens: int | None = None
+    pending_tokens: int | None = None
+    preemptions: int | None = None  # vLLM per-interval count (absent when 0)
+    cpu_kv_usage: float | None = None  # vLLM V0
+    swapped: int | None = None  # vLLM V0
+    deferred: int | None = None  # vLLM 0.20+
+    cuda_graph: bool | None = None
+    forward_iter: int | None = None
+    engines_aggregated: int | None = None  # vLLM "N Engines Aggregated:"
+    engine_index: int | None = None  # vLLM "Engine 00k:" (= DP rank)
+
+
+@dataclass(slots=True)
+class Unrecognized:
+    """Returned by a message parser when a line carries a known marker but does not parse:
+    format drift, counted as ``outcome="unrecognized"``, never a crash."""
+
+    reason: str
+
+
+@dataclass(slots=True)
+class Retraction:
+    """SGLang decode retraction (``KV cache pool is full. Retract requests.``) or OOM retract."""
+
+    retracted: int
+    aborted: int | None = None
+    new_tokens_gained: int | None = None
+    mamba_num_gained: int | None = None
+    new_token_ratio_before: float | None = None
+    new_token_ratio_after: float | None = None
+    test: bool = False  # 'Testing retraction.' (SGLANG_TEST_RETRACT): not real pressure
+
+
+@dataclass(slots=True)
+class Preemption:
+    """vLLM V0 ``Sequence group N is preempted by ...`` (logged on the 1st, 51st, ... one)."""
+
+    mode: str  # 'recompute' | 'swap'
+    cumulative: int | None = None  # total_num_cumulative_preemption
+
+
+@dataclass(slots=True)
+class SpecDecoding:
+    """vLLM ``SpecDecoding metrics:`` / V0 ``Speculative metrics:``."""
+
+    mean_accept_length: float | None = None
+    accept_rate: float | None = None  # 0..1
+    accepted_tokens: int | None = None
+    drafted_tokens: int | None = None
+
+
+@dataclass(slots=True)
+class PoolExhausted:
+    """A fatal or warning line saying a pool ran out (mamba assertion, 'Out of memory', ...)."""
+
+    pool: str  # 'mamba' | 'kv'
+    fatal: bool = False
+
+
+# --------------------------------------------------------------------------------------------
+# startup: capacity facts
+
+
+@dataclass(slots=True)
+class MambaCacheAllocated:
+    """SGLang ``Mamba Cache is allocated.`` (every TP rank; per TP shard and DP rank)."""
+
+    slots: int | None  # max_mamba_cache_size (None before 0.5.3.post3)
+    conv_bytes: float
+    ssm_bytes: float
+    intermediate_ssm_bytes: float | None = None
+    intermediate_conv_bytes: float | None = None
+
+
+@dataclass(slots=True)
+class KVCacheAllocated:
+    """SGLang ``KV Cache is allocated.`` / ``VA upper bound`` / post-capture sizing."""
+
+    tokens: int
+    k_bytes: float | None = None
+    v_bytes: float | None = None
+    kv_bytes: float | None = None  # MLA single size
+    dtype: str | None = None
+    label: str | None = None  # e.g. 'MiniMax MSA-v1 main NVFP4'; None for the main pool
+    upper_bound: bool = False  # 'VA upper bound' (post-capture sizing follows)
+    swa: bool = False  # the SWA pool of a hybrid-SWA model
+    draft: bool = False  # speculative draft model's pool
+
+    @property
+    def total_bytes(self) -> float:
+        if self.kv_bytes is not None:
+            return self.kv_bytes
+        return (self.k_bytes or 0.0) + (self.v_bytes or 0.0)
+
+
+@dataclass(slots=True)
+class SchedulerSummary:
+    """SGLang ``max_total_num_tokens=..., max_running_requests=..., ...`` (effective values)."""
+
+    values: dict[str, float] = field(default_factory=dict)
+    # keys as printed: max_total_num_tokens, chunked_prefill_size, max_prefill_tokens,
+    # max_running_requests, context_len; available_gpu_mem / available_cpu_mem in bytes
+
+
+@dataclass(slots=True)
+class MambaCap:
+    """SGLang ``max_running_requests is capped to N by the mamba state cache (...)``."""
+
+    cap: int
+    slots: int | None = None
+    slots_per_request: int | None = None
+    requested: int | None = None  # only in the proposed (#32360) wording
+
+
+@dataclass(slots=True)
+class RequestCapReduced:
+    """SGLang ``max_running_requests was reduced from the requested A to B`` (KV-bound) or
+    ``Post-capture KV sizing: max_running_requests A -> B``."""
+
+    requested: int
+    effective: int
+    bound: str = "kv"
+
+
+@dataclass(slots=True)
+class ReplaySSMBuffers:
+    """SGLang ``GDN ReplaySSM ring buffers allocated (L=16|record_len=16, fold=...)``."""
+
+    record_length: int
+    buffers: dict[str, float] = field(default_factory=dict)  # name -> bytes
+    fold: bool | None = None
+
+
+@dataclass(slots=True)
+class UnifiedMemory:
+    """SGLang ``[unified-memory-pool] ...`` lines; ``values`` holds the numeric key=value pairs."""
+
+    values: dict[str, float] = field(default_factory=dict)
+    enabled: bool = False  # the 'UNIFIED MEMORY POOL ENABLED' banner
+
+
+@dataclass(slots=True)
+class SWAPool:
+    """SGLang ``SWAKVPool mem usage: X GB, swa size: N, full size: M`` / sliding window lines."""
+
+    swa_tokens: int | None = None
+    full_tokens: int | None = None
+    total_bytes: float | None = None
+
+
+@dataclass(slots=True)
+class ServerConfig:
+    """Configuration dumps: SGLang ``server_args=``, vLLM ``non-default args:`` and
+    ``Initializing ... engine (vX) with config:``. Values are Python literals where possible,
+    else strings. ``kind`` is 'server_args' | 'non_default_args' | 'engine_config'."""
+
+    kind: str
+    args: dict[str, object] = field(default_factory=dict)
+    version: str | None = None
+
+
+@dataclass(slots=True)
+class WeightsLoaded:
+    """SGLang ``Load weight end.`` / vLLM ``Model loading took`` / ``Loading model weights took``."""
+
+    weight_bytes: float | None = None
+    available_bytes: float | None = None
+    seconds: float | None = None
+    model_type: str | None = None
+    dtype: str | None = None
+
+
+@dataclass(slots=True)
+class ServerStarting:
+    """A boot marker with no numbers (SGLang ``Load weight begin``; vLLM version banner)."""
+
+    version: str | None = None
+    model: str | None = None
+
+
+@dataclass(slots=True)
+class ServerReady:
+    """SGLang ``The server is fired up and ready to roll!``; vLLM ``Application startup complete``
+    / ``Starting vLLM API server``."""
+
+
+@dataclass(slots=True)
+class KVCapacity:
+    """vLLM ``GPU KV cache size: N tokens`` and/or ``Maximum concurrency for X tokens per request:
+    Y.YYx`` (separate or merged lines), ``# GPU blocks``, ``num_gpu_blocks is: N``."""
+
+    tokens: int | None = None
+    max_model_len: int | None = None
+    max_concurrency: float | None = None
+    gpu_blocks: int | None = None
+    cpu_blocks: int | None = None
+    device: str | None = None  # 'GPU', 'CPU', 'XPU', 'GPU + host', 'cuda' ...
+
+
+@dataclass(slots=True)
+class KVMemory:
+    """vLLM ``Available KV cache memory: X GiB`` / V0 memory profiling / ``Current kv cache memory
+    in use is N bytes``."""
+
+    kv_bytes: float
+
+
+@dataclass(slots=True)
+class HybridLayout:
+    """vLLM hybrid page-size lines: ``Setting attention block size to N tokens`` and ``Padding
+    mamba page size by X%``; ``Add N padding layers``; mamba cache mode."""
+
+    block_size: int | None = None
+    padding_ratio: float | None = None  # 0..1
+    padding_layers: int | None = None
+    mamba_cache_mode: str | None = None
+    mamba_ssm_dtype: str | None = None
+
+
+@dataclass(slots=True)
+class MambaBlocksExceeded:
+    """vLLM ``max_num_seqs (N) exceeds available Mamba cache blocks (M)`` and the 0.18-0.19
+    cudagraph capping warnings."""
+
+    max_num_seqs: int | None
+    blocks: int

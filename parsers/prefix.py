@@ -1,0 +1,167 @@
+"""Line prefixes: collector wrappers, ANSI colours, and each engine's logging header.
+
+Pure functions, no I/O. The order follows the reference's pitfalls list: collector prefix
+(docker compose ``svc | ``, RFC3339 ``...Z ``, CRI ``... stdout F ``, journald), ANSI codes,
+``\\r``; then the engine header: SGLang ``[YYYY-MM-DD HH:MM:SS(.mmm)? TAGS] `` (not anchored:
+junk and Ray prefixes may precede it) or vLLM ``[(Name pid=N) ]LEVEL MM-DD HH:MM:SS [file:N] ``.
+"""
+
+from __future__ import annotations
+
+import calendar
+import time
+from dataclasses import dataclass
+
+import regex
+
+from .events import SGLANG, VLLM
+
+ANSI_RE = regex.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+# RFC3339 timestamp a collector put in front (docker logs -t, CRI, kubectl --timestamps)
+_RFC3339 = r"(?P<cts>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2}))"
+COLLECTOR_RE = regex.compile(
+    r"^(?:"
+    + _RFC3339
+    + r"\s+(?:(?:stdout|stderr)\s+[FP]\s+)?"  # CRI: '<ts> stdout F <msg>'
+    + r"|(?P<dcts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?) \| "  # compose with timestamps
+    + r"|[\w.-]+(?:[-_]\d+)?\s+\| "  # docker compose service prefix 'sglang-1  | '
+    + r"|[A-Za-zА-Яа-я]{3}\.? {1,2}\d{1,2} \d{2}:\d{2}:\d{2} \S+ [\w.\-/]+(?:\[\d+\])?: "  # journald
+    + r")"
+)
+
+SGLANG_HEADER_RE = regex.compile(r"\[(?P<date>\d{4}-\d{2}-\d{2}) (?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<ms>\d{3}))?(?P<tags>[^\]\[]*)\] ")
+SGLANG_TAG_RE = regex.compile(r"\b(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)\b")
+
+VLLM_HEADER_RE = regex.compile(
+    r"(?:\((?P<proc>[A-Za-z][\w ]*?)(?: rank=\d+)? pid=\d+(?:, ip=[^)]*)?\) ?)?"
+    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+    r"(?P<md>\d{2}-\d{2}) (?P<time>\d{2}:\d{2}:\d{2})(?:[.,]\d+)? "
+    r"\[?(?P<file>[^\]\s:]+):(?P<lineno>\d+)\] "
+)
+# a process prefix without a level (tracebacks, prints under the stdout wrapper)
+VLLM_PROC_RE = regex.compile(r"\((?P<proc>[A-Za-z][\w ]*?)(?: rank=\d+)? pid=\d+(?:, ip=[^)]*)?\) ")
+VLLM_DP_RE = regex.compile(r"(?:EngineCore|Worker)_(?:DP)?(\d+)")
+
+
+@dataclass(slots=True)
+class Header:
+    engine: str | None
+    msg: str
+    ts: float | None = None
+    dp_rank: str = "0"
+    tp_rank: int | None = None
+    pp_rank: int | None = None
+    level: str | None = None
+    process: str | None = None
+
+
+_EPOCH_CACHE: dict[str, float] = {}
+
+
+def local_epoch(date: str, hm: str) -> float:
+    """Unix time of local ``YYYY-MM-DD HH:MM`` (cached: one mktime per minute of log)."""
+    key = date + hm
+    v = _EPOCH_CACHE.get(key)
+    if v is None:
+        if len(_EPOCH_CACHE) > 4096:
+            _EPOCH_CACHE.clear()
+        y, mo, d = date.split("-")
+        h, mi = hm.split(":")
+        v = time.mktime((int(y), int(mo), int(d), int(h), int(mi), 0, 0, 0, -1))
+        _EPOCH_CACHE[key] = v
+    return v
+
+
+def _clock(date: str, t: str, ms: str | None) -> float:
+    ts = local_epoch(date, t[:5]) + int(t[6:8])
+    if ms:
+        ts += int(ms) / 1000.0
+    return ts
+
+
+def rfc3339_epoch(s: str) -> float:
+    """Unix time of an RFC3339 timestamp with any number of fraction digits."""
+    date, _, rest = s.partition("T")
+    tz = 0
+    if rest.endswith("Z"):
+        rest = rest[:-1]
+    else:
+        sign = 1 if rest[-6 if rest[-3] == ":" else -5] == "+" else -1
+        off = rest[-6:] if rest[-3] == ":" else rest[-5:]
+        rest = rest[: -len(off)]
+        off = off[1:].replace(":", "")
+        tz = sign * (int(off[:2]) * 3600 + int(off[2:]) * 60)
+    hms, _, frac = rest.partition(".")
+    y, mo, d = (int(x) for x in date.split("-"))
+    h, mi, se = (int(x) for x in hms.split(":"))
+    return calendar.timegm((y, mo, d, h, mi, se, 0, 0, 0)) - tz + (float("0." + frac) if frac else 0.0)
+
+
+def strip_collector(line: str) -> tuple[str, float | None]:
+    """Remove a collector prefix and ANSI codes and ``\\r``; return the line and the collector's
+    timestamp (Unix seconds) when it carried one."""
+    if "\r" in line:
+        # vLLM's multi-line messages end in '\r\n'; tqdm bars overwrite with '\r': keep the last
+        line = line.rstrip("\r\n")
+        if "\r" in line:
+            line = line.rsplit("\r", 1)[-1] or line.replace("\r", "")
+    if "\x1b" in line:
+        line = ANSI_RE.sub("", line)
+    cts = None
+    m = COLLECTOR_RE.match(line)
+    if m is not None:
+        if m.group("cts"):
+            try:
+                cts = rfc3339_epoch(m.group("cts"))
+            except (ValueError, IndexError):
+                cts = None
+        line = line[m.end() :]
+    return line, cts
+
+
+def split_header(line: str, engine: str | None, year: int) -> Header:
+    """Find the engine's logging header in an already unwrapped line.
+
+    ``engine`` restricts the search when the source's engine is known; ``year`` completes vLLM's
+    year-less timestamps. Returns ``Header(engine=None, msg=line)`` when no header is present
+    (continuations, tracebacks, third-party prints), so message parsers can still run.
+    """
+    if engine != VLLM:
+        m = SGLANG_HEADER_RE.search(line)
+        if m is not None:
+            h = Header(SGLANG, line[m.end() :], _clock(m.group("date"), m.group("time"), m.group("ms")))
+            tags = m.group("tags")
+            if tags:
+                for name, num in SGLANG_TAG_RE.findall(tags):
+                    if name == "DP":
+                        h.dp_rank = num
+                    elif name == "TP":
+                        h.tp_rank = int(num)
+                    elif name == "PP":
+                        h.pp_rank = int(num)
+            return h
+    if engine != SGLANG:
+        m = VLLM_HEADER_RE.search(line)
+        if m is not None:
+            md = m.group("md")
+            ts = _clock(f"{year:04d}-{md}", m.group("time"), None)
+            proc = m.group("proc")
+            if proc is None:
+                pm = VLLM_PROC_RE.search(line, 0, m.start() + 1)
+                proc = pm.group("proc") if pm else None
+            h = Header(VLLM, line[m.end() :], ts, level=m.group("level"), process=proc)
+            if proc:
+                dm = VLLM_DP_RE.search(proc)
+                if dm:
+                    h.dp_rank = dm.group(1)
+            return h
+        if engine == VLLM:
+            pm = VLLM_PROC_RE.search(line)
+            if pm is not None:
+                h = Header(VLLM, line[pm.end() :], process=pm.group("proc"))
+                dm = VLLM_DP_RE.search(pm.group("proc"))
+                if dm:
+                    h.dp_rank = dm.group(1)
+                return h
+    return Header(None, line)
