@@ -15,8 +15,8 @@ from parsers import parse_line
 
 from .state import SourceState
 
-# observers called after each applied event: (source_state, server_state, line)
-Observer = Callable[[SourceState, object, ev.Line], None]
+# observers called after each applied event: (source_state, server_state, parsed line, raw line)
+Observer = Callable[[SourceState, object, ev.Line, str], None]
 
 
 class Pipeline:
@@ -51,7 +51,7 @@ class Pipeline:
             if src.apply(parsed) and self.observers:
                 srv = src.server(parsed.dp_rank)
                 for obs in self.observers:
-                    obs(src, srv, parsed)
+                    obs(src, srv, parsed, line)
         return parsed.outcome
 
     def feed_lines(self, source: str, lines: Iterable[str]) -> None:
