@@ -1,0 +1,49 @@
+"""LineSplitter: chunk boundaries, partial lines, overlong lines, binary garbage."""
+
+from __future__ import annotations
+
+import os
+
+from exporter.lines import LineSplitter
+
+
+def test_lines_split_across_chunks_are_joined() -> None:
+    sp = LineSplitter()
+    assert sp.feed(b"[2026-08-14 08:17:30] Decode ba") == []
+    assert sp.pending == len(b"[2026-08-14 08:17:30] Decode ba")
+    assert sp.feed(b"tch, #running-req: 4\nnext") == ["[2026-08-14 08:17:30] Decode batch, #running-req: 4"]
+    assert sp.flush() == "next"
+    assert sp.flush() is None
+
+
+def test_every_chunking_gives_the_same_lines() -> None:
+    data = b"".join(b"line %d \xe2\x96\x88\n" % i for i in range(200))
+    want = [f"line {i} █" for i in range(200)]
+    for size in (1, 2, 3, 7, 64, 4096):
+        sp = LineSplitter()
+        got: list[str] = []
+        for i in range(0, len(data), size):
+            got += sp.feed(data[i : i + size])
+        assert got == want and sp.flush() is None
+
+
+def test_overlong_line_is_capped_counted_and_neighbours_survive() -> None:
+    sp = LineSplitter(max_line=1000)
+    got = sp.feed(b"before\n" + b"x" * 5000)
+    got += sp.feed(b"y" * 5000)
+    got += sp.feed(b"z\nafter\n")
+    assert got[0] == "before" and got[-1] == "after"
+    assert len(got) == 3 and len(got[1]) == 1000
+    assert sp.overlong == 1
+
+
+def test_overlong_line_in_one_chunk() -> None:
+    sp = LineSplitter(max_line=100)
+    assert sp.feed(b"a\n" + b"b" * 500 + b"\nc\n") == ["a", "b" * 100, "c"]
+    assert sp.overlong == 1
+
+
+def test_binary_garbage_never_raises() -> None:
+    sp = LineSplitter()
+    out = sp.feed(os.urandom(100_000) + b"\n")
+    assert all(isinstance(s, str) for s in out)
