@@ -6,7 +6,7 @@ same state and keep their own per-server memory in ``ServerState.rule_memory``.
 
 Semantics worth knowing:
 * A runtime gauge holds the value of the most recent line that carried its field, prefill or decode.
-* Startup lines are printed once per TP rank: for each DP group only one TP rank (the lowest seen)
+* Startup lines are printed once per TP rank: for each DP group only one (PP, TP) rank (the lowest seen)
   speaks, so nothing is multiplied (counters from other TP ranks are ignored too, which matters
   for retractions and for batch lines under ``--enable-metrics-for-all-schedulers``).
 * A startup line after runtime lines means the server restarted in the same log: the source's
@@ -111,7 +111,8 @@ class ServerState:
     """What one DP rank of one server has logged."""
 
     dp_rank: str
-    speaker_tp: int | None = None  # the TP rank whose lines count for this DP group
+    # the (PP, TP) rank whose lines count for this DP group: the lowest seen
+    speaker: tuple[int, int] | None = None
     gauges: dict[str, float] = field(default_factory=dict)  # runtime, survive restarts
     capacity: dict[str, float] = field(default_factory=dict)  # startup facts, reset on restart
     mamba_state_bytes: dict[str, float] = field(default_factory=dict)
@@ -179,10 +180,11 @@ class SourceState:
         if is_boot and self.runtime_seen:
             self.restart()
         srv = self.server(line.dp_rank)
-        if line.tp_rank is not None:
-            if srv.speaker_tp is None or line.tp_rank < srv.speaker_tp:
-                srv.speaker_tp = line.tp_rank
-            elif line.tp_rank != srv.speaker_tp:
+        if line.tp_rank is not None or line.pp_rank is not None:
+            rank = (line.pp_rank or 0, line.tp_rank or 0)
+            if srv.speaker is None or rank < srv.speaker:
+                srv.speaker = rank
+            elif rank != srv.speaker:
                 return False
         if ts is not None:
             srv.last_ts = ts
@@ -202,7 +204,7 @@ class SourceState:
         self.unified_memory.clear()
         for s in self.servers.values():
             s.reset_capacity()
-            s.speaker_tp = None
+            s.speaker = None
 
 
 # ----------------------------------------------------------------------------------------
