@@ -657,6 +657,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="CI smoke: small inputs, 3 s idle, no 10M soak")
     ap.add_argument("--out", default=str(BENCH / "out"), help="results directory (default bench/out)")
     ap.add_argument("--data", default=str(BENCH / "out" / "data"), help="cache of generated logs (default bench/out/data)")
+    ap.add_argument(
+        "--at", metavar="REV", help="benchmark the exporter as committed at REV (git archive into OUT/src-REV), not the work tree"
+    )
     ap.add_argument("--exporter", help="exporter command (default .venv/bin/hybrid-cache-exporter)")
     ap.add_argument("--mtail", default=shutil.which("mtail"), help="mtail binary (default: from PATH)")
     ap.add_argument("--lines", type=int, help="lines of the main throughput file")
@@ -691,6 +694,17 @@ def main(argv: list[str] | None = None) -> int:
     data = Path(a.data)
     try:
         exp = exporter_cmd(a.exporter)
+        if a.at:
+            rev = subprocess.run(
+                ["git", "-C", str(ROOT), "rev-parse", "--short", a.at], capture_output=True, text=True, check=True
+            ).stdout.strip()
+            snap = out / f"src-{rev}"
+            if not snap.exists():
+                snap.mkdir(parents=True)
+                arch = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
+                subprocess.run(["tar", "-x", "-C", str(snap)], input=arch, check=True)
+            py = ROOT / ".venv" / "bin" / "python"
+            exp = ["env", f"PYTHONPATH={snap}", str(py if py.exists() else sys.executable), "-P", "-m", "exporter"]
         mtail_ver = subprocess.run([a.mtail, "--version"], capture_output=True, text=True).stdout.split(" git ")[0].strip()
         results: dict = {
             "profile": prof.name,
