@@ -1,0 +1,258 @@
+"""``plan`` subcommand: capacity plan for a hybrid model from its HF config.json (no server needed).
+
+Usage (through the lead's CLI, which calls :func:`register` then ``args.func(args)``)::
+
+    hybrid-cache-exporter plan --config fixtures/configs/kimi-k3.json --engine sglang --tp 8 \\
+        --kv-budget 27.3 --kv-cache-dtype fp8_e4m3 --mamba-ssm-dtype bfloat16 --mamba-full-memory-ratio 0.15 \\
+        --radix-strategy extra_buffer --context-len 19456 --max-running-requests 64
+
+Memory budget: ``--kv-budget GiB`` is the per-GPU memory for KV + state (SGLang's ``rest`` / vLLM's "Available KV
+cache memory"). ``--gpu-memory GiB`` instead derives it as ``gpu_memory × --mem-fraction − --weights/tp``.
+Exit codes: 0 ok, 2 bad input (missing/invalid config, bad option combination).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from typing import Any
+
+from exporter import capacity as cap
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``plan`` subcommand to an ``argparse`` subparsers object; sets ``func=run``."""
+    p = subparsers.add_parser(
+        "plan",
+        help="capacity plan (KV/token, state/request, pool sizes, request caps, flag effects) from a config.json",
+        description="Capacity plan for a hybrid linear-attention model from its HuggingFace config.json.",
+    )
+    p.add_argument("--config", required=True, metavar="PATH", help="HF config.json (top level or nested text_config)")
+    p.add_argument("--engine", choices=("sglang", "vllm"), default="sglang")
+    p.add_argument("--tp", type=int, default=1, metavar="N", help="tensor parallel size (default 1)")
+    mem = p.add_mutually_exclusive_group()
+    mem.add_argument("--kv-budget", type=float, metavar="GiB", help="per-GPU memory for KV + linear state")
+    mem.add_argument("--gpu-memory", type=float, metavar="GiB", help="per-GPU memory; budget = this × --mem-fraction − --weights/tp")
+    p.add_argument("--mem-fraction", type=float, default=0.9, help="with --gpu-memory: static fraction (default 0.9)")
+    p.add_argument("--weights", type=float, default=None, metavar="GiB", help="with --gpu-memory: total weight GiB over all GPUs")
+    p.add_argument("--kv-cache-dtype", default="auto", help="auto|bfloat16|fp8|fp8_e4m3|… (default auto = model dtype)")
+    p.add_argument(
+        "--mamba-ssm-dtype",
+        "--mamba-ssm-cache-dtype",
+        dest="mamba_ssm_dtype",
+        default=None,
+        help="float32|bfloat16|float16 (default: config, else engine default)",
+    )
+    p.add_argument("--mamba-full-memory-ratio", type=float, default=0.9, metavar="R", help="SGLang mamba:KV byte ratio (default 0.9)")
+    p.add_argument("--max-mamba-cache-size", type=int, default=None, metavar="N", help="SGLang explicit mamba slot count")
+    p.add_argument(
+        "--radix-strategy",
+        default="auto",
+        choices=("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy", "disable"),
+        help="SGLang --mamba-radix-cache-strategy, or 'disable' for --disable-radix-cache",
+    )
+    p.add_argument("--disable-overlap-schedule", action="store_true", help="SGLang: overlap scheduler off")
+    p.add_argument("--skip-decode-lock", action="store_true", help="SGLang: SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1")
+    p.add_argument("--sglang-version", default=None, help="SGLang version for the slots table (default latest, 0.5.23)")
+    p.add_argument("--mamba-cache-mode", choices=("none", "align"), default="none", help="vLLM mamba cache mode (align = prefix caching)")
+    p.add_argument("--context-len", type=int, default=None, metavar="TOKENS", help="tokens per request (vLLM: max_model_len)")
+    p.add_argument("--max-running-requests", "--max-num-seqs", dest="max_running_requests", type=int, default=None, metavar="N")
+    p.add_argument(
+        "--spec-draft-tokens", type=int, default=0, metavar="D", help="speculative draft tokens (SGLang D / vLLM num_speculative_tokens)"
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+    return p
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _budget_bytes(args: argparse.Namespace, notes: list[str]) -> int:
+    if args.kv_budget is not None:
+        if args.kv_budget <= 0:
+            raise _UsageError("--kv-budget must be > 0")
+        return int(args.kv_budget * cap.GiB)
+    if args.gpu_memory is not None:
+        if args.gpu_memory <= 0:
+            raise _UsageError("--gpu-memory must be > 0")
+        b = args.gpu_memory * args.mem_fraction
+        if args.weights is None:
+            notes.append("weights not subtracted from --gpu-memory (pass --weights GiB or use --kv-budget)")
+        else:
+            b -= args.weights / max(1, args.tp)
+        if b <= 0:
+            raise _UsageError("no memory left for KV + state after weights")
+        return int(b * cap.GiB)
+    return 0
+
+
+def build(args: argparse.Namespace) -> tuple[cap.Plan | None, list[cap.Effect], list[str]]:
+    """Model + plan + effects from parsed args. Raises ``cap.ConfigError`` / ``_UsageError``."""
+    model = cap.load_model(args.config)
+    notes: list[str] = []
+    if args.tp < 1:
+        raise _UsageError("--tp must be ≥ 1")
+    budget = _budget_bytes(args, notes)
+    try:
+        kv_dtype = None if args.kv_cache_dtype in (None, "auto") else cap.normalize_dtype(args.kv_cache_dtype)
+        ssm = None if args.mamba_ssm_dtype in (None, "auto") else cap.normalize_dtype(args.mamba_ssm_dtype)
+    except ValueError as e:
+        raise _UsageError(str(e)) from None
+    inputs = cap.PlanInputs(
+        engine=args.engine,
+        tp=args.tp,
+        budget_bytes=budget,
+        kv_dtype=kv_dtype,
+        ssm_dtype=ssm,
+        ratio=args.mamba_full_memory_ratio,
+        radix_strategy=args.radix_strategy,
+        context_len=args.context_len,
+        max_running_requests=args.max_running_requests,
+        spec_draft_tokens=args.spec_draft_tokens,
+        max_mamba_cache_size=args.max_mamba_cache_size,
+        skip_decode_lock=args.skip_decode_lock,
+        overlap=not args.disable_overlap_schedule,
+        sglang_version=args.sglang_version,
+        vllm_mode=args.mamba_cache_mode,
+    )
+    if not budget:
+        notes.append("no --kv-budget/--gpu-memory: pool sizes and caps not computed")
+        return _per_unit_only(model, inputs), [], notes
+    try:
+        plan = cap.make_plan(model, inputs)
+    except ValueError as e:
+        raise _UsageError(str(e)) from None
+    return plan, cap.all_flag_effects(model, inputs), notes
+
+
+def _per_unit_only(model: cap.ModelSpec, inputs: cap.PlanInputs) -> cap.Plan:
+    st = cap.linear_state(model, inputs.tp, inputs.ssm_dtype, engine=inputs.engine)
+    kvt = cap.kv_bytes_per_token(model, inputs.kv_dtype, inputs.tp)
+    spr = None
+    if inputs.engine == "sglang" and model.is_hybrid:
+        try:
+            spr = cap.sglang_slots_per_request(
+                inputs.radix_strategy,
+                inputs.sglang_version,
+                overlap=inputs.overlap,
+                spec=inputs.spec_draft_tokens > 0,
+                skip_decode_lock=inputs.skip_decode_lock,
+            )
+        except ValueError as e:
+            raise _UsageError(str(e)) from None
+    return cap.Plan(model, inputs, kvt, kvt * inputs.tp, st, spr)
+
+
+def _h(n: float) -> str:
+    """Human bytes: 65536 -> '64 KiB', 150994944 -> '144 MiB'."""
+    for unit, size in (("GiB", cap.GiB), ("MiB", cap.MiB), ("KiB", cap.KiB)):
+        if n >= size:
+            v = n / size
+            return f"{v:.0f} {unit}" if abs(v - round(v)) < 0.005 else f"{v:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+def to_dict(plan: cap.Plan, effects: list[cap.Effect], notes: list[str]) -> dict[str, Any]:
+    m, st = plan.model, plan.state
+    d: dict[str, Any] = {
+        "model": {
+            "name": m.name,
+            "layers": m.num_layers,
+            "full_attention_layers": m.full_layers,
+            "linear_layers": m.linear_layers,
+            "linear_kind": m.linear_kind,
+            "attention": m.attention,
+        },
+        "engine": plan.inputs.engine,
+        "tp": plan.inputs.tp,
+        "kv_bytes_per_token_per_gpu": plan.kv_bytes_per_token,
+        "kv_bytes_per_token_all_gpus": plan.kv_bytes_per_token_all_gpus,
+        "state": {
+            "conv_dtype": st.conv_dtype,
+            "ssm_dtype": st.ssm_dtype,
+            "conv_bytes_per_request_per_gpu": st.conv_bytes,
+            "ssm_bytes_per_request_per_gpu": st.ssm_bytes,
+            "bytes_per_request_per_gpu": st.per_request,
+            "bytes_per_request_all_gpus": st.all_gpus,
+        },
+        "slots_per_request": plan.slots_per_request,
+        "notes": notes,
+    }
+    if plan.sglang is not None:
+        d["sglang"] = asdict(plan.sglang)
+    if plan.vllm is not None:
+        d["vllm"] = asdict(plan.vllm)
+    if plan.sglang is not None or plan.vllm is not None:
+        d["cap"] = plan.cap
+        d["binding_pool"] = plan.binding_pool
+    d["effects"] = [asdict(e) for e in effects]
+    return d
+
+
+def render(plan: cap.Plan, effects: list[cap.Effect], notes: list[str]) -> str:
+    m, st, i = plan.model, plan.state, plan.inputs
+    out = [
+        f"model: {m.name} — {m.num_layers} layers: {m.full_layers} full-attention ({m.attention.upper()}) + "
+        f"{m.linear_layers} linear ({m.linear_kind or 'none'}); engine {i.engine}, TP{i.tp}",
+        f"KV per token: {plan.kv_bytes_per_token:,} B ({_h(plan.kv_bytes_per_token)}) per GPU, "
+        f"{plan.kv_bytes_per_token_all_gpus:,} B over {i.tp} GPU(s)",
+    ]
+    if m.is_hybrid:
+        out.append(
+            f"state per request: {st.per_request:,} B ({_h(st.per_request)}) per GPU = conv {_h(st.conv_bytes)} ({st.conv_dtype}) + "
+            f"ssm {_h(st.ssm_bytes)} ({st.ssm_dtype}); {_h(st.all_gpus)} over {i.tp} GPU(s)"
+        )
+    if plan.slots_per_request is not None:
+        label = "mamba slots per request" if i.engine == "sglang" else "mamba blocks per request (all groups)"
+        out.append(f"{label}: {plan.slots_per_request}")
+    sp, vp = plan.sglang, plan.vllm
+    if sp is not None:
+        out.append(f"budget (KV + state) per GPU: {_h(sp.rest_bytes)}, --mamba-full-memory-ratio {sp.ratio:g}")
+        if m.is_hybrid:
+            out.append(
+                f"mamba pool: {sp.mamba_slots:,} slots = {_h(sp.mamba_bytes)}; cap {sp.mamba_slots:,} // {sp.slots_per_request} = {sp.mamba_cap:,}"
+            )
+        out.append(
+            f"KV pool: {sp.kv_tokens:,} tokens = {_h(sp.kv_bytes)}"
+            + (f"; {sp.requests_at_context:,} requests of {sp.context_len:,} tokens" if sp.context_len else "")
+        )
+        out.append(f"max_running_requests: {sp.max_running_requests:,} (bound by {sp.bound_by}); pool that binds: {sp.binding_pool}")
+        if not sp.fits:
+            out.append("WARNING: does not fit (no KV memory left or 0 mamba slots)")
+    if vp is not None:
+        out.append(
+            f"block size {vp.block_size} tokens, page {vp.page_bytes:,} B (mamba page {vp.mamba_page:,} B, padding {vp.padding_pct:.2f}%), "
+            f"group size {vp.group_size}: {vp.n_attn_groups} attention + {vp.n_mamba_groups} mamba groups"
+        )
+        out.append(f"num_blocks: {vp.num_blocks:,}; state per running sequence {_h(vp.state_bytes_per_request)} (padded)")
+        out.append(f"mamba-bound concurrency: {vp.mamba_bound_concurrency:,}")
+        if vp.max_concurrency is not None:
+            out.append(
+                f"Maximum concurrency for {vp.max_model_len:,} tokens per request: {vp.max_concurrency:.2f}x; GPU KV cache size {vp.kv_cache_tokens_new:,} tokens (0.22+ formula), {vp.kv_cache_tokens_old:,} (≤0.20 formula)"
+            )
+        else:
+            out.append(f"GPU KV cache size: {vp.kv_cache_tokens_old:,} tokens (≤0.20 formula)")
+        out.append(f"cap: {vp.cap:,}; pool that binds: {vp.binding_pool}")
+    if effects:
+        out.append("flag effects:")
+        out.extend(f"  {e.summary}" for e in effects)
+    out.extend(f"note: {n}" for n in notes)
+    return "\n".join(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        plan, effects, notes = build(args)
+    except (cap.ConfigError, _UsageError) as e:
+        print(f"plan: error: {e}", file=sys.stderr)
+        return 2
+    assert plan is not None
+    if args.json:
+        print(json.dumps(to_dict(plan, effects, notes), indent=2, ensure_ascii=False))
+    else:
+        print(render(plan, effects, notes))
+    return 0
