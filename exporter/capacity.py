@@ -853,7 +853,9 @@ class ObservedCapacity:
     conv_state size", "KV Cache is allocated … KV size" × 2**30). ``mamba_slots`` is ``max_mamba_cache_size``;
     SGLang allocates ``mamba_slots + padding_slots`` slots, so bytes per slot = (conv+ssm)/(slots+padding).
     For vLLM fill ``mamba_slots`` = ``num_blocks``, ``slots_per_request`` = ``n_mamba_groups × blocks_per_group``,
-    ``padding_slots=0``.
+    ``padding_slots=0`` and ``conv_bytes``/``ssm_bytes`` = ``num_blocks × group_size ×`` per-layer conv/ssm bytes
+    (so a dtype change scales ``num_blocks`` like the page size does; the padding to a whole attention block is
+    ignored).
     """
 
     mamba_slots: int | None = None
