@@ -1,0 +1,407 @@
+"""Grafana dashboard "Hybrid cache: KV vs mamba pools" (grafanalib source of ``hybrid-cache.json``).
+
+Regenerate the JSON with ``python -m dashboards.build``; ``tests/test_dashboards.py`` fails when the
+checked-in JSON is stale. Every panel carries a description saying what to look for; the same
+text is rendered into ``docs/dashboards.md``'s panel list.
+"""
+
+from __future__ import annotations
+
+from grafanalib.core import (
+    Dashboard,
+    GridPos,
+    RowPanel,
+    Stat,
+    Table,
+    Target,
+    Template,
+    Templating,
+    TimeSeries,
+)
+
+UID = "hybrid-cache-pools"
+TITLE = "Hybrid cache: KV vs mamba pools"
+DS = {"type": "prometheus", "uid": "${datasource}"}
+RATE = "$__rate_interval"
+CACHED = 'kind="cached"'
+
+SERVER_SEL = 'engine=~"$engine", source=~"$source", dp_rank=~"$dp_rank"'
+ES_SEL = 'engine=~"$engine", source=~"$source"'
+SRC_SEL = 'source=~"$source"'
+SERVER_BY = "engine, source, dp_rank"
+
+
+def s(metric: str, extra: str = "", sel: str = SERVER_SEL) -> str:
+    """``metric{extra, <template selector>}``."""
+    inner = f"{extra}, {sel}" if extra else sel
+    return f"{metric}{{{inner}}}"
+
+
+def tgt(expr: str, legend: str = "", ref: str = "A", instant: bool = False, fmt: str = "time_series") -> Target:
+    return Target(expr=expr, legendFormat=legend, refId=ref, instant=instant, format=fmt, datasource=DS)
+
+
+LEG = "{{source}} dp{{dp_rank}}"
+
+
+def timeseries(title: str, description: str, targets: list[Target], unit: str = "short", **kw) -> TimeSeries:
+    for i, t in enumerate(targets):
+        t.refId = chr(ord("A") + i)
+    kw.setdefault("legendDisplayMode", "table")
+    kw.setdefault("legendCalcs", ["lastNotNull", "max"])
+    return TimeSeries(title=title, description=description, dataSource=DS, targets=targets, unit=unit, **kw)
+
+
+def table(title: str, description: str, targets: list[Target], transformations: list[dict] | None = None, **kw) -> Table:
+    for i, t in enumerate(targets):
+        t.refId = chr(ord("A") + i)
+        t.instant = True
+        t.format = "table"
+    hide = {"transformations": transformations} if transformations else {}
+    return Table(title=title, description=description, dataSource=DS, targets=targets, **hide, **kw)
+
+
+def organize(exclude: list[str], rename: dict[str, str] | None = None) -> dict:
+    return {
+        "id": "organize",
+        "options": {"excludeByName": {k: True for k in exclude}, "renameByName": rename or {}, "indexByName": {}},
+    }
+
+
+# ---------------------------------------------------------------------------------------- panels
+
+POOLS = [
+    timeseries(
+        "KV pool vs mamba pool usage",
+        "The two capacity pools of a hybrid model side by side, per source and DP rank: the full-attention KV pool "
+        "(grows with every token) and the mamba/linear-attention state pool (a fixed number of slots per running "
+        "request). Look for one line pinned near 1.0 while the other stays low: that pool limits concurrency and the "
+        "memory given to the other is wasted. SGLang's own token_usage is max(full, mamba), so it cannot show this split.",
+        [
+            tgt(s("hybrid_cache_kv_usage_ratio"), LEG + " KV"),
+            tgt(s("hybrid_cache_mamba_usage_ratio"), LEG + " mamba"),
+            tgt(s("hybrid_cache_swa_usage_ratio"), LEG + " SWA"),
+        ],
+        unit="percentunit",
+        valueMin=0,
+        valueMax=1,
+    ),
+    timeseries(
+        "Which pool binds",
+        "The exporter's diagnosis over time (1 = the finding is active): mamba_bound (mamba pool full, KV mostly "
+        "free, requests queue), kv_bound (the opposite), request_cap_bound (max_running_requests reached while both "
+        "pools have room). A flat line at 1 for mamba_bound is the textbook hybrid imbalance; see the "
+        "Recommendations table for the flag to change.",
+        [tgt(s("hybrid_cache_finding", 'rule=~"mamba_bound|kv_bound|request_cap_bound"'), LEG + " {{rule}}")],
+        unit="short",
+        valueMin=0,
+        valueMax=1,
+        lineInterpolation="stepAfter",
+    ),
+    timeseries(
+        "Pool imbalance (mamba − KV usage)",
+        "Mamba usage minus KV usage. Near 0 the memory split between the pools fits the workload. Persistently "
+        "positive (> 0.4) means mamba slots run out first (shorter contexts than the pools were sized for: raise "
+        "--mamba-full-memory-ratio or raise --max-mamba-cache-size); persistently negative means the KV pool runs out first.",
+        [tgt(f"{s('hybrid_cache_mamba_usage_ratio')} - {s('hybrid_cache_kv_usage_ratio')}", LEG)],
+        unit="percentunit",
+        valueMin=-1,
+        valueMax=1,
+    ),
+    timeseries(
+        "Running requests vs effective cap, queued requests",
+        "Running requests against the effective max_running_requests (after SGLang's mamba cap, or vLLM max_num_seqs) "
+        "and the queue. Running flat at the cap with a non-empty queue means the request cap binds; running below the "
+        "cap with a queue means a pool (see above) binds. vLLM's 'Maximum concurrency' estimate is shown when logged.",
+        [
+            tgt(s("hybrid_cache_running_requests"), LEG + " running"),
+            tgt(s("hybrid_cache_max_running_requests"), LEG + " effective cap"),
+            tgt(s("hybrid_cache_queued_requests"), LEG + " queued"),
+            tgt(s("hybrid_cache_max_concurrency"), LEG + " vLLM max concurrency"),
+        ],
+    ),
+    timeseries(
+        "Mamba slots: used vs capacity",
+        "Mamba state slots in use against the pool size, and running requests × slots per request. Used slots above "
+        "running × slots/request are cached (radix) states; a pool whose capacity / slots-per-request is below the "
+        "configured max_running_requests silently caps concurrency at startup.",
+        [
+            tgt(s("hybrid_cache_mamba_used_slots"), LEG + " used"),
+            tgt(s("hybrid_cache_mamba_capacity_slots"), LEG + " capacity"),
+            tgt(
+                f"{s('hybrid_cache_running_requests')} * on({SERVER_BY}) group_left() "
+                f"max by ({SERVER_BY}) ({s('hybrid_cache_mamba_slots_per_request')})",
+                LEG + " running × slots/request",
+            ),
+        ],
+    ),
+    timeseries(
+        "KV tokens: used vs capacity",
+        "Tokens held in the full-attention KV pool against its size. With the mamba pool binding, this stays far "
+        "below capacity: that gap is memory that --mamba-full-memory-ratio could move to the mamba pool.",
+        [
+            tgt(s("hybrid_cache_kv_used_tokens"), LEG + " used"),
+            tgt(s("hybrid_cache_kv_capacity_tokens"), LEG + " capacity"),
+        ],
+    ),
+]
+
+CAPACITY = [
+    table(
+        "Capacity facts (from the startup log)",
+        "What the server allocated at startup, per source and DP rank: KV pool tokens, mamba slots, slots each request "
+        "holds, the effective max running requests, vLLM's max concurrency and the context length. These facts are "
+        "printed only in the boot log (e.g. SGLang's mamba cap, sglang#38846); compare the effective cap with what "
+        "you configured and with the concurrency your benchmark assumes.",
+        [
+            tgt(f"max by ({SERVER_BY}) ({s('hybrid_cache_kv_capacity_tokens')})"),
+            tgt(f"max by ({SERVER_BY}) ({s('hybrid_cache_mamba_capacity_slots')})"),
+            tgt(f"max by ({SERVER_BY}) ({s('hybrid_cache_mamba_slots_per_request')})"),
+            tgt(f"max by ({SERVER_BY}) ({s('hybrid_cache_max_running_requests')})"),
+            tgt(f"max by ({SERVER_BY}) ({s('hybrid_cache_max_concurrency')})"),
+            tgt(f"max by ({SERVER_BY}) ({s('hybrid_cache_context_length_tokens')})"),
+        ],
+        transformations=[
+            {"id": "merge", "options": {}},
+            organize(
+                ["Time"],
+                {
+                    "Value #A": "KV tokens",
+                    "Value #B": "mamba slots",
+                    "Value #C": "slots/request",
+                    "Value #D": "max running",
+                    "Value #E": "vLLM max concurrency",
+                    "Value #F": "context length",
+                },
+            ),
+        ],
+    ),
+    timeseries(
+        "Pool memory per GPU",
+        "Bytes per GPU of the KV pool and of each mamba state buffer (conv, ssm, intermediate_*), plus SGLang GDN "
+        "ReplaySSM buffers. The ssm state usually dominates: --mamba-ssm-dtype bfloat16 halves it (doubling slots).",
+        [
+            tgt(s("hybrid_cache_kv_capacity_bytes"), LEG + " KV pool"),
+            tgt(s("hybrid_cache_mamba_state_bytes"), LEG + " mamba {{state}}"),
+            tgt(s("hybrid_cache_replayssm_buffer_bytes"), LEG + " replayssm {{buffer}}"),
+        ],
+        unit="bytes",
+        stacking={"mode": "normal", "group": "A"},
+        fillOpacity=30,
+    ),
+    table(
+        "Server configuration",
+        "hybrid_cache_server_info: model, engine version, KV and mamba dtypes, radix cache strategy, TP/DP sizes and "
+        "speculative algorithm as logged at startup. Check the dtypes and the radix strategy (V2 needs extra mamba slots "
+        "per request) when the capacity facts look wrong.",
+        [tgt(s("hybrid_cache_server_info", sel=ES_SEL))],
+        transformations=[organize(["Time", "Value", "__name__"])],
+    ),
+]
+
+TRAFFIC = [
+    timeseries(
+        "Throughput",
+        "Decode (generation) and prefill (input) throughput as the engine logs it. A throughput plateau while requests "
+        "queue and one pool is full confirms the pool, not compute, is the bottleneck.",
+        [
+            tgt(s("hybrid_cache_generation_throughput_tokens_per_second"), LEG + " generation"),
+            tgt(s("hybrid_cache_input_throughput_tokens_per_second"), LEG + " input"),
+        ],
+        axisLabel="tokens/s",
+    ),
+    timeseries(
+        "Speculative decoding accept length",
+        "Mean accepted draft length (and acceptance rate 0-1) when speculative decoding is on. Speculative decoding "
+        "holds extra (intermediate) mamba state per request; a low accept length means that memory buys little.",
+        [
+            tgt(s("hybrid_cache_spec_accept_length"), LEG + " accept length"),
+            tgt(s("hybrid_cache_spec_accept_ratio"), LEG + " accept ratio"),
+        ],
+    ),
+    timeseries(
+        "Retractions and preemptions",
+        "Requests retracted (SGLang, pool full mid-decode) or preempted (vLLM) per second, and SGLang retraction events. "
+        "Any sustained rate means a pool is over-committed: running requests lose their progress and are recomputed.",
+        [
+            tgt(f"rate({s('hybrid_cache_preempted_requests_total')}[{RATE}])", LEG + " preempted requests/s"),
+            tgt(f"rate({s('hybrid_cache_retractions_total')}[{RATE}])", LEG + " retraction events/s"),
+        ],
+        axisLabel="per second",
+    ),
+    timeseries(
+        "Prefix cache hits",
+        "Share of prompt tokens served from the prefix cache: SGLang cached / (new + cached) prefill tokens, vLLM's "
+        "logged prefix cache hit rate. On hybrids a prefix hit also needs a cached mamba state (checkpoint), so hit "
+        "rates can drop when the mamba pool is full.",
+        [
+            tgt(
+                f"sum by ({SERVER_BY}) (rate({s('hybrid_cache_prefill_tokens_total', CACHED)}[{RATE}])) "
+                f"/ sum by ({SERVER_BY}) (rate({s('hybrid_cache_prefill_tokens_total')}[{RATE}]))",
+                LEG + " SGLang cached share",
+            ),
+            tgt(s("hybrid_cache_prefix_cache_hit_ratio"), LEG + " vLLM hit rate"),
+        ],
+        unit="percentunit",
+    ),
+    timeseries(
+        "Log activity (batch lines/s)",
+        "Decode and prefill batch lines (SGLang) and stats lines (vLLM) per second. Engines print these only while "
+        "busy, so at 0 the gauges above are frozen at their last value: read them as 'last seen', not 'now'.",
+        [
+            tgt(f"rate({s('hybrid_cache_decode_batches_total')}[{RATE}])", LEG + " decode"),
+            tgt(f"rate({s('hybrid_cache_prefill_batches_total')}[{RATE}])", LEG + " prefill"),
+            tgt(f"rate({s('hybrid_cache_stats_lines_total')}[{RATE}])", LEG + " vLLM stats"),
+        ],
+        axisLabel="lines/s",
+    ),
+]
+
+DIAGNOSIS = [
+    table(
+        "Active findings",
+        "Every diagnosis rule currently firing (hybrid_cache_finding == 1), per source and DP rank. Empty is good. "
+        "mamba_capped means the mamba pool lowered max_running_requests at startup.",
+        [tgt(f"{s('hybrid_cache_finding')} == 1")],
+        transformations=[organize(["Time", "Value", "__name__"])],
+    ),
+    table(
+        "Recommendations",
+        "The flag (and value) that addresses each active finding, from hybrid_cache_recommendation_info. Apply one "
+        "change at a time and watch the pool usage panel rebalance.",
+        [tgt(s("hybrid_cache_recommendation_info"))],
+        transformations=[organize(["Time", "Value", "__name__"])],
+    ),
+    Stat(
+        title="Recommended --mamba-full-memory-ratio",
+        description="The --mamba-full-memory-ratio that would have balanced the observed peak usage of both pools. "
+        "Compare with the configured value (default 0.9); no value means the pools are balanced.",
+        dataSource=DS,
+        targets=[tgt(s("hybrid_cache_recommended_mamba_full_memory_ratio"), LEG)],
+        reduceCalc="lastNotNull",
+        decimals=2,
+        graphMode="none",
+    ),
+]
+
+HEALTH = [
+    timeseries(
+        "Lines read by outcome",
+        "Log lines per second by outcome: parsed, ignored (not a line the exporter needs) and unrecognized (a known "
+        "marker that failed to parse). Any unrecognized lines mean the engine's log format drifted: the gauges fed by "
+        "those lines stop updating. See the HybridCacheFormatDrift runbook.",
+        [tgt(f"sum by (source, outcome) (rate({s('hybrid_cache_exporter_lines_total', sel=SRC_SEL)}[{RATE}]))", "{{source}} {{outcome}}")],
+        axisLabel="lines/s",
+    ),
+    timeseries(
+        "Last log line age and file age",
+        "Seconds since the newest log line's own timestamp and since the log file was last modified. Growing age with "
+        "a busy server means the exporter is not reading (wrong path, rotation not followed). Idle servers print "
+        "nothing, so a growing age alone is not an error.",
+        [
+            tgt(f"time() - {s('hybrid_cache_last_line_timestamp_seconds', sel=ES_SEL)}", "{{source}} last line"),
+            tgt(f"time() - {s('hybrid_cache_exporter_file_modified_timestamp_seconds', sel=SRC_SEL)}", "{{source}} file modified"),
+        ],
+        unit="s",
+    ),
+    timeseries(
+        "Read lag and read rate",
+        "Bytes of the log not yet read (should hover near 0) and bytes read per second. A lag that keeps growing "
+        "means the exporter cannot keep up with the log.",
+        [
+            tgt(s("hybrid_cache_exporter_read_lag_bytes", sel=SRC_SEL), "{{source}} lag"),
+            tgt(f"rate({s('hybrid_cache_exporter_read_bytes_total', sel=SRC_SEL)}[{RATE}])", "{{source}} read/s"),
+        ],
+        unit="bytes",
+    ),
+    timeseries(
+        "Rotations, truncations, server restarts (1h)",
+        "Log rotations and truncations the tailer followed, and server restarts seen in the log, over the last hour. "
+        "Restarts reset capacity facts; frequent ones usually mean OOM or crash loops.",
+        [
+            tgt(f"increase({s('hybrid_cache_exporter_rotations_total', sel=SRC_SEL)}[1h])", "{{source}} rotations"),
+            tgt(f"increase({s('hybrid_cache_exporter_truncations_total', sel=SRC_SEL)}[1h])", "{{source}} truncations"),
+            tgt(f"increase({s('hybrid_cache_server_restarts_total', sel=ES_SEL)}[1h])", "{{source}} server restarts"),
+        ],
+    ),
+    Stat(
+        title="Log sources up",
+        description="1 when the exporter can open and read the log source, 0 when it cannot (missing file, permissions). "
+        "Anything red here means every other panel for that source is stale.",
+        dataSource=DS,
+        targets=[tgt(s("hybrid_cache_exporter_source_up", sel=SRC_SEL), "{{source}}")],
+        reduceCalc="lastNotNull",
+        graphMode="none",
+        colorMode="background",
+        thresholds=[{"color": "red", "value": None}, {"color": "green", "value": 1}],
+        mappings=[
+            {"type": "value", "options": {"0": {"text": "down"}, "1": {"text": "up"}}},
+        ],
+    ),
+]
+
+SECTIONS: list[tuple[str, list]] = [
+    ("Pools: which one limits concurrency", POOLS),
+    ("Capacity facts", CAPACITY),
+    ("Throughput, speculative decoding, retractions", TRAFFIC),
+    ("Findings and recommendations", DIAGNOSIS),
+    ("Exporter health", HEALTH),
+]
+
+
+def panels() -> list:
+    """All panels in display order: a row header per section, then two half-width panels per line
+    (multi-query tables full width)."""
+    out: list = []
+    y = 0
+    for title, section in SECTIONS:
+        out.append(RowPanel(title=title, gridPos=GridPos(h=1, w=24, x=0, y=y)))
+        y += 1
+        x = 0
+        for p in section:
+            w = 24 if isinstance(p, Table) and len(p.targets) > 1 else 12
+            if x + w > 24:
+                x, y = 0, y + 8
+            p.gridPos = GridPos(h=8, w=w, x=x, y=y)
+            out.append(p)
+            x += w
+        y += 8
+    return out
+
+
+def _var(name: str, label: str, query: str) -> Template:
+    t = Template(
+        name=name,
+        label=label,
+        query=query,
+        dataSource=DS,
+        includeAll=True,
+        multi=True,
+        allValue=".*",
+        default="$__all",
+        refresh=2,
+        sort=1,
+    )
+    t._current = {"selected": True, "text": ["All"], "value": ["$__all"]}  # grafanalib writes text "$__all"
+    return t
+
+
+def dashboard() -> Dashboard:
+    return Dashboard(
+        title=TITLE,
+        uid=UID,
+        description="Which of the two pools of a hybrid linear-attention model (full-attention KV vs mamba state) "
+        "limits concurrency on SGLang/vLLM, read from the server logs by hybrid-cache-exporter.",
+        tags=["hybrid-cache-exporter", "sglang", "vllm", "llm"],
+        timezone="browser",
+        refresh="30s",
+        panels=panels(),
+        templating=Templating(
+            list=[
+                Template(name="datasource", label="Data source", query="prometheus", type="datasource", default="Prometheus"),
+                _var("engine", "Engine", "label_values(hybrid_cache_server_info, engine)"),
+                _var("source", "Source", 'label_values(hybrid_cache_server_info{engine=~"$engine"}, source)'),
+                _var("dp_rank", "DP rank", 'label_values(hybrid_cache_running_requests{engine=~"$engine", source=~"$source"}, dp_rank)'),
+            ]
+        ),
+    ).auto_panel_ids()
