@@ -1,0 +1,498 @@
+"""Recommendations: the flags that fix each firing finding, filtered by what the log says.
+
+For every live finding of a server, :func:`update` lists candidate flags and drops the ones the
+log rules out: the release (vLLM prints it; SGLang's is inferred, see ``rules.version_range``),
+the SSM / KV dtypes already in use, the radix-cache strategy, PD disaggregation, speculative
+decoding, HiCache, DCP and unified memory. The result goes to
+
+* ``srv.recommendations``: ``[(rule, flag, value), ...]`` -> ``hybrid_cache_recommendation_info``
+* ``srv.rule_memory["recommendations"]``: :class:`Recommendation` objects with the expected effect
+  text (``capacity.project_effect``) and the reason, for ``report``
+* ``srv.recommended_ratio``: the ``--mamba-full-memory-ratio`` that balances the observed usage of
+  both pools (``capacity.balanced_mamba_full_memory_ratio`` at the p95 usages), SGLang only, while
+  ``mamba_bound`` / ``kv_bound`` / ``mamba_capped`` is live.
+
+A gate that needs a minimum release ("only >= 0.5.17") passes only when the log *proves* that
+release; an unknown release gets the flags that exist everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from parsers import events as ev
+
+from . import capacity as cap
+from .rules import (
+    KV_BOUND,
+    MAMBA_BOUND,
+    MAMBA_CAPPED,
+    MAMBA_EXHAUSTED,
+    REQUEST_CAP_BOUND,
+    RETRACTION_STORM,
+    RulesConfig,
+    _source_memory,
+    _truthy,
+    mamba_cap,
+    radix_strategy,
+    requested_max_running,
+    slots_per_request,
+    speculative_on,
+    version_range,
+)
+from .state import ServerState, SourceState, effective_max_running
+
+SKIP_DECODE_LOCK = "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK"
+_MULTIMODAL_NAME_RE = re.compile(r"qwen3\.[5-9]|qwen3_5|vl\b|-vl-|omni", re.I)
+
+
+@dataclass
+class Recommendation:
+    rule: str
+    flag: str
+    value: str
+    effect: str  # expected effect (human text, not a label)
+    why: str = ""  # why this flag applies to this server
+
+    def as_tuple(self) -> tuple[str, str, str]:
+        return (self.rule, self.flag, self.value)
+
+    def as_dict(self) -> dict:
+        return {"rule": self.rule, "flag": self.flag, "value": self.value, "effect": self.effect, "why": self.why}
+
+
+# --------------------------------------------------------------------------------------------
+# what the log says
+
+
+def _num(v: object) -> float | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    try:
+        return float(str(v))
+    except ValueError:
+        return None
+
+
+def _none(v: object) -> bool:
+    return v in (None, "", "None", "none", "null", "auto")
+
+
+def _usage_p(srv: ServerState, pool: str, q: float = 0.95) -> float | None:
+    u = srv.rule_memory.get("usage", {}).get(pool)
+    return u.quantile(q) if u is not None and u.n else None
+
+
+def sglang_ssm_dtype(src: SourceState) -> tuple[str, str]:
+    """(dtype, where from). server_args None -> the model config, float32 on public checkpoints."""
+    v = src.config.get("mamba_ssm_dtype")
+    if not _none(v):
+        return cap.normalize_dtype(str(v)), "server_args"
+    return "float32", "model config default (server_args mamba_ssm_dtype=None)"
+
+
+def vllm_arch(src: SourceState) -> str | None:
+    return _source_memory(src).get("arch")
+
+
+def vllm_is_hybrid(src: SourceState, srv: ServerState) -> bool:
+    c = srv.capacity
+    arch = vllm_arch(src) or ""
+    return bool(
+        c.get("attention_block_size_tokens")
+        or c.get("mamba_blocks")
+        or src.config.get("mamba_cache_mode")
+        or src.config.get("mamba_ssm_cache_dtype")
+        or re.search(r"Qwen3Next|Qwen3_5|Qwen4Exp|NemotronH|Jamba|FalconH1|GraniteMoeHybrid|KimiLinear|Lfm2|MiniMaxText01", arch)
+    )
+
+
+def vllm_ssm_dtype(src: SourceState) -> str:
+    v = src.config.get("mamba_ssm_cache_dtype")
+    if not _none(v):
+        return cap.normalize_dtype(str(v))
+    arch = vllm_arch(src) or ""
+    model = str(src.config.get("model") or src.config.get("model_path") or "")
+    # auto -> float32 for NemotronH (HF value), Qwen3.5/3.6 (HF mamba_ssm_dtype), KDA (ref §4.1)
+    if re.search(r"NemotronH|Qwen3_5|KimiLinear", arch) or re.search(r"qwen3\.[5-9]|nemotron-h|kimi-linear", model, re.I):
+        return "float32"
+    mc = src.config.get("mamba_cache_dtype")
+    return cap.normalize_dtype(str(mc)) if not _none(mc) else "bfloat16"
+
+
+def is_multimodal(src: SourceState) -> bool:
+    arch = vllm_arch(src)
+    if arch:
+        return arch.endswith("ForConditionalGeneration")
+    model = str(src.config.get("model") or src.config.get("served_model_name") or "")
+    return bool(_MULTIMODAL_NAME_RE.search(model)) and "next" not in model.lower()
+
+
+def observed(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> cap.ObservedCapacity:
+    """The capacity model's view of this server, from the log only."""
+    c = srv.capacity
+    eff, _ = effective_max_running(src, srv)
+    spr, _ = slots_per_request(src, srv, cfg)
+    req, _ = requested_max_running(src, srv)
+    b = srv.mamba_state_bytes
+    if src.engine == ev.VLLM:
+        return cap.ObservedCapacity(
+            mamba_slots=int(c["mamba_blocks"]) if c.get("mamba_blocks") else None,
+            kv_tokens=int(c["kv_capacity_tokens"]) if c.get("kv_capacity_tokens") else None,
+            kv_bytes=c.get("kv_capacity_bytes"),
+            max_running_requests=int(eff) if eff else None,
+            ssm_dtype=vllm_ssm_dtype(src),
+            mamba_usage=None,
+            kv_usage=_usage_p(srv, "kv"),
+            kv_dtype=str(src.config.get("kv_cache_dtype") or "auto"),
+            requested_max_running_requests=int(req) if req else None,
+            engine="vllm",
+            padding_slots=0,
+        )
+    ratio = _num(src.config.get("mamba_full_memory_ratio"))
+    kv_dtype = src.config.get("kv_cache_dtype")
+    return cap.ObservedCapacity(
+        mamba_slots=int(c["mamba_capacity_slots"]) if c.get("mamba_capacity_slots") else None,
+        slots_per_request=spr,
+        conv_bytes=b.get("conv"),
+        ssm_bytes=b.get("ssm"),
+        kv_tokens=int(c["kv_capacity_tokens"]) if c.get("kv_capacity_tokens") else None,
+        kv_bytes=c.get("kv_capacity_bytes"),
+        max_running_requests=int(eff) if eff else None,
+        mamba_full_memory_ratio=ratio if ratio else 0.9,
+        ssm_dtype=sglang_ssm_dtype(src)[0],
+        mamba_usage=_usage_p(srv, "mamba"),
+        kv_usage=_usage_p(srv, "kv"),
+        kv_dtype=None if _none(kv_dtype) else str(kv_dtype).replace("torch.", ""),
+        requested_max_running_requests=int(req) if req else None,
+        radix_strategy=radix_strategy(src),
+        engine="sglang",
+    )
+
+
+def balanced_ratio(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> float | None:
+    if src.engine != ev.SGLANG or _truthy(src.config.get("enable_unified_memory")):
+        return None
+    r = cap.balanced_mamba_full_memory_ratio(observed(src, srv, cfg))
+    if r is None or not math.isfinite(r) or r <= 0:
+        return None
+    # two significant digits: a stable label value while the usage percentiles wobble
+    return float(f"{r:.2g}")
+
+
+# --------------------------------------------------------------------------------------------
+# candidates
+
+
+def _effect(o: cap.ObservedCapacity, flag: str, value: str, fallback: str) -> tuple[str, cap.Effect | None]:
+    try:
+        e = cap.project_effect(o, flag, value)
+    except (ValueError, ZeroDivisionError, TypeError):
+        e = None
+    return (str(e) if e is not None else fallback), e
+
+
+def _roundup8(n: float) -> int:
+    return int(math.ceil(n / 8.0) * 8)
+
+
+def _peak(srv: ServerState, name: str) -> float:
+    return float(srv.rule_memory.get("peaks", {}).get(name, 0) or 0)
+
+
+def _sglang_blockers_unified(src: SourceState) -> list[str]:
+    c = src.config
+    out = []
+    if not _none(c.get("disaggregation_mode")):
+        out.append("PD disaggregation")
+    if speculative_on(src):
+        out.append("speculative decoding")
+    if _truthy(c.get("enable_hierarchical_cache")):
+        out.append("HiCache")
+    dcp = _num(c.get("dcp_size")) or _num(c.get("decode_context_parallel_size"))
+    if dcp and dcp > 1:
+        out.append("decode context parallelism")
+    return out
+
+
+def _sglang_mamba(src: SourceState, srv: ServerState, rule: str, cfg: RulesConfig | None) -> list[tuple[str, str, str, str]]:
+    """(flag, value, fallback effect, why) that give the mamba pool more room (SGLang)."""
+    vr = version_range(src, cfg)
+    o = observed(src, srv, cfg)
+    out: list[tuple[str, str, str, str]] = []
+    unified = _truthy(src.config.get("enable_unified_memory"))
+    strategy = radix_strategy(src)
+    spr = o.slots_per_request
+    # 1. halve the SSM state
+    dt, where = sglang_ssm_dtype(src)
+    if cap.dtype_bytes(dt) > 2:
+        out.append(("--mamba-ssm-dtype", "bfloat16", "SSM state bytes halve: about 2x mamba slots", f"SSM state is {dt} ({where})"))
+    # 2. move memory from the idle KV pool to the mamba pool
+    if not unified and not vr.below("0.5.3.post3"):
+        r_now = o.mamba_full_memory_ratio or 0.9
+        r_new = balanced_ratio(src, srv, cfg)
+        if r_new is None or r_new <= r_now * 1.05:
+            r_new = round(r_now * 2, 2) if r_new is None else None
+        if r_new is not None:
+            out.append(
+                (
+                    "--mamba-full-memory-ratio",
+                    f"{r_new:g}",
+                    f"mamba share of the pool budget {r_now:g} -> {r_new:g}",
+                    f"current ratio {r_now:g}; balances p95 usage (kv {o.kv_usage}, mamba {o.mamba_usage})",
+                )
+            )
+    # 3. explicit pool size (ignored in 0.5.3.post3-0.5.6 with the radix cache on)
+    ignored = strategy != "disabled" and vr.may_be_in("0.5.3.post3", "0.5.6")
+    if not unified and not ignored and o.mamba_slots and spr:
+        n, why = _mamba_slots_target(src, srv, o, rule)
+        if n is not None and n > o.mamba_slots:
+            out.append(("--max-mamba-cache-size", str(n), f"mamba slots {o.mamba_slots} -> {n}, cap {o.mamba_cap} -> {n // spr}", why))
+    # 4. one slot less per request
+    if strategy in ("extra_buffer", "extra_buffer_lazy") and vr.at_least("0.5.17") and spr:
+        overlap = not _truthy(src.config.get("disable_overlap_schedule"))
+        try:
+            table = cap.sglang_slots_per_request(strategy, vr.floor, overlap=overlap, spec=speculative_on(src))
+        except ValueError:
+            table = None
+        if table is None or spr >= table:  # not already on
+            out.append((SKIP_DECODE_LOCK, "1", f"slots per request {spr} -> {spr - 1}", f"{strategy} on SGLang {vr} (>=0.5.17)"))
+    overlap = not _truthy(src.config.get("disable_overlap_schedule"))
+    if strategy == "extra_buffer" and overlap and vr.at_least("0.5.13"):
+        pd = not _none(src.config.get("disaggregation_mode"))
+        dflash = "DFLASH" in str(src.config.get("speculative_algorithm") or "").upper()
+        if not pd and not dflash:
+            flag = "--mamba-radix-cache-strategy" if vr.at_least("0.5.14") else "--mamba-scheduler-strategy"
+            out.append((flag, "extra_buffer_lazy", "slots per request 5 -> 4", f"extra_buffer with overlap on SGLang {vr} (>=0.5.13)"))
+    # 5. one shared buffer
+    if not unified and vr.at_least("0.5.15"):
+        blockers = _sglang_blockers_unified(src)
+        if not blockers:
+            out.append(
+                (
+                    "--enable-unified-memory",
+                    "true",
+                    "KV and mamba share one buffer: idle KV memory becomes mamba slots at runtime",
+                    f"SGLang {vr} (>=0.5.15), no PD / speculative / HiCache / DCP",
+                )
+            )
+    return out
+
+
+def _mamba_slots_target(src: SourceState, srv: ServerState, o: cap.ObservedCapacity, rule: str) -> tuple[int | None, str]:
+    """Slots for the observed demand (or the requested cap when mamba_capped), limited so that the
+    KV pool keeps room for its observed peak at ``kv_high`` usage."""
+    spr = o.slots_per_request or 1
+    want = _peak(srv, "running") + _peak(srv, "queued")
+    why = f"peak demand {int(_peak(srv, 'running'))} running + {int(_peak(srv, 'queued'))} queued"
+    if rule == MAMBA_CAPPED and o.requested_max_running_requests and o.requested_max_running_requests > want:
+        want = o.requested_max_running_requests
+        why = f"requested max_running_requests {o.requested_max_running_requests}"
+    n = int(want * spr)
+    why += f" x {spr} slots per request"
+    slot, kpt, kvp = o.bytes_per_slot, o.kv_bytes_per_token, _usage_p(srv, "kv", 1.0)
+    if slot and kpt and o.kv_tokens and o.kv_bytes and o.state_bytes is not None:
+        total = o.state_bytes + o.kv_bytes
+        kv_keep = (kvp or 0.0) * o.kv_tokens * kpt / 0.9
+        n_max = int((total - kv_keep) // slot) - o.padding_slots
+        if n_max < n:
+            n = n_max
+            why += f"; limited to keep the KV peak ({kvp}) below 0.9"
+    return n, why
+
+
+def _sglang_kv(src: SourceState, srv: ServerState, rule: str, cfg: RulesConfig | None) -> list[tuple[str, str, str, str]]:
+    vr = version_range(src, cfg)
+    o = observed(src, srv, cfg)
+    out: list[tuple[str, str, str, str]] = []
+    kvd = str(src.config.get("kv_cache_dtype") or "")
+    if "fp8" not in kvd.lower() and "float8" not in kvd.lower():
+        out.append(("--kv-cache-dtype", "fp8_e4m3", "KV tokens about 2x", f"KV cache dtype is {kvd or 'auto (model dtype)'}"))
+    unified = _truthy(src.config.get("enable_unified_memory"))
+    if not unified and o.mamba_slots and not vr.below("0.5.3.post3"):
+        r_now = o.mamba_full_memory_ratio or 0.9
+        r_new = balanced_ratio(src, srv, cfg)
+        if r_new is not None and r_new < r_now * 0.95:
+            out.append(
+                (
+                    "--mamba-full-memory-ratio",
+                    f"{r_new:g}",
+                    f"KV share of the pool budget grows (ratio {r_now:g} -> {r_new:g})",
+                    f"mamba pool has room (p95 {o.mamba_usage}); current ratio {r_now:g}",
+                )
+            )
+    if not unified and o.mamba_slots and vr.at_least("0.5.15") and not _sglang_blockers_unified(src):
+        out.append(
+            (
+                "--enable-unified-memory",
+                "true",
+                "KV and mamba share one buffer: idle mamba memory becomes KV tokens at runtime",
+                f"SGLang {vr} (>=0.5.15), no PD / speculative / HiCache / DCP",
+            )
+        )
+    return out
+
+
+def _vllm_common(src: SourceState, srv: ServerState) -> list[tuple[str, str, str, str]]:
+    """Flags that give vLLM's shared KV/state pool more blocks."""
+    vr = version_range(src)
+    out: list[tuple[str, str, str, str]] = []
+    kvd = str(src.config.get("kv_cache_dtype") or "auto")
+    if "fp8" not in kvd.lower():
+        out.append(("--kv-cache-dtype", "fp8", "KV bytes per token halve: about 2x KV tokens", f"kv_cache_dtype is {kvd}"))
+    if vllm_is_hybrid(src, srv):
+        dt = vllm_ssm_dtype(src)
+        if cap.dtype_bytes(dt) > 2:
+            # choices of --mamba-ssm-cache-dtype by release (ref §4.1)
+            value = "bfloat16" if vr.at_least("0.22") else "float16" if vr.at_least("0.15") else None
+            if value:
+                out.append(
+                    (
+                        "--mamba-ssm-cache-dtype",
+                        value,
+                        "SSM state bytes halve: smaller mamba pages, more blocks",
+                        f"SSM state is {dt}; vLLM {vr} accepts {value}",
+                    )
+                )
+    if vr.at_least("0.17") and is_multimodal(src) and not _truthy(src.config.get("language_model_only")):
+        out.append(
+            (
+                "--language-model-only",
+                "true",
+                "vision tower weights freed for the KV pool",
+                f"multimodal architecture {vllm_arch(src) or src.config.get('model')} on vLLM {vr} (>=0.17)",
+            )
+        )
+    util = _num(src.config.get("gpu_memory_utilization")) or (0.92 if vr.at_least("0.20") else 0.9)
+    if util < 0.95:
+        out.append(
+            (
+                "--gpu-memory-utilization",
+                f"{min(0.95, round(util + 0.03, 2)):g}",
+                f"KV pool grows by {round(min(0.95, util + 0.03) - util, 2):g} of GPU memory",
+                f"current {util:g}",
+            )
+        )
+    return out
+
+
+def candidates(src: SourceState, srv: ServerState, rule: str, cfg: RulesConfig | None = None) -> list[tuple[str, str, str, str]]:
+    """(flag, value, fallback effect, why) for one rule on one server."""
+    cfg = cfg or RulesConfig()
+    if src.engine == ev.SGLANG:
+        if rule in (MAMBA_BOUND, MAMBA_CAPPED, MAMBA_EXHAUSTED):
+            return _sglang_mamba(src, srv, rule, cfg)
+        if rule == KV_BOUND:
+            return _sglang_kv(src, srv, rule, cfg)
+        if rule == RETRACTION_STORM:
+            mu = _usage_p(srv, "mamba")
+            base = _sglang_mamba(src, srv, rule, cfg) if mu is not None and mu >= cfg.mamba_room else _sglang_kv(src, srv, rule, cfg)
+            return [
+                (
+                    "--schedule-conservativeness",
+                    "1.3",
+                    "admits fewer new requests while the pool is tight: fewer retractions",
+                    "retractions recompute work",
+                ),
+                *base,
+            ]
+        if rule == REQUEST_CAP_BOUND:
+            eff, _ = effective_max_running(src, srv)
+            if not eff:
+                return []
+            n = _roundup8(max(_peak(srv, "running") + _peak(srv, "queued"), eff + 1))
+            mc = mamba_cap(src, srv, cfg)
+            if mc is not None:
+                n = min(n, mc)
+            if n <= eff:
+                return []
+            dp = _num(src.config.get("dp_size")) or 1
+            total = int(n * dp) if _truthy(src.config.get("enable_dp_attention")) and dp > 1 else n
+            return [
+                (
+                    "--max-running-requests",
+                    str(total),
+                    f"cap {int(eff)} -> {n}",
+                    f"running pinned at {int(eff)} with requests waiting; both pools have headroom",
+                )
+            ]
+        return []
+    if src.engine == ev.VLLM:
+        eff, how = effective_max_running(src, srv)
+        if rule == REQUEST_CAP_BOUND:
+            if not eff:
+                return []
+            demand = _peak(srv, "running") + _peak(srv, "queued")
+            n = _roundup8(max(demand, eff + 1))
+            kvp = _usage_p(srv, "kv")
+            if kvp and kvp > 0:
+                n = min(n, int(eff * cfg.kv_high / kvp))
+            blocks = srv.capacity.get("mamba_blocks")
+            if blocks:
+                n = min(n, int(blocks))
+            if n <= eff:
+                return []
+            return [
+                (
+                    "--max-num-seqs",
+                    str(n),
+                    f"cap {int(eff)} -> {n}",
+                    f"max_num_seqs {int(eff)} ({how}) pinned with requests waiting; KV usage p95 {kvp}",
+                )
+            ]
+        if rule == MAMBA_CAPPED:
+            out = []
+            blocks = srv.capacity.get("mamba_blocks")
+            if blocks:
+                out.append(
+                    (
+                        "--max-num-seqs",
+                        str(int(blocks)),
+                        f"engine starts: max_num_seqs <= {int(blocks)} Mamba cache blocks",
+                        "the engine refuses max_num_seqs above the Mamba cache blocks",
+                    )
+                )
+            return out + _vllm_common(src, srv)
+        if rule in (KV_BOUND, RETRACTION_STORM, MAMBA_BOUND, MAMBA_EXHAUSTED):
+            return _vllm_common(src, srv)
+    return []
+
+
+# --------------------------------------------------------------------------------------------
+# entry points used by the rules
+
+
+def update(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> list[Recommendation]:
+    """Recompute recommendations for the live findings of ``srv``."""
+    o = observed(src, srv, cfg)
+    recs: list[Recommendation] = []
+    seen: set[tuple[str, str, str]] = set()
+    for rule, on in srv.findings.items():
+        if not on:
+            continue
+        for flag, value, fallback, why in candidates(src, srv, rule, cfg):
+            key = (rule, flag, value)
+            if key in seen:
+                continue
+            seen.add(key)
+            text, _ = _effect(o, flag, value, fallback)
+            recs.append(Recommendation(rule, flag, value, text, why))
+    srv.recommendations = [r.as_tuple() for r in recs]
+    srv.rule_memory["recommendations"] = recs
+    update_ratio(src, srv, cfg)
+    return recs
+
+
+def update_ratio(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> None:
+    f = srv.findings
+    if f.get(MAMBA_BOUND) or f.get(KV_BOUND) or f.get(MAMBA_CAPPED):
+        srv.recommended_ratio = balanced_ratio(src, srv, cfg)
+    else:
+        srv.recommended_ratio = None
+
+
+__all__ = ["Recommendation", "candidates", "observed", "update", "update_ratio", "balanced_ratio"]

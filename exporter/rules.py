@@ -1,0 +1,864 @@
+"""Diagnosis rules: which pool limits concurrency, evaluated on the log's own time.
+
+Every rule is a per-(source, dp_rank) verdict exported as ``hybrid_cache_finding{rule} 0|1``.
+The rules run as a :class:`~exporter.pipeline.Pipeline` observer, i.e. on every applied event,
+and only ever look at the event's log timestamp (``Line.ts``), never the wall clock: ``replay``
+of a file and ``serve`` tailing the same lines reach the same verdicts at the same lines.
+
+Runtime rules (``mamba_bound``, ``kv_bound``, ``request_cap_bound``, ``retraction_storm``) are
+sustained conditions with hysteresis (:class:`Hysteresis`): a rule fires only after its condition
+held for ``for_seconds`` of log time across at least ``min_samples`` batch/stats lines, and clears
+only after it was false for ``clear_seconds`` across ``clear_min_samples`` lines. Up to
+``tolerate`` consecutive opposite samples do not restart a pending window, so a single noisy
+batch line can neither fire nor clear a finding. A gap of more than ``max_gap_seconds`` between
+samples restarts the pending window (an idle server says nothing about the past minute).
+
+Startup rules (``mamba_capped``) are facts of the boot: they fire on the lines that prove them and
+clear when the log shows a restart. ``mamba_exhausted`` is an event rule: it fires on SGLang's
+"Not enough space for mamba cache" and holds for ``event_hold_seconds`` of log time.
+
+Thresholds are in :class:`RulesConfig` (YAML via ``--rules-config``); docs/rules.md documents them.
+Evidence (timestamped raw lines), usage histograms and binding-time shares are kept, bounded, in
+``ServerState.rule_memory`` for ``hybrid-cache-exporter report``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+from parsers import events as ev
+
+from .state import ServerState, SourceState, effective_max_running
+
+MAMBA_BOUND = "mamba_bound"
+KV_BOUND = "kv_bound"
+REQUEST_CAP_BOUND = "request_cap_bound"
+MAMBA_CAPPED = "mamba_capped"
+RETRACTION_STORM = "retraction_storm"
+MAMBA_EXHAUSTED = "mamba_exhausted"
+
+RULE_IDS = (MAMBA_BOUND, KV_BOUND, REQUEST_CAP_BOUND, MAMBA_CAPPED, RETRACTION_STORM, MAMBA_EXHAUSTED)
+SUSTAINED_RULES = (MAMBA_BOUND, KV_BOUND, REQUEST_CAP_BOUND)
+
+EVIDENCE_LINE_MAX = 400  # characters of a raw line kept as evidence
+EPISODES_MAX = 50  # fire/clear episodes kept per rule
+RECOMMEND_REFRESH_SECONDS = 30.0
+
+
+# --------------------------------------------------------------------------------------------
+# configuration
+
+
+@dataclass
+class RulesConfig:
+    """Thresholds and windows of the rules (defaults documented in docs/rules.md)."""
+
+    # mamba_bound
+    mamba_high: float = 0.90  # mamba usage at/above this is "full"
+    kv_gap: float = 0.30  # KV usage at most mamba usage minus this is "far lower" ...
+    kv_low: float = 0.50  # ... or KV usage below this
+    # kv_bound
+    kv_high: float = 0.90  # KV usage at/above this is "full"
+    mamba_room: float = 0.70  # the mamba pool has room below this usage
+    retraction_window_seconds: float = 60.0  # a retraction/preemption this recent counts as KV pressure
+    # request_cap_bound
+    headroom: float = 0.85  # both pools below this usage have headroom
+    # sustain / hysteresis (log time)
+    for_seconds: float = 60.0
+    min_samples: int = 3
+    clear_seconds: float = 120.0
+    clear_min_samples: int = 3
+    tolerate: int = 1  # consecutive opposite samples tolerated inside a pending window
+    max_gap_seconds: float = 300.0
+    # retraction_storm
+    storm_window_seconds: float = 120.0
+    storm_min_events: int = 3  # retraction lines (SGLang) / intervals with preemptions (vLLM) in the window
+    # mamba_exhausted
+    event_hold_seconds: float = 600.0
+    # engine release when the log does not tell (SGLang prints no version line), e.g. "0.5.19"
+    engine_version: str | None = None
+
+    @classmethod
+    def from_mapping(cls, data: dict | None) -> RulesConfig:
+        """Build from a YAML/dict mapping; unknown keys are an error (typos must not pass)."""
+        data = dict(data or {})
+        if "rules" in data and isinstance(data["rules"], dict) and len(data) == 1:
+            data = dict(data["rules"])
+        names = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise ValueError(f"unknown rules-config keys: {', '.join(unknown)} (known: {', '.join(sorted(names))})")
+        kw = {}
+        for k, v in data.items():
+            if k == "engine_version":
+                kw[k] = None if v is None else str(v)
+            elif names[k].type in ("int", int):
+                kw[k] = int(v)
+            else:
+                kw[k] = float(v)
+        return cls(**kw)
+
+
+def load_config(path: str | None) -> RulesConfig:
+    """Read a ``--rules-config`` YAML file (None -> defaults)."""
+    if not path:
+        return RulesConfig()
+    import yaml
+
+    with open(path, encoding="utf-8") as f:
+        data = yaml.safe_load(f)
+    if data is not None and not isinstance(data, dict):
+        raise ValueError(f"{path}: rules config must be a mapping")
+    return RulesConfig.from_mapping(data)
+
+
+def add_rules_args(parser: argparse.ArgumentParser) -> None:
+    """``--rules-config FILE`` for replay / serve / report."""
+    parser.add_argument(
+        "--rules-config",
+        metavar="FILE",
+        default=None,
+        help="YAML file with rule thresholds and windows (see docs/rules.md); default: built-in defaults",
+    )
+
+
+def configure(pipe, args: argparse.Namespace) -> None:
+    """Apply ``--rules-config`` from parsed args to a pipeline built by ``cli.new_pipeline``."""
+    path = getattr(args, "rules_config", None)
+    if path:
+        rules_of(pipe, create=True).config = load_config(path)
+
+
+# --------------------------------------------------------------------------------------------
+# versions
+
+
+def parse_version(v: str | None) -> tuple[int, ...] | None:
+    """'0.5.3.post3' -> (0, 5, 3, 3); '0.5.19' -> (0, 5, 19, 0); None/garbage -> None."""
+    if not v:
+        return None
+    m = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.?post(\d+))?", str(v).strip())
+    if not m:
+        return None
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0), int(m.group(4) or 0))
+
+
+def fmt_version(v: tuple[int, ...] | None) -> str:
+    if v is None:
+        return "?"
+    s = f"{v[0]}.{v[1]}.{v[2]}"
+    return s + (f".post{v[3]}" if len(v) > 3 and v[3] else "")
+
+
+@dataclass
+class VersionRange:
+    """What the log tells about the engine release: a floor and a ceiling (inclusive), either may
+    be unknown. vLLM prints its version; SGLang does not, so its range is inferred from format
+    features (see docs/rules.md, "Release detection")."""
+
+    floor: tuple[int, ...] | None = None
+    ceiling: tuple[int, ...] | None = None
+    exact: bool = False
+    reasons: list[str] = field(default_factory=list)
+
+    def at_least(self, v: str) -> bool:
+        """True only when the log proves the release is >= v."""
+        pv = parse_version(v)
+        return self.floor is not None and pv is not None and self.floor >= pv
+
+    def below(self, v: str) -> bool:
+        """True only when the log proves the release is < v."""
+        pv = parse_version(v)
+        return self.ceiling is not None and pv is not None and self.ceiling < pv
+
+    def may_be_in(self, lo: str, hi: str) -> bool:
+        """True unless the log proves the release is outside [lo, hi]."""
+        plo, phi = parse_version(lo), parse_version(hi)
+        if self.ceiling is not None and plo is not None and self.ceiling < plo:
+            return False
+        return not (self.floor is not None and phi is not None and self.floor > phi)
+
+    def raise_floor(self, v: str, why: str) -> None:
+        pv = parse_version(v)
+        if pv is not None and (self.floor is None or pv > self.floor):
+            self.floor = pv
+            self.reasons.append(f">={v}: {why}")
+
+    def lower_ceiling(self, v: str, why: str) -> None:
+        pv = parse_version(v)
+        if pv is not None and (self.ceiling is None or pv < self.ceiling):
+            self.ceiling = pv
+            self.reasons.append(f"<={v}: {why}")
+
+    def __str__(self) -> str:
+        if self.exact or (self.floor is not None and self.floor == self.ceiling):
+            return fmt_version(self.floor)
+        if self.floor is None and self.ceiling is None:
+            return "unknown"
+        if self.ceiling is None:
+            return ">=" + fmt_version(self.floor)
+        if self.floor is None:
+            return "<=" + fmt_version(self.ceiling)
+        return f"{fmt_version(self.floor)}..{fmt_version(self.ceiling)}"
+
+
+# server_args keys that exist only from / until a release (sglang ref §2.1, §7.1)
+_SGL_KEY_FLOOR = (
+    ("mamba_track_interval", "0.5.7"),
+    ("mamba_backend", "0.5.9"),
+    ("linear_attn_backend", "0.5.10"),
+    ("mamba_radix_cache_strategy", "0.5.14"),
+    ("enable_int8_mamba_checkpoint", "0.5.14"),
+    ("enable_unified_memory", "0.5.15"),
+    ("enable_linear_replayssm", "0.5.15"),
+    ("enable_linear_replayssm_spec", "0.5.17"),
+    ("mamba_max_states_per_path", "0.5.17"),
+)
+_VLLM_ARCH_RE = re.compile(r"(?:Resolved architecture: |for )(\w+For(?:ConditionalGeneration|CausalLM))\b")
+
+
+def _sglang_features(vr: VersionRange, e: object, raw: str) -> None:
+    """Narrow the SGLang release range from one event and its raw line."""
+    if isinstance(e, ev.ServerConfig) and e.kind == "server_args":
+        if "server_args={" in raw:
+            vr.raise_floor("0.5.19", "server_args printed as a dict")
+        elif "server_args=ServerArgs(" in raw:
+            vr.lower_ceiling("0.5.18", "server_args printed as ServerArgs(...)")
+        for key, v in _SGL_KEY_FLOOR:
+            if key in e.args:
+                vr.raise_floor(v, f"server_args has {key}")
+        if "mamba_scheduler_strategy" in e.args and "mamba_radix_cache_strategy" not in e.args:
+            vr.raise_floor("0.5.7", "server_args has mamba_scheduler_strategy")
+            vr.lower_ceiling("0.5.13", "mamba_scheduler_strategy without mamba_radix_cache_strategy")
+    elif isinstance(e, ev.MambaCap):
+        if "state slots per request" in raw:
+            vr.raise_floor("0.5.17", "'max_running_requests is capped ... by the mamba state cache'")
+    elif isinstance(e, ev.KVCacheAllocated):
+        if e.upper_bound:
+            vr.raise_floor("0.5.18", "'KV Cache VA upper bound'")
+        elif e.dtype:
+            vr.raise_floor("0.5.13", "KV Cache line carries dtype")
+    elif isinstance(e, ev.MambaCacheAllocated):
+        if e.slots is not None:
+            vr.raise_floor("0.5.3.post3", "Mamba Cache line carries max_mamba_cache_size")
+    elif isinstance(e, ev.WeightsLoaded):
+        if "elapsed=" in raw:
+            if "dtype=" in raw:
+                vr.raise_floor("0.5.9", "'Load weight end. elapsed=' with dtype")
+                vr.lower_ceiling("0.5.9", "'Load weight end. elapsed=' with dtype")
+            else:
+                vr.raise_floor("0.5.10", "'Load weight end. elapsed=' without dtype")
+    elif isinstance(e, ev.BatchStats):
+        if e.pending_tokens is not None:
+            vr.raise_floor("0.5.11", "prefill line has #pending-token")
+        elif e.mamba_usage is not None:
+            vr.raise_floor("0.5.3.post3", "batch line has mamba usage")
+    elif isinstance(e, ev.ReplaySSMBuffers):
+        vr.raise_floor("0.5.15", "ReplaySSM ring buffers")
+    elif isinstance(e, ev.UnifiedMemory):
+        vr.raise_floor("0.5.15", "unified memory pool")
+
+
+def version_range(src: SourceState, cfg: RulesConfig | None = None) -> VersionRange:
+    """The release range of the server behind ``src`` (this boot)."""
+    mem = _source_memory(src)
+    if cfg is not None and cfg.engine_version:
+        pv = parse_version(cfg.engine_version)
+        return VersionRange(pv, pv, True, [f"rules-config engine_version={cfg.engine_version}"])
+    if src.version:
+        pv = parse_version(src.version)
+        if pv is not None:
+            return VersionRange(pv, pv, True, [f"version {src.version} in the log"])
+    vr = mem.get("version_range")
+    return vr if isinstance(vr, VersionRange) else VersionRange()
+
+
+# --------------------------------------------------------------------------------------------
+# SGLang slots-per-request table (sglang ref §7.2)
+
+
+def _truthy(v: object) -> bool:
+    if isinstance(v, str):
+        return v.strip().lower() in ("true", "1", "yes", "on")
+    return bool(v)
+
+
+def radix_strategy(src: SourceState) -> str:
+    """'disabled' | 'no_buffer' | 'extra_buffer' | 'extra_buffer_lazy' | 'auto' (unresolved)."""
+    cfg = src.config
+    if _truthy(cfg.get("disable_radix_cache")):
+        return "disabled"
+    s = cfg.get("mamba_radix_cache_strategy") or cfg.get("mamba_scheduler_strategy")
+    s = str(s).strip().lower() if s not in (None, "") else "auto"
+    if s == "auto":
+        overlap = not _truthy(cfg.get("disable_overlap_schedule"))
+        page = cfg.get("page_size")
+        paged = isinstance(page, (int, float)) and not isinstance(page, bool) and page > 1
+        return "extra_buffer" if overlap or paged else "no_buffer"
+    return s
+
+
+def speculative_on(src: SourceState) -> bool:
+    for k in ("speculative_algorithm", "speculative_config"):
+        v = src.config.get(k)
+        if v not in (None, "", "None", "none", {}):
+            return True
+    return False
+
+
+def slots_per_request_table(version: tuple[int, ...], strategy: str, overlap: bool, spec: bool) -> int | None:
+    """`_calculate_mamba_ratio` by release, SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK off (ref §7.2)."""
+    if strategy == "disabled":
+        return 1
+    if version < (0, 5, 3, 3):
+        return 1  # 0.5.2-0.5.3: radix cache forced off for hybrid GDN
+    if strategy == "no_buffer":
+        if (0, 5, 7, 0) <= version < (0, 5, 8, 0):
+            return 5
+        return 3
+    if version < (0, 5, 7, 0):
+        return None  # no extra_buffer before 0.5.7
+    if strategy == "extra_buffer":
+        if version < (0, 5, 10, 0):
+            return 4 if spec else 5
+        return 5 if overlap else 4
+    if strategy == "extra_buffer_lazy":
+        return 4 if version >= (0, 5, 13, 0) else None
+    return None
+
+
+def slots_per_request(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> tuple[int | None, str]:
+    """Mamba slots each running request reserves: printed (cap line), else from the table."""
+    v = srv.capacity.get("mamba_slots_per_request")
+    if v:
+        return int(v), "log"
+    if src.engine != ev.SGLANG:
+        return None, ""
+    vr = version_range(src, cfg)
+    strategy = radix_strategy(src)
+    overlap = not _truthy(src.config.get("disable_overlap_schedule"))
+    spec = speculative_on(src)
+    cands = {slots_per_request_table(x, strategy, overlap, spec) for x in (vr.floor, vr.ceiling) if x is not None}
+    if vr.floor is None and vr.ceiling is None:
+        cands = {slots_per_request_table((0, 5, 23, 0), strategy, overlap, spec)}
+    elif vr.floor is None:
+        cands.add(slots_per_request_table((0, 5, 10, 0), strategy, overlap, spec) if vr.ceiling >= (0, 5, 10, 0) else None)
+    cands.discard(None)
+    if len(cands) == 1:
+        return cands.pop(), f"table ({strategy}, SGLang {vr})"
+    if cands:
+        # ambiguous across the known range: the floor's value
+        return slots_per_request_table(vr.floor or (0, 5, 10, 0), strategy, overlap, spec), f"table ({strategy}, SGLang {vr}, ambiguous)"
+    return None, ""
+
+
+def mamba_cap(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> int | None:
+    """Running requests the mamba pool allows: the printed cap, else slots // slots per request."""
+    c = srv.capacity
+    v = c.get("mamba_capped_max_running_requests")
+    if v:
+        return int(v)
+    slots = c.get("mamba_capacity_slots")
+    if not slots:
+        return None
+    spr, _ = slots_per_request(src, srv, cfg)
+    if not spr:
+        return None
+    return int(slots) // spr
+
+
+def requested_max_running(src: SourceState, srv: ServerState) -> tuple[float | None, str]:
+    """What the operator asked for (per DP worker), or SGLang's default estimate when unset."""
+    c = srv.capacity
+    if c.get("requested_max_running_requests"):
+        return c["requested_max_running_requests"], "log"
+    cfg = src.config
+    req = cfg.get("max_running_requests")
+    if isinstance(req, (int, float)) and not isinstance(req, bool) and req > 0:
+        dp = cfg.get("dp_size") or 1
+        if _truthy(cfg.get("enable_dp_attention")) and isinstance(dp, (int, float)) and dp > 1:
+            return float(int(req) // int(dp)), "server_args (per dp worker)"
+        return float(req), "server_args"
+    if src.engine == ev.SGLANG and "max_running_requests" in cfg:
+        tokens = c.get("kv_capacity_tokens")
+        ctx = c.get("context_length_tokens") or cfg.get("context_length")
+        if tokens and isinstance(ctx, (int, float)) and ctx > 0:
+            est = min(max(int(tokens / ctx * 512), 2048), 4096)
+            return float(min(est, int(tokens) // 2)), "default estimate"
+        return 2048.0, "default estimate"
+    return None, ""
+
+
+# --------------------------------------------------------------------------------------------
+# hysteresis
+
+
+class Hysteresis:
+    """Sustain window + hysteresis over samples (see module doc). Pure: no clock, no I/O."""
+
+    __slots__ = ("active", "pend_start", "pend_n", "opp", "last_ts", "fired_at", "cleared_at", "pend_first", "pend_recent")
+
+    def __init__(self) -> None:
+        self.active = False
+        self.pend_start: float | None = None  # log time the pending (fire or clear) window began
+        self.pend_n = 0
+        self.opp = 0  # consecutive samples against the pending direction
+        self.last_ts: float | None = None
+        self.fired_at: float | None = None
+        self.cleared_at: float | None = None
+        self.pend_first: tuple[float, str] | None = None
+        self.pend_recent: deque = deque(maxlen=3)
+
+    def update(self, cond: bool, ts: float, cfg: RulesConfig, line: str = "", fast: bool = False) -> str | None:
+        """Feed one sample; returns 'fire' / 'clear' on a transition, else None."""
+        if self.last_ts is not None and ts - self.last_ts > cfg.max_gap_seconds:
+            self._reset()
+        self.last_ts = ts
+        want = not self.active  # the direction we are waiting for: True = condition to fire
+        if cond == want:
+            self.opp = 0
+            if self.pend_start is None:
+                self.pend_start, self.pend_n = ts, 0
+                self.pend_first = (ts, line)
+                self.pend_recent.clear()
+            self.pend_n += 1
+            self.pend_recent.append((ts, line))
+            if want:
+                need_s, need_n = (0.0, 1) if fast else (cfg.for_seconds, cfg.min_samples)
+            else:
+                need_s, need_n = cfg.clear_seconds, cfg.clear_min_samples
+            if ts - self.pend_start >= need_s and self.pend_n >= need_n:
+                self.active = want
+                if want:
+                    self.fired_at = ts
+                else:
+                    self.cleared_at = ts
+                self._reset()
+                return "fire" if want else "clear"
+            return None
+        if self.pend_start is not None:
+            self.opp += 1
+            if self.opp > cfg.tolerate:
+                self._reset()
+        return None
+
+    def evidence(self) -> list[tuple[float, str]]:
+        out = [self.pend_first] if self.pend_first else []
+        out += [x for x in self.pend_recent if x is not self.pend_first and x != self.pend_first]
+        return out
+
+    def _reset(self) -> None:
+        self.pend_start = None
+        self.pend_n = 0
+        self.opp = 0
+
+
+# --------------------------------------------------------------------------------------------
+# usage statistics for the report (bounded: fixed bins)
+
+
+class UsageStats:
+    """Sample and log-time weighted histograms of a 0..1 usage, in 0.01 bins (SGLang prints two
+    decimals, so percentiles from the bins are exact for it)."""
+
+    __slots__ = ("counts", "seconds", "n", "min", "max", "last_ts", "last_bin")
+
+    BINS = 101
+
+    def __init__(self) -> None:
+        self.counts = [0] * self.BINS
+        self.seconds = [0.0] * self.BINS
+        self.n = 0
+        self.min: float | None = None
+        self.max: float | None = None
+        self.last_ts: float | None = None
+        self.last_bin: int | None = None
+
+    def add(self, v: float, ts: float | None, max_gap: float) -> None:
+        b = min(self.BINS - 1, max(0, int(round(v * 100))))
+        if ts is not None and self.last_ts is not None and self.last_bin is not None:
+            dt = ts - self.last_ts
+            if 0 < dt <= max_gap:
+                self.seconds[self.last_bin] += dt
+        if ts is not None:
+            self.last_ts = ts
+        self.last_bin = b
+        self.counts[b] += 1
+        self.n += 1
+        self.min = v if self.min is None else min(self.min, v)
+        self.max = v if self.max is None else max(self.max, v)
+
+    def quantile(self, q: float) -> float | None:
+        if not self.n:
+            return None
+        target = q * self.n
+        acc = 0
+        for i, c in enumerate(self.counts):
+            acc += c
+            if acc >= target and c:
+                return i / 100.0
+        return self.max
+
+    def summary(self) -> dict:
+        return {
+            "samples": self.n,
+            "seconds": round(sum(self.seconds), 3),
+            "min": self.min,
+            "p50": self.quantile(0.5),
+            "p90": self.quantile(0.9),
+            "p95": self.quantile(0.95),
+            "max": self.max,
+        }
+
+    def histogram(self, width: float = 0.1) -> list[tuple[float, float, int, float]]:
+        """[(lo, hi, samples, seconds)] in ``width`` buckets (the last one includes 1.00)."""
+        step = int(round(width * 100))
+        out = []
+        for lo in range(0, 100, step):
+            hi = min(lo + step, 100)
+            idx = range(lo, hi + 1 if hi == 100 else hi)
+            out.append((lo / 100, hi / 100, sum(self.counts[i] for i in idx), sum(self.seconds[i] for i in idx)))
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# per-source memory
+
+
+def _source_memory(src: SourceState) -> dict:
+    """Per-source rule memory (release range, architecture), stored on the SourceState object."""
+    m = src.__dict__.get("_rules_memory")
+    if m is None:
+        m = src.__dict__["_rules_memory"] = {}
+    return m
+
+
+# --------------------------------------------------------------------------------------------
+# the rules
+
+
+def _clip(line: str) -> str:
+    line = line.rstrip("\r\n")
+    return line if len(line) <= EVIDENCE_LINE_MAX else line[: EVIDENCE_LINE_MAX - 1] + "…"
+
+
+class Rules:
+    """The observer: ``Rules(config)(src, srv, parsed_line, raw_line)``."""
+
+    def __init__(self, config: RulesConfig | None = None) -> None:
+        self.config = config or RulesConfig()
+
+    # ---- memory helpers
+    def memory(self, srv: ServerState) -> dict:
+        m = srv.rule_memory
+        if "hyst" not in m:
+            m["hyst"] = {r: Hysteresis() for r in (*SUSTAINED_RULES, RETRACTION_STORM)}
+            m["evidence"] = {r: {"fire": [], "recent": deque(maxlen=3), "clear": []} for r in RULE_IDS}
+            m["episodes"] = {r: deque(maxlen=EPISODES_MAX) for r in RULE_IDS}
+            m["usage"] = {"kv": UsageStats(), "mamba": UsageStats(), "swa": UsageStats()}
+            m["binding_seconds"] = {"mamba": 0.0, "kv": 0.0, "requests": 0.0, "none": 0.0}
+            m["binding_last"] = None  # (ts, category)
+            m["retractions"] = deque(maxlen=256)  # (ts, n) retraction lines / vLLM preemption intervals
+            m["peaks"] = {}
+            m["ratio_samples"] = deque(maxlen=2048)  # (kv, mamba) while both are known
+            m["exhausted_at"] = None
+            m["restarts_seen"] = 0
+            m["first_ts"] = None
+            m["last_ts"] = None
+            m["conditions"] = {}
+        return m
+
+    def _set(self, src: SourceState, srv: ServerState, rule: str, on: bool, ts: float | None, evidence: list[tuple[float, str]]) -> None:
+        m = self.memory(srv)
+        was = srv.findings.get(rule, 0)
+        srv.findings[rule] = 1 if on else 0
+        if bool(was) == on:
+            return
+        eps = m["episodes"][rule]
+        evd = m["evidence"][rule]
+        if on:
+            eps.append([ts, None])
+            evd["fire"] = [(t, _clip(x)) for t, x in evidence if x][:4]
+            evd["recent"].clear()
+            evd["clear"] = []
+        else:
+            if eps and eps[-1][1] is None:
+                eps[-1][1] = ts
+            evd["clear"] = [(t, _clip(x)) for t, x in evidence if x][:2]
+        from . import recommend
+
+        recommend.update(src, srv, self.config)
+
+    # ---- observer entry point
+    def __call__(self, src: SourceState, srv: ServerState, line: ev.Line, raw: str) -> None:
+        cfg = self.config
+        smem = _source_memory(src)
+        e = line.event
+        if src.engine is None:
+            return
+        # pre-populate every rule for every server of this source
+        if smem.get("known_servers") != len(src.servers):
+            for s in src.servers.values():
+                for r in RULE_IDS:
+                    s.findings.setdefault(r, 0)
+                self.memory(s)
+            smem["known_servers"] = len(src.servers)
+        m = self.memory(srv)
+        ts = line.ts if line.ts is not None else src.last_ts
+
+        # restart: startup facts of the old boot are gone
+        if m["restarts_seen"] != src.restarts:
+            m["restarts_seen"] = src.restarts
+            smem["version_range"] = VersionRange()
+            smem.pop("arch", None)
+            for s in src.servers.values():
+                sm = self.memory(s)
+                sm["restarts_seen"] = src.restarts
+                if s.findings.get(MAMBA_CAPPED):
+                    self._set(src, s, MAMBA_CAPPED, False, ts, [(ts or 0.0, raw)])
+                sm.pop("capped_detail", None)
+
+        if src.engine == ev.SGLANG:
+            vr = smem.get("version_range")
+            if not isinstance(vr, VersionRange):
+                vr = smem["version_range"] = VersionRange()
+            _sglang_features(vr, e, raw)
+        elif isinstance(e, (ev.HybridLayout, ev.ServerConfig, ev.ServerStarting)):
+            am = _VLLM_ARCH_RE.search(raw)
+            if am:
+                smem["arch"] = am.group(1)
+
+        if ts is not None:
+            if m["first_ts"] is None:
+                m["first_ts"] = ts
+            m["last_ts"] = ts
+
+        if isinstance(e, ev.BatchStats):
+            self._batch(src, srv, m, e, ts, raw)
+        elif isinstance(e, ev.Retraction):
+            if not e.test and ts is not None:
+                m["retractions"].append((ts, e.retracted))
+                self._storm(src, srv, m, ts, raw)
+        elif isinstance(e, ev.Preemption):
+            if ts is not None:
+                m["retractions"].append((ts, 1))
+                self._storm(src, srv, m, ts, raw)
+        elif isinstance(e, ev.PoolExhausted):
+            if e.pool == "mamba" and ts is not None:
+                m["exhausted_at"] = ts
+                if not srv.findings.get(MAMBA_EXHAUSTED):
+                    self._set(src, srv, MAMBA_EXHAUSTED, True, ts, [(ts, raw)])
+                else:
+                    m["evidence"][MAMBA_EXHAUSTED]["recent"].append((ts, _clip(raw)))
+        elif isinstance(e, (ev.MambaCap, ev.SchedulerSummary, ev.MambaCacheAllocated, ev.MambaBlocksExceeded, ev.ServerConfig)):
+            self._capped(src, srv, m, e, ts, raw)
+
+        # event hold for mamba_exhausted
+        ex_at = m["exhausted_at"]
+        if srv.findings.get(MAMBA_EXHAUSTED) and ex_at is not None and ts is not None and ts - ex_at >= cfg.event_hold_seconds:
+            self._set(src, srv, MAMBA_EXHAUSTED, False, ts, [(ts, raw)])
+
+    # ---- runtime samples
+    def conditions(self, src: SourceState, srv: ServerState, e: ev.BatchStats, ts: float | None) -> dict[str, bool | None]:
+        """Instantaneous conditions of the sustained rules for one batch/stats line."""
+        cfg = self.config
+        kv = e.kv_usage
+        mamba = e.mamba_usage
+        queued = e.queued
+        running = e.running
+        if running is not None and e.kind == "prefill" and e.new_seqs:
+            running += e.new_seqs  # the prefill line prints the running batch before the new ones join
+        mcap = mamba_cap(src, srv, cfg)
+        eff, _ = effective_max_running(src, srv)
+        waiting = queued is not None and queued > 0
+        pinned_mamba = mcap is not None and running is not None and running >= mcap
+        out: dict[str, bool | None] = {}
+
+        # mamba_bound
+        if kv is None or (mamba is None and mcap is None):
+            out[MAMBA_BOUND] = None if kv is None or src.engine == ev.VLLM else False
+        else:
+            m_use = mamba if mamba is not None else 0.0
+            kv_far = kv <= m_use - cfg.kv_gap or kv < cfg.kv_low
+            full = mamba is not None and mamba >= cfg.mamba_high
+            out[MAMBA_BOUND] = kv_far and ((full and (waiting or pinned_mamba)) or (pinned_mamba and waiting))
+
+        # kv_bound
+        retr = srv.rule_memory.get("retractions")
+        recent_retraction = bool(retr) and ts is not None and 0 <= ts - retr[-1][0] <= cfg.retraction_window_seconds
+        if e.preemptions:
+            recent_retraction = True
+        if kv is None:
+            out[KV_BOUND] = None
+        else:
+            room = mamba is None or mamba < cfg.mamba_room
+            full = kv >= cfg.kv_high
+            out[KV_BOUND] = room and ((full and waiting) or (recent_retraction and (waiting or full)))
+
+        # request_cap_bound
+        if running is None or eff is None:
+            out[REQUEST_CAP_BOUND] = None
+        else:
+            cap_is_mamba = mcap is not None and eff >= mcap
+            heads = (kv is None or kv < cfg.headroom) and (mamba is None or mamba < cfg.headroom)
+            out[REQUEST_CAP_BOUND] = (not cap_is_mamba) and running >= eff and waiting and heads and not recent_retraction
+        return out
+
+    def _batch(self, src: SourceState, srv: ServerState, m: dict, e: ev.BatchStats, ts: float | None, raw: str) -> None:
+        cfg = self.config
+        usage = m["usage"]
+        if e.kv_usage is not None:
+            usage["kv"].add(e.kv_usage, ts, cfg.max_gap_seconds)
+        if e.mamba_usage is not None:
+            usage["mamba"].add(e.mamba_usage, ts, cfg.max_gap_seconds)
+        if e.swa_usage is not None:
+            usage["swa"].add(e.swa_usage, ts, cfg.max_gap_seconds)
+        if e.kv_usage is not None and e.mamba_usage is not None:
+            m["ratio_samples"].append((e.kv_usage, e.mamba_usage))
+        pk = m["peaks"]
+        for name in ("running", "queued"):
+            v = getattr(e, name)
+            if v is not None and v > pk.get(name, -1):
+                pk[name] = v
+        if e.preemptions and ts is not None:
+            m["retractions"].append((ts, e.preemptions))
+        conds = self.conditions(src, srv, e, ts)
+        m["conditions"] = conds
+        # binding-time share (log time until the next sample, capped at max_gap)
+        cat = "mamba" if conds.get(MAMBA_BOUND) else "kv" if conds.get(KV_BOUND) else "requests" if conds.get(REQUEST_CAP_BOUND) else "none"
+        last = m["binding_last"]
+        if ts is not None:
+            if last is not None and 0 < ts - last[0] <= cfg.max_gap_seconds:
+                m["binding_seconds"][last[1]] += ts - last[0]
+            m["binding_last"] = (ts, cat)
+        if ts is None:
+            return
+        hyst = m["hyst"]
+        for rule in SUSTAINED_RULES:
+            c = conds.get(rule)
+            if c is None:
+                continue
+            h = hyst[rule]
+            tr = h.update(bool(c), ts, cfg, raw)
+            if tr == "fire":
+                self._set(src, srv, rule, True, ts, h_evidence(h, ts, raw))
+            elif tr == "clear":
+                self._set(src, srv, rule, False, ts, h_evidence(h, ts, raw))
+            elif c and srv.findings.get(rule):
+                m["evidence"][rule]["recent"].append((ts, _clip(raw)))
+        if e.preemptions or srv.findings.get(RETRACTION_STORM):
+            self._storm(src, srv, m, ts, raw)
+        # refresh recommendations (their values follow the usage percentiles) every 30 s of log time
+        if any(srv.findings.values()) and ts - m.get("reco_ts", float("-inf")) >= RECOMMEND_REFRESH_SECONDS:
+            m["reco_ts"] = ts
+            from . import recommend
+
+            recommend.update(src, srv, cfg)
+
+    def _storm(self, src: SourceState, srv: ServerState, m: dict, ts: float, raw: str) -> None:
+        cfg = self.config
+        n = sum(1 for t, _ in m["retractions"] if 0 <= ts - t <= cfg.storm_window_seconds)
+        h = m["hyst"][RETRACTION_STORM]
+        tr = h.update(n >= cfg.storm_min_events, ts, cfg, raw, fast=True)
+        if tr == "fire":
+            ev_lines = [(t, x) for t, x in h_evidence(h, ts, raw)]
+            self._set(src, srv, RETRACTION_STORM, True, ts, ev_lines)
+        elif tr == "clear":
+            self._set(src, srv, RETRACTION_STORM, False, ts, h_evidence(h, ts, raw))
+        elif n >= cfg.storm_min_events and srv.findings.get(RETRACTION_STORM) and ("etract" in raw or "Preempt" in raw):
+            m["evidence"][RETRACTION_STORM]["recent"].append((ts, _clip(raw)))
+
+    # ---- startup: mamba_capped
+    def _capped(self, src: SourceState, srv: ServerState, m: dict, e: object, ts: float | None, raw: str) -> None:
+        boot = m.setdefault("boot_lines", {})
+        if isinstance(e, ev.MambaCacheAllocated):
+            boot["mamba"] = (ts, _clip(raw))
+        elif isinstance(e, ev.SchedulerSummary):
+            boot["summary"] = (ts, _clip(raw))
+        elif isinstance(e, ev.ServerConfig) and e.kind in ("server_args", "non_default_args"):
+            for s in src.servers.values():
+                self.memory(s).setdefault("boot_lines", {})["config"] = (ts, _clip(raw))
+        t = ts or 0.0
+        if isinstance(e, ev.MambaCap):
+            detail = f"max_running_requests capped to {e.cap} by the mamba state cache"
+            if e.slots and e.slots_per_request:
+                detail += f" ({e.slots} slots // {e.slots_per_request} per request)"
+            m["capped_detail"] = detail + " (logged)"
+            self._set(src, srv, MAMBA_CAPPED, True, ts, [(t, raw)])
+            return
+        if isinstance(e, ev.MambaBlocksExceeded):
+            m["capped_detail"] = f"max_num_seqs ({e.max_num_seqs}) exceeds available Mamba cache blocks ({e.blocks})"
+            self._set(src, srv, MAMBA_CAPPED, True, ts, [(t, raw)])
+            return
+        if srv.findings.get(MAMBA_CAPPED) or src.engine != ev.SGLANG:
+            return
+        # arithmetic on releases that do not print the cap warning
+        for s in src.servers.values():
+            if s.findings.get(MAMBA_CAPPED):
+                continue
+            c = s.capacity
+            slots, eff = c.get("mamba_capacity_slots"), c.get("max_running_requests")
+            if not slots or not eff or "max_running_requests" not in src.config:
+                continue
+            spr, how = slots_per_request(src, s, self.config)
+            if not spr:
+                continue
+            req, req_how = requested_max_running(src, s)
+            if req is None:
+                continue
+            cap = int(slots) // spr
+            if cap == int(eff) and eff < req:
+                sm = self.memory(s)
+                sm["capped_detail"] = (
+                    f"max_running_requests={int(eff)} = max_mamba_cache_size {int(slots)} // {spr} slots per request "
+                    f"[{how}] < requested {int(req)} [{req_how}] (derived)"
+                )
+                bl = sm.get("boot_lines", {})
+                lines = [bl[k] for k in ("config", "mamba", "summary") if k in bl]
+                self._set(src, s, MAMBA_CAPPED, True, ts, lines or [(t, raw)])
+
+
+def h_evidence(h: Hysteresis, ts: float, raw: str) -> list[tuple[float, str]]:
+    out = [x for x in h.evidence() if x[1]]
+    if not out or out[-1][0] != ts or out[-1][1] != raw:
+        out.append((ts, raw))
+    # first line of the window + the latest ones, bounded
+    return out[:1] + out[-3:] if len(out) > 4 else out
+
+
+def rules_of(pipe, create: bool = False) -> Rules | None:
+    r = getattr(pipe, "rules", None)
+    if r is None and create:
+        r = attach(pipe)
+    return r
+
+
+def attach(pipe, config: RulesConfig | None = None) -> Rules:
+    """Attach the rules to a pipeline (idempotent); returns the :class:`Rules` observer."""
+    r = getattr(pipe, "rules", None)
+    if isinstance(r, Rules):
+        if config is not None:
+            r.config = config
+        return r
+    r = Rules(config)
+    pipe.rules = r
+    pipe.observers.append(r)
+    return r
+
+
+__all__ = [
+    "RULE_IDS",
+    "Rules",
+    "RulesConfig",
+    "add_rules_args",
+    "attach",
+    "configure",
+    "load_config",
+    "mamba_cap",
+    "slots_per_request",
+    "version_range",
+]
