@@ -266,6 +266,7 @@ class KVCapacity:
     gpu_blocks: int | None = None
     cpu_blocks: int | None = None
     device: str | None = None  # 'GPU', 'CPU', 'XPU', 'GPU + host', 'cuda' ...
+    engine_index: int | None = None  # vLLM "Engine 00k: ... num_gpu_blocks is: N" (= DP rank)
 
 
 @dataclass(slots=True)
