@@ -295,13 +295,16 @@ def _mamba_slots_target(src: SourceState, srv: ServerState, o: cap.ObservedCapac
     n = int(want * spr)
     why += f" x {spr} slots per request"
     slot, kpt, kvp = o.bytes_per_slot, o.kv_bytes_per_token, _usage_p(srv, "kv", 1.0)
-    if slot and kpt and o.kv_tokens and o.kv_bytes and o.state_bytes is not None:
+    run = _peak(srv, "running")
+    if slot and kpt and o.kv_tokens and o.kv_bytes and o.state_bytes is not None and kvp is not None and run > 0:
+        # the KV pool must still hold the observed KV tokens per request for n // spr requests at 90 %:
+        # (total - (n + pad) * slot) / kpt >= t * (n / spr) / 0.9, t = KV tokens per running request
         total = o.state_bytes + o.kv_bytes
-        kv_keep = (kvp or 0.0) * o.kv_tokens * kpt / 0.9
-        n_max = int((total - kv_keep) // slot) - o.padding_slots
+        t = kvp * o.kv_tokens / run
+        n_max = int((total - o.padding_slots * slot) / (slot + t * kpt / (0.9 * spr)))
         if n_max < n:
             n = n_max
-            why += f"; limited to keep the KV peak ({kvp}) below 0.9"
+            why += f"; limited so the KV pool keeps {int(t)} tokens per request at <=90 % usage"
     return n, why
 
 
@@ -466,14 +469,12 @@ def candidates(src: SourceState, srv: ServerState, rule: str, cfg: RulesConfig |
 # entry points used by the rules
 
 
-def update(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> list[Recommendation]:
-    """Recompute recommendations for the live findings of ``srv``."""
+def for_rules(src: SourceState, srv: ServerState, rules, cfg: RulesConfig | None = None) -> list[Recommendation]:
+    """Recommendations (with expected effects) for the given rule ids of ``srv``."""
     o = observed(src, srv, cfg)
     recs: list[Recommendation] = []
     seen: set[tuple[str, str, str]] = set()
-    for rule, on in srv.findings.items():
-        if not on:
-            continue
+    for rule in rules:
         for flag, value, fallback, why in candidates(src, srv, rule, cfg):
             key = (rule, flag, value)
             if key in seen:
@@ -481,6 +482,12 @@ def update(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -
             seen.add(key)
             text, _ = _effect(o, flag, value, fallback)
             recs.append(Recommendation(rule, flag, value, text, why))
+    return recs
+
+
+def update(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> list[Recommendation]:
+    """Recompute recommendations for the live findings of ``srv``."""
+    recs = for_rules(src, srv, [r for r, on in srv.findings.items() if on], cfg)
     srv.recommendations = [r.as_tuple() for r in recs]
     srv.rule_memory["recommendations"] = recs
     update_ratio(src, srv, cfg)
@@ -495,4 +502,4 @@ def update_ratio(src: SourceState, srv: ServerState, cfg: RulesConfig | None = N
         srv.recommended_ratio = None
 
 
-__all__ = ["Recommendation", "candidates", "observed", "update", "update_ratio", "balanced_ratio"]
+__all__ = ["Recommendation", "candidates", "for_rules", "observed", "update", "update_ratio", "balanced_ratio"]
