@@ -316,12 +316,12 @@ def slots_per_request_table(version: tuple[int, ...], strategy: str, overlap: bo
         return 1
     if version < (0, 5, 3, 3):
         return 1  # 0.5.2-0.5.3: radix cache forced off for hybrid GDN
+    if version < (0, 5, 7, 0):
+        return 3  # one radix mode before the strategies existed (0.5.3.post3-0.5.6)
     if strategy == "no_buffer":
-        if (0, 5, 7, 0) <= version < (0, 5, 8, 0):
+        if version < (0, 5, 8, 0):
             return 5
         return 3
-    if version < (0, 5, 7, 0):
-        return None  # no extra_buffer before 0.5.7
     if strategy == "extra_buffer":
         if version < (0, 5, 10, 0):
             return 4 if spec else 5

@@ -1,0 +1,507 @@
+"""Diagnosis rules on log time: every rule firing and staying quiet, sustain windows, hysteresis,
+recommendation filters. Events are built directly and fed through a Pipeline with the rules
+attached (the same observer path as replay/serve)."""
+
+from __future__ import annotations
+
+import pytest
+
+from exporter import recommend, rules
+from exporter.pipeline import Pipeline
+from exporter.rules import RulesConfig, VersionRange, attach, load_config
+from parsers import events as ev
+
+T0 = 1_786_000_000.0
+
+
+class Feeder:
+    def __init__(self, engine: str = ev.SGLANG, config: RulesConfig | None = None, source: str = "t") -> None:
+        self.pipe = Pipeline(engine)
+        self.rules = attach(self.pipe, config)
+        self.engine = engine
+        self.name = source
+
+    @property
+    def src(self):
+        return self.pipe.source(self.name)
+
+    def srv(self, dp: str = "0"):
+        return self.src.server(dp)
+
+    def event(self, e: object, ts: float | None, dp: str = "0", tp: int | None = 0, raw: str | None = None) -> None:
+        src = self.src
+        line = ev.Line(ev.PARSED, self.engine, ts, dp, tp, None, e)
+        with self.pipe.lock:
+            if src.apply(line):
+                srv = src.server(dp)
+                for obs in self.pipe.observers:
+                    obs(src, srv, line, raw if raw is not None else f"[{ts}] {e!r}")
+
+    def config(self, kind: str = "server_args", raw: str = "server_args={", **args) -> None:
+        self.event(ev.ServerConfig(kind, dict(args)), T0, tp=None, raw=raw + repr(args))
+
+    def decode(self, ts, running=16, queued=0, kv=0.1, mamba=0.5, dp="0", **kw) -> None:
+        self.event(ev.BatchStats("decode", running=running, queued=queued, kv_usage=kv, mamba_usage=mamba, **kw), ts, dp=dp)
+
+    def stats(self, ts, running=16, queued=0, kv=0.4, preemptions=None) -> None:
+        self.event(ev.BatchStats("stats", running=running, queued=queued, kv_usage=kv, preemptions=preemptions), ts, tp=None)
+
+    def finding(self, rule: str, dp: str = "0") -> int:
+        return self.srv(dp).findings.get(rule, -1)
+
+
+def sglang_boot(f: Feeder, cap: int | None = 16, mrr: int = 16, requested: int | None = 48, slots: int = 80, **extra) -> None:
+    args = {"max_running_requests": requested, "mamba_ssm_dtype": None, "mamba_radix_cache_strategy": "extra_buffer"}
+    args.update(extra)
+    f.config(**args)
+    if cap is not None:
+        f.event(
+            ev.MambaCap(cap, cap * 5, 5),
+            T0 + 1,
+            raw="max_running_requests is capped to 16 by the mamba state cache (max_mamba_cache_size=80, 5 state slots per request).",
+        )
+    f.event(ev.MambaCacheAllocated(slots, 0.11 * (1 << 30), 5.7 * (1 << 30)), T0 + 1)
+    f.event(ev.KVCacheAllocated(211360, k_bytes=3.22 * (1 << 30), v_bytes=3.22 * (1 << 30), dtype="torch.bfloat16"), T0 + 1)
+    f.event(ev.SchedulerSummary({"max_total_num_tokens": 211360, "max_running_requests": mrr, "context_len": 262144}), T0 + 2)
+
+
+def run(f: Feeder, start: float, seconds: float, step: float = 5.0, **kw) -> float:
+    t = start
+    while t < start + seconds:
+        f.decode(t, **kw)
+        t += step
+    return t
+
+
+MAMBA_FULL = {"running": 12, "queued": 5, "kv": 0.1, "mamba": 0.97}
+BALANCED = {"running": 10, "queued": 0, "kv": 0.4, "mamba": 0.45}
+KV_FULL = {"running": 20, "queued": 4, "kv": 0.96, "mamba": 0.3}
+
+
+# --------------------------------------------------------------------------------------------
+# pre-population
+
+
+def test_all_rules_prepopulated_per_server_once_engine_known():
+    f = Feeder()
+    f.decode(T0, dp="0", **BALANCED)
+    f.decode(T0, dp="1", **BALANCED)
+    for dp in ("0", "1"):
+        assert f.srv(dp).findings == dict.fromkeys(rules.RULE_IDS, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# mamba_bound
+
+
+def test_mamba_bound_fires_only_after_the_sustain_window():
+    f = Feeder()
+    sglang_boot(f, cap=None, mrr=48)
+    t = T0 + 100
+    for i in range(14):
+        f.decode(t + 5 * i, **MAMBA_FULL)
+        if 5 * i < 60:
+            assert f.finding("mamba_bound") == 0, i
+    assert f.finding("mamba_bound") == 1
+    assert f.finding("kv_bound") == 0
+    assert f.finding("request_cap_bound") == 0
+
+
+def test_mamba_bound_needs_log_time_not_sample_count():
+    f = Feeder()
+    for i in range(50):  # 50 samples within 25 s of log time
+        f.decode(T0 + i * 0.5, **MAMBA_FULL)
+    assert f.finding("mamba_bound") == 0
+    f.decode(T0 + 61, **MAMBA_FULL)
+    assert f.finding("mamba_bound") == 1
+
+
+def test_mamba_bound_quiet_when_balanced_or_kv_also_full_or_nobody_waits():
+    for kw in (BALANCED, {"running": 12, "queued": 5, "kv": 0.85, "mamba": 0.97}, {"running": 12, "queued": 0, "kv": 0.1, "mamba": 0.97}):
+        f = Feeder()
+        run(f, T0, 600, **kw)
+        assert f.finding("mamba_bound") == 0, kw
+
+
+def test_mamba_bound_when_pinned_at_the_mamba_cap_below_the_usage_threshold():
+    f = Feeder()
+    sglang_boot(f, cap=16)
+    run(f, T0 + 10, 120, running=16, queued=7, kv=0.11, mamba=0.80)
+    assert f.finding("mamba_bound") == 1
+    assert f.finding("request_cap_bound") == 0  # the cap is the mamba cap
+
+
+def test_one_noisy_line_neither_fires_nor_clears():
+    f = Feeder()
+    t = run(f, T0, 300, **BALANCED)
+    f.decode(t, **MAMBA_FULL)  # one noisy line
+    t = run(f, t + 5, 300, **BALANCED)
+    assert f.finding("mamba_bound") == 0
+    t = run(f, t, 120, **MAMBA_FULL)
+    assert f.finding("mamba_bound") == 1
+    f.decode(t, **BALANCED)  # one noisy line
+    t = run(f, t + 5, 300, **MAMBA_FULL)
+    assert f.finding("mamba_bound") == 1
+    # sustained balance clears it, but only after the clear window
+    for i in range(30):
+        f.decode(t + 5 * i, **BALANCED)
+        if 5 * i < 120:
+            assert f.finding("mamba_bound") == 1, i
+    assert f.finding("mamba_bound") == 0
+    eps = f.srv().rule_memory["episodes"]["mamba_bound"]
+    assert len(eps) == 1 and eps[0][1] is not None
+
+
+def test_gap_in_the_log_restarts_the_window():
+    f = Feeder()
+    f.decode(T0, **MAMBA_FULL)
+    f.decode(T0 + 10, **MAMBA_FULL)
+    f.decode(T0 + 1000, **MAMBA_FULL)  # 16 minutes later: not a sustained condition
+    f.decode(T0 + 1005, **MAMBA_FULL)
+    assert f.finding("mamba_bound") == 0
+
+
+def test_evidence_is_kept_bounded_with_timestamps():
+    f = Feeder()
+    run(f, T0, 3000, **MAMBA_FULL)
+    evd = f.srv().rule_memory["evidence"]["mamba_bound"]
+    assert 1 <= len(evd["fire"]) <= 4 and len(evd["recent"]) <= 3
+    assert all(isinstance(ts, float) and "BatchStats" in line for ts, line in evd["fire"])
+    assert evd["fire"][0][0] == T0
+
+
+# --------------------------------------------------------------------------------------------
+# kv_bound
+
+
+def test_kv_bound_fires_on_full_kv_with_waiting_and_mamba_room():
+    f = Feeder()
+    run(f, T0, 120, **KV_FULL)
+    assert f.finding("kv_bound") == 1
+    assert f.finding("mamba_bound") == 0
+
+
+def test_kv_bound_quiet_when_mamba_also_full_or_nobody_waits():
+    for kw in ({"running": 20, "queued": 4, "kv": 0.96, "mamba": 0.95}, {"running": 20, "queued": 0, "kv": 0.96, "mamba": 0.3}, BALANCED):
+        f = Feeder()
+        run(f, T0, 600, **kw)
+        assert f.finding("kv_bound") == 0, kw
+
+
+def test_kv_bound_from_retractions_with_waiting():
+    f = Feeder()
+    t = T0
+    for i in range(30):
+        if i % 6 == 0:
+            f.event(ev.Retraction(1, new_tokens_gained=9000, mamba_num_gained=4), t)
+        f.decode(t, running=20, queued=3, kv=0.85, mamba=0.3)
+        t += 5
+    assert f.finding("kv_bound") == 1
+
+
+def test_test_retractions_are_not_pressure():
+    f = Feeder()
+    t = T0
+    for _ in range(40):
+        f.event(ev.Retraction(1, test=True), t)
+        f.decode(t, running=20, queued=3, kv=0.85, mamba=0.3)
+        t += 5
+    assert f.finding("kv_bound") == 0
+    assert f.finding("retraction_storm") == 0
+
+
+def test_vllm_kv_bound_with_preemptions():
+    f = Feeder(ev.VLLM)
+    f.config(kind="non_default_args", raw="non-default args: ", max_num_seqs=64)
+    for i in range(20):
+        f.stats(T0 + 10 * i, running=40, queued=6, kv=0.97, preemptions=2 if i % 3 == 0 else None)
+    assert f.finding("kv_bound") == 1
+    assert f.finding("request_cap_bound") == 0
+
+
+# --------------------------------------------------------------------------------------------
+# request_cap_bound
+
+
+def test_request_cap_bound_sglang():
+    f = Feeder()
+    sglang_boot(f, cap=None, mrr=32, requested=32, slots=300)
+    run(f, T0 + 10, 120, running=32, queued=4, kv=0.3, mamba=0.4)
+    assert f.finding("request_cap_bound") == 1
+    assert ("request_cap_bound", "--max-running-requests", "40") in f.srv().recommendations
+
+
+def test_request_cap_bound_quiet_below_cap_or_without_queue():
+    for kw in ({"running": 20, "queued": 4}, {"running": 32, "queued": 0}):
+        f = Feeder()
+        sglang_boot(f, cap=None, mrr=32, requested=32, slots=300)
+        run(f, T0 + 10, 600, kv=0.3, mamba=0.4, **kw)
+        assert f.finding("request_cap_bound") == 0, kw
+
+
+def test_request_cap_bound_vllm_max_num_seqs_from_args():
+    f = Feeder(ev.VLLM)
+    f.config(kind="non_default_args", raw="non-default args: ", max_num_seqs=16)
+    for i in range(12):
+        f.stats(T0 + 10 * i, running=16, queued=9, kv=0.4)
+    assert f.finding("request_cap_bound") == 1
+    assert f.srv().recommendations == [("request_cap_bound", "--max-num-seqs", "32")]
+    # quiet on another server with no waiting
+    g = Feeder(ev.VLLM)
+    g.config(kind="non_default_args", raw="non-default args: ", max_num_seqs=16)
+    for i in range(60):
+        g.stats(T0 + 10 * i, running=16, queued=0, kv=0.4)
+    assert g.finding("request_cap_bound") == 0
+
+
+# --------------------------------------------------------------------------------------------
+# mamba_capped
+
+
+def test_mamba_capped_from_the_cap_warning_and_cleared_on_restart():
+    f = Feeder()
+    sglang_boot(f, cap=16)
+    assert f.finding("mamba_capped") == 1
+    assert "capped to 16" in f.srv().rule_memory["capped_detail"]
+    f.decode(T0 + 100, **BALANCED)
+    # a new boot in the same log (server restarted with a bigger pool and no cap)
+    f.config(max_running_requests=16)
+    assert f.src.restarts == 1
+    assert f.finding("mamba_capped") == 0
+
+
+def test_mamba_capped_by_arithmetic_on_old_releases():
+    f = Feeder()
+    f.config(raw="server_args=ServerArgs(", max_running_requests=64, mamba_scheduler_strategy="extra_buffer", mamba_ssm_dtype=None)
+    f.event(
+        ev.WeightsLoaded(weight_bytes=1e9),
+        T0,
+        raw="Load weight end. elapsed=43.18 s, type=Qwen3NextForCausalLM, avail mem=38.70 GB, mem usage=39.70 GB.",
+    )
+    f.event(ev.MambaCacheAllocated(96, 0.05 * (1 << 30), 2.27 * (1 << 30)), T0 + 1)
+    assert f.finding("mamba_capped") == 0
+    f.event(ev.SchedulerSummary({"max_total_num_tokens": 226560, "max_running_requests": 19, "context_len": 262144}), T0 + 2)
+    assert f.finding("mamba_capped") == 1
+    assert "96 // 5" in f.srv().rule_memory["capped_detail"]
+    assert str(rules.version_range(f.src)) == "0.5.10..0.5.13"
+
+
+def test_mamba_capped_quiet_when_the_request_was_granted():
+    f = Feeder()
+    f.config(raw="server_args=ServerArgs(", max_running_requests=16, mamba_scheduler_strategy="extra_buffer")
+    f.event(ev.MambaCacheAllocated(96, 1e8, 2e9), T0 + 1)
+    f.event(ev.SchedulerSummary({"max_total_num_tokens": 226560, "max_running_requests": 16, "context_len": 262144}), T0 + 2)
+    assert f.finding("mamba_capped") == 0
+
+
+def test_mamba_capped_vllm_blocks_exceeded():
+    f = Feeder(ev.VLLM)
+    f.event(ev.MambaBlocksExceeded(256, 180), T0, tp=None, raw="ValueError: max_num_seqs (256) exceeds available Mamba cache blocks (180).")
+    assert f.finding("mamba_capped") == 1
+    assert ("mamba_capped", "--max-num-seqs", "180") in f.srv().recommendations
+
+
+# --------------------------------------------------------------------------------------------
+# retraction_storm, mamba_exhausted
+
+
+def test_retraction_storm_fires_on_dense_retractions_and_clears():
+    f = Feeder()
+    for i in range(3):
+        f.event(ev.Retraction(1), T0 + 30 * i)
+    assert f.finding("retraction_storm") == 1
+    t = T0 + 100
+    for i in range(60):
+        f.decode(t + 5 * i, **BALANCED)
+    assert f.finding("retraction_storm") == 0
+
+
+def test_two_retractions_are_not_a_storm():
+    f = Feeder()
+    f.event(ev.Retraction(2), T0)
+    f.event(ev.Retraction(1), T0 + 60)
+    f.event(ev.Retraction(1), T0 + 200)
+    assert f.finding("retraction_storm") == 0
+
+
+def test_mamba_exhausted_fires_and_holds_for_the_hold_window():
+    f = Feeder()
+    f.event(
+        ev.PoolExhausted("mamba", True),
+        T0,
+        raw="AssertionError: Not enough space for mamba cache, try to increase --mamba-full-memory-ratio or --max-mamba-cache-size.",
+    )
+    assert f.finding("mamba_exhausted") == 1
+    f.decode(T0 + 300, **BALANCED)
+    assert f.finding("mamba_exhausted") == 1
+    f.decode(T0 + 601, **BALANCED)
+    assert f.finding("mamba_exhausted") == 0
+    g = Feeder()
+    g.event(ev.PoolExhausted("kv", False), T0)
+    assert g.finding("mamba_exhausted") == 0
+
+
+# --------------------------------------------------------------------------------------------
+# configuration
+
+
+def test_rules_config_yaml(tmp_path):
+    p = tmp_path / "rules.yaml"
+    p.write_text("mamba_high: 0.99\nfor_seconds: 30\nmin_samples: 2\nengine_version: 0.5.19\n")
+    cfg = load_config(str(p))
+    assert cfg.mamba_high == 0.99 and cfg.for_seconds == 30 and cfg.min_samples == 2 and cfg.engine_version == "0.5.19"
+    f = Feeder(config=cfg)
+    run(f, T0, 300, **MAMBA_FULL)  # 0.97 < 0.99 and no mamba cap known: not mamba-bound
+    assert f.finding("mamba_bound") == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("mamba_hihg: 0.9\n")
+    with pytest.raises(ValueError, match="mamba_hihg"):
+        load_config(str(bad))
+
+
+def test_attach_is_idempotent_and_configure_from_args(tmp_path):
+    import argparse
+
+    pipe = Pipeline()
+    r1 = attach(pipe)
+    assert attach(pipe) is r1 and pipe.observers.count(r1) == 1
+    p = tmp_path / "r.yaml"
+    p.write_text("kv_high: 0.8\n")
+    ap = argparse.ArgumentParser()
+    rules.add_rules_args(ap)
+    rules.configure(pipe, ap.parse_args(["--rules-config", str(p)]))
+    assert r1.config.kv_high == 0.8
+
+
+# --------------------------------------------------------------------------------------------
+# release inference and the slots table
+
+
+def test_slots_per_request_table():
+    t = rules.slots_per_request_table
+    assert t((0, 5, 19, 0), "extra_buffer", True, False) == 5
+    assert t((0, 5, 19, 0), "extra_buffer", False, False) == 4
+    assert t((0, 5, 8, 0), "extra_buffer", True, True) == 4
+    assert t((0, 5, 7, 0), "no_buffer", True, False) == 5
+    assert t((0, 5, 19, 0), "no_buffer", True, False) == 3
+    assert t((0, 5, 13, 0), "extra_buffer_lazy", True, False) == 4
+    assert t((0, 5, 19, 0), "disabled", True, False) == 1
+
+
+def test_version_range_checks():
+    vr = VersionRange((0, 5, 10, 0), (0, 5, 13, 0))
+    assert vr.at_least("0.5.10") and not vr.at_least("0.5.11")
+    assert vr.below("0.5.14") and not vr.below("0.5.13")
+    assert not vr.may_be_in("0.5.3.post3", "0.5.6") and vr.may_be_in("0.5.12", "0.5.20")
+    assert VersionRange().may_be_in("0.5.3.post3", "0.5.6")
+
+
+# --------------------------------------------------------------------------------------------
+# recommendation filters
+
+
+def _mamba_bound(**extra) -> Feeder:
+    f = Feeder()
+    sglang_boot(f, cap=16, **extra)
+    run(f, T0 + 10, 120, running=16, queued=7, kv=0.11, mamba=0.95)
+    assert f.finding("mamba_bound") == 1
+    return f
+
+
+def _flags(f: Feeder, rule: str = "mamba_bound") -> dict[str, str]:
+    return {flag: value for r, flag, value in f.srv().recommendations if r == rule}
+
+
+def test_mamba_bound_recommendations_on_a_current_release():
+    f = _mamba_bound()
+    flags = _flags(f)
+    assert flags["--mamba-ssm-dtype"] == "bfloat16"
+    assert float(flags["--mamba-full-memory-ratio"]) > 0.9
+    assert int(flags["--max-mamba-cache-size"]) > 80
+    assert flags["SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK"] == "1"
+    assert flags["--mamba-radix-cache-strategy"] == "extra_buffer_lazy"
+    assert flags["--enable-unified-memory"] == "true"
+    assert f.srv().recommended_ratio is not None and f.srv().recommended_ratio > 0.9
+    effects = {r.flag: r.effect for r in f.srv().rule_memory["recommendations"] if r.rule == "mamba_bound"}
+    assert "cap 16 → " in effects["--mamba-ssm-dtype"]
+
+
+def test_recommendation_filters_from_the_log():
+    flags = _flags(_mamba_bound(mamba_ssm_dtype="bfloat16"))
+    assert "--mamba-ssm-dtype" not in flags
+    flags = _flags(_mamba_bound(disaggregation_mode="decode"))
+    assert "--enable-unified-memory" not in flags and "--mamba-radix-cache-strategy" not in flags
+    flags = _flags(_mamba_bound(speculative_algorithm="EAGLE"))
+    assert "--enable-unified-memory" not in flags
+    flags = _flags(_mamba_bound(enable_unified_memory=True))
+    assert "--mamba-full-memory-ratio" not in flags and "--enable-unified-memory" not in flags
+    flags = _flags(_mamba_bound(mamba_radix_cache_strategy="no_buffer"))
+    assert "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK" not in flags and "--mamba-radix-cache-strategy" not in flags
+
+
+def test_old_release_gets_no_new_flags():
+    f = Feeder()
+    f.config(raw="server_args=ServerArgs(", max_running_requests=64, mamba_scheduler_strategy="extra_buffer", mamba_ssm_dtype=None)
+    f.event(ev.WeightsLoaded(weight_bytes=1e9), T0, raw="Load weight end. elapsed=43.18 s, type=X, avail mem=38.70 GB, mem usage=39.70 GB.")
+    f.event(ev.MambaCacheAllocated(96, 0.05 * (1 << 30), 2.27 * (1 << 30)), T0 + 1)
+    f.event(ev.KVCacheAllocated(226560, k_bytes=1.3 * (1 << 30), v_bytes=1.3 * (1 << 30)), T0 + 1)
+    f.event(ev.SchedulerSummary({"max_total_num_tokens": 226560, "max_running_requests": 19, "context_len": 262144}), T0 + 2)
+    flags = _flags(f, "mamba_capped")
+    assert "--mamba-ssm-dtype" in flags and "--max-mamba-cache-size" in flags
+    for new in (
+        "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK",
+        "--enable-unified-memory",
+        "--mamba-radix-cache-strategy",
+        "--mamba-scheduler-strategy",
+    ):
+        assert new not in flags
+
+
+def test_max_mamba_cache_size_not_recommended_where_it_is_ignored():
+    f = Feeder(config=RulesConfig(engine_version="0.5.5"))
+    f.config(raw="server_args=ServerArgs(", max_running_requests=64)
+    f.event(ev.MambaCacheAllocated(90, 1e8, 2e9), T0 + 1)
+    f.event(ev.KVCacheAllocated(226560, k_bytes=1e9, v_bytes=1e9), T0 + 1)
+    f.event(ev.SchedulerSummary({"max_total_num_tokens": 226560, "max_running_requests": 30, "context_len": 262144}), T0 + 2)
+    assert f.finding("mamba_capped") == 1  # 90 // 3 (no_buffer) = 30 < 64
+    flags = _flags(f, "mamba_capped")
+    assert "--max-mamba-cache-size" not in flags and "--mamba-full-memory-ratio" in flags
+
+
+def test_vllm_recommendation_filters():
+    def kv_bound(version: str, **args) -> dict[str, str]:
+        f = Feeder(ev.VLLM)
+        f.event(ev.ServerStarting(version=version), T0, tp=None, raw=f"version {version}")
+        f.config(kind="non_default_args", raw="non-default args: ", max_num_seqs=64, **args)
+        f.event(
+            ev.HybridLayout(block_size=1568),
+            T0,
+            tp=None,
+            raw="Mamba cache mode is set to 'align' for Qwen3_5ForConditionalGeneration by default",
+        )
+        for i in range(20):
+            f.stats(T0 + 10 * i, running=40, queued=6, kv=0.97)
+        assert f.finding("kv_bound") == 1
+        return _flags(f, "kv_bound")
+
+    flags = kv_bound("0.24.0", model="Qwen/Qwen3.5-27B")
+    assert flags["--kv-cache-dtype"] == "fp8"
+    assert flags["--mamba-ssm-cache-dtype"] == "bfloat16"
+    assert flags["--language-model-only"] == "true"
+    flags = kv_bound("0.16.0", model="Qwen/Qwen3.5-27B", kv_cache_dtype="fp8")
+    assert "--kv-cache-dtype" not in flags
+    assert flags["--mamba-ssm-cache-dtype"] == "float16"
+    assert "--language-model-only" not in flags  # needs >= 0.17
+    flags = kv_bound("0.24.0", model="Qwen/Qwen3.5-27B", mamba_ssm_cache_dtype="bfloat16", language_model_only=True)
+    assert "--mamba-ssm-cache-dtype" not in flags and "--language-model-only" not in flags
+
+
+def test_recommendations_cleared_with_the_finding():
+    f = Feeder()
+    t = run(f, T0, 120, **MAMBA_FULL)
+    assert f.srv().recommendations
+    run(f, t, 300, **BALANCED)
+    assert f.finding("mamba_bound") == 0
+    assert f.srv().recommendations == []
+    assert f.srv().recommended_ratio is None
+    assert recommend.update(f.src, f.srv()) == []
