@@ -169,11 +169,12 @@ def test_dashboards_and_alerts_against_real_prometheus(tmp_path):
     )
 
     procs: list[subprocess.Popen] = []
+    errs = [open(tmp_path / "exporter.err", "wb"), open(tmp_path / "prometheus.err", "wb")]  # noqa: SIM115
     try:
         cmd = exporter_cmd() + ["serve", "--listen", f"127.0.0.1:{exp_port}", "--from-beginning"]
         for name, p in logs.items():
             cmd += ["--log", f"{name}={p}"]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "exporter.err", "wb")))  # noqa: SIM115
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errs[0]))
         procs.append(
             subprocess.Popen(
                 [
@@ -184,7 +185,7 @@ def test_dashboards_and_alerts_against_real_prometheus(tmp_path):
                     "--log.level=warn",
                 ],
                 stdout=subprocess.DEVNULL,
-                stderr=open(tmp_path / "prometheus.err", "wb"),  # noqa: SIM115
+                stderr=errs[1],
             )
         )
         prom = Prom(prom_port)
@@ -251,3 +252,8 @@ def test_dashboards_and_alerts_against_real_prometheus(tmp_path):
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(timeout=5)
+        for f in errs:
+            f.close()
+            tail = Path(f.name).read_bytes()[-2000:].decode(errors="replace").strip()
+            if tail:  # shown by pytest only when the test fails
+                print(f"--- {Path(f.name).name} (tail)\n{tail}")
