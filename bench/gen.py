@@ -97,28 +97,20 @@ def sglang_startup(ts: str, tag: str = " TP0") -> list[str]:
     p = f"[{ts}{tag}] "
     m = f"[{ts}] "
     return [
-        m
-        + "server_args=ServerArgs(model_path='Qwen/Qwen3-Next-80B-A3B-Instruct', tp_size=1, "
+        m + "server_args=ServerArgs(model_path='Qwen/Qwen3-Next-80B-A3B-Instruct', tp_size=1, "
         "dp_size=1, mem_fraction_static=0.85, max_running_requests=None, chunked_prefill_size=2048, "
         "max_mamba_cache_size=None, mamba_full_memory_ratio=0.9, disable_radix_cache=False, "
         "decode_log_interval=40, enable_metrics=False, log_level='info')",
         p + "Init torch distributed begin.",
         p + "Init torch distributed ends. mem usage=0.00 GB",
         p + "Load weight begin. avail mem=78.52 GB",
-        p
-        + "Load weight end. elapsed=5.54 s, type=Qwen3NextForCausalLM, avail mem=14.08 GB, mem usage=64.44 GB.",
-        p + f"Mamba Cache is allocated. max_mamba_cache_size: {SGL_MAMBA_SLOTS}, "
-        "conv_state size: 0.10GB, ssm_state size: 4.38GB ",
-        p
-        + f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {SGL_FULL_TOKENS}, "
-        "K size: 3.75 GB, V size: 3.75 GB",
+        p + "Load weight end. elapsed=5.54 s, type=Qwen3NextForCausalLM, avail mem=14.08 GB, mem usage=64.44 GB.",
+        p + f"Mamba Cache is allocated. max_mamba_cache_size: {SGL_MAMBA_SLOTS}, conv_state size: 0.10GB, ssm_state size: 4.38GB ",
+        p + f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {SGL_FULL_TOKENS}, K size: 3.75 GB, V size: 3.75 GB",
         p + "Memory pool end. avail mem=4.21 GB",
-        p
-        + "Capture cuda graph begin. This can take up to several minutes. avail mem=4.10 GB",
-        p
-        + "Capture cuda graph end. Time elapsed: 12.31 s. mem usage=0.31 GB. avail mem=3.79 GB.",
-        p
-        + f"max_total_num_tokens={SGL_FULL_TOKENS}, chunked_prefill_size=2048, max_prefill_tokens=16384, "
+        p + "Capture cuda graph begin. This can take up to several minutes. avail mem=4.10 GB",
+        p + "Capture cuda graph end. Time elapsed: 12.31 s. mem usage=0.31 GB. avail mem=3.79 GB.",
+        p + f"max_total_num_tokens={SGL_FULL_TOKENS}, chunked_prefill_size=2048, max_prefill_tokens=16384, "
         f"max_running_requests={SGL_MAX_RUNNING}, context_len=262144, available_gpu_mem=3.79 GB",
         m + "INFO:     Started server process [1]",
         m + "INFO:     Waiting for application startup.",
@@ -179,9 +171,7 @@ def sglang_decode(
     )
 
 
-def sglang_prefill(
-    rng: random.Random, st: SglangState, prefix: str, truth: Truth
-) -> str:
+def sglang_prefill(rng: random.Random, st: SglangState, prefix: str, truth: Truth) -> str:
     new_seq = rng.randint(1, 8)
     new_tok = rng.randint(16, 2048)
     cached = rng.choice((0, 0, 64, 128, 256, 576, 1024, 4096)) * new_seq
@@ -254,27 +244,18 @@ def vllm_startup(ts: str) -> list[str]:
     api = "(APIServer pid=1) INFO " + ts
     core = "(EngineCore pid=312) INFO " + ts
     return [
-        api
-        + " [utils.py:253] non-default args: {'model_tag': 'Qwen/Qwen3-Next-80B-A3B-Instruct', "
+        api + " [utils.py:253] non-default args: {'model_tag': 'Qwen/Qwen3-Next-80B-A3B-Instruct', "
         "'model': 'Qwen/Qwen3-Next-80B-A3B-Instruct', 'max_num_seqs': 64}",
         api + " [model.py:548] Resolved architecture: Qwen3NextForCausalLM",
         api + " [model.py:1510] Using max model len 262144",
-        api
-        + " [config.py:367] Setting attention block size to 544 tokens to ensure that attention "
-        "page size is >= mamba page size.",
-        api
-        + " [config.py:388] Padding mamba page size by 1.49% to ensure that mamba page size and "
-        "attention page size are exactly equal.",
+        api + " [config.py:367] Setting attention block size to 544 tokens to ensure that attention page size is >= mamba page size.",
+        api + " [config.py:388] Padding mamba page size by 1.49% to ensure that mamba page size and attention page size are exactly equal.",
         core + " [core.py:93] Initializing a V1 LLM engine (v0.31.0) with config: "
         "model='Qwen/Qwen3-Next-80B-A3B-Instruct', max_seq_len=262144, tensor_parallel_size=1",
-        core
-        + " [gpu_model_runner.py:2602] Model loading took 74.89 GiB and 41.23 seconds",
+        core + " [gpu_model_runner.py:2602] Model loading took 74.89 GiB and 41.23 seconds",
         core + " [gpu_worker.py:298] Available KV cache memory: 3.21 GiB",
-        core
-        + " [kv_cache_utils.py:1087] GPU KV cache size: 567,978 tokens, Maximum concurrency for "
-        "131,072 tokens per request: 4.33x",
-        core
-        + " [core.py:210] init engine (profile, create kv cache, warmup model) took 95.11 seconds",
+        core + " [kv_cache_utils.py:1087] GPU KV cache size: 567,978 tokens, Maximum concurrency for 131,072 tokens per request: 4.33x",
+        core + " [core.py:210] init engine (profile, create kv cache, warmup model) took 95.11 seconds",
         api + " [api_server.py:1885] Starting vLLM API server 0 on http://0.0.0.0:8000",
         "(APIServer pid=1) INFO:     Started server process [1]",
         "(APIServer pid=1) INFO:     Waiting for application startup.",
@@ -365,24 +346,16 @@ def generate(
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engine", choices=("sglang", "vllm"), default="sglang")
-    ap.add_argument(
-        "--lines", type=int, default=100_000, help="total lines incl. the startup block"
-    )
+    ap.add_argument("--lines", type=int, default=100_000, help="total lines incl. the startup block")
     ap.add_argument("--out", required=True, help="output file ('-' for stdout)")
     ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument(
-        "--start", default=None, help="first timestamp, 'YYYY-MM-DD HH:MM:SS'"
-    )
+    ap.add_argument("--start", default=None, help="first timestamp, 'YYYY-MM-DD HH:MM:SS'")
     ap.add_argument("--no-startup", action="store_true", help="omit the startup block")
-    ap.add_argument(
-        "--no-truth", action="store_true", help="do not write FILE.truth.json"
-    )
+    ap.add_argument("--no-truth", action="store_true", help="do not write FILE.truth.json")
     a = ap.parse_args(argv)
     if a.out == "-":
         gen = sglang_lines if a.engine == "sglang" else vllm_lines
-        start = a.start or (
-            SGL_DEFAULT_START if a.engine == "sglang" else VLLM_DEFAULT_START
-        )
+        start = a.start or (SGL_DEFAULT_START if a.engine == "sglang" else VLLM_DEFAULT_START)
         for line in gen(a.lines, a.seed, start, not a.no_startup):
             sys.stdout.write(line + "\n")
         return 0

@@ -34,6 +34,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -238,6 +239,36 @@ def fmt_rate(x: float) -> str:
 
 def mb(kb: float) -> str:
     return f"{kb / 1024:.0f} MiB"
+
+
+def snapshot_cmd(out: Path, rev: str | None) -> list[str]:
+    """Freeze the exporter's code so edits made while a long run is going do not leak into it.
+
+    ``rev`` = a commit (``git archive``); None = a copy of the work tree's packages. The frozen
+    copy runs with ``python -S`` and site-packages on PYTHONPATH: that skips the ``.pth`` files,
+    so the editable install cannot map ``exporter``/``parsers`` back to the work tree.
+    """
+    if rev:
+        rev = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", rev], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        snap = out / f"src-{rev}"
+        if not snap.exists():
+            snap.mkdir(parents=True)
+            arch = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(snap)], input=arch, check=True)
+    else:
+        snap = out / "src-worktree"
+        shutil.rmtree(snap, ignore_errors=True)
+        for pkg in ("exporter", "parsers", "dashboards"):
+            if (ROOT / pkg).is_dir():
+                shutil.copytree(ROOT / pkg, snap / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    py = ROOT / ".venv" / "bin" / "python"
+    py = py if py.exists() else Path(sys.executable)
+    site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return ["env", f"PYTHONPATH={snap}:{site}", str(py), "-S", "-m", "exporter"]
 
 
 # ----------------------------------------------------------------------------- throughput
@@ -474,7 +505,7 @@ def soak(exp_cmd: list[str], prof: Profile, out: Path) -> dict:
             with open(path, "a", encoding="utf-8") as f:
                 f.write("\n".join(buf))
             want = truth.decode_batches
-            deadline = time.monotonic() + max(30.0, count / 5000)
+            deadline = time.monotonic() + max(60.0, count / 1000)
             got = None
             while time.monotonic() < deadline:
                 got = decode_count(scrape(port)) - base
@@ -595,13 +626,12 @@ def render(results: dict) -> str:
     tp = results.get("throughput")
     if tp:
         md.append(f"### Throughput: {tp['file']} ({tp['lines']:,} lines, {tp['bytes'] / 1e6:.0f} MB)\n")
-        md.append("| tool | wall s | lines/s | MB/s | CPU s | peak RSS | lines/s vs mtail |")
-        md.append("|---|---:|---:|---:|---:|---:|---:|")
+        md.append("| tool | wall s | lines/s | MB/s | CPU s | lines/CPU-s | peak RSS | lines/s vs mtail | lines/CPU-s vs mtail |")
+        md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for t in tp["tools"]:
-            ratio = f"{t['ratio_vs_mtail']:.2f}x" if t.get("ratio_vs_mtail") else "-"
             md.append(
                 f"| {t['name']} | {t['wall_s']:.2f} | {fmt_rate(t['lines_per_s'])} | {t['mb_per_s']:.1f} | {t['cpu_s']:.2f} "
-                f"| {mb(t['maxrss_kb'])} | {ratio} |"
+                f"| {fmt_rate(t['lines_per_cpu_s'])} | {mb(t['maxrss_kb'])} | {t['ratio_vs_mtail']:.2f}x | {t['cpu_ratio_vs_mtail']:.2f}x |"
             )
         md.append("")
         md.append("### Correctness (sums over all series; counters must be identical)\n")
@@ -629,7 +659,7 @@ def render(results: dict) -> str:
             idle = lv["idle"].get(name, {})
             md.append(
                 f"| {name} | {lat['p50_ms']:.1f} ms | {lat['p99_ms']:.1f} ms | {lat['max_ms']:.1f} ms | {lat['missed']} | "
-                f"{idle.get('cpu_pct', float('nan')):.2f}% ({idle.get('seconds', 0):.0f} s) | {mb(idle.get('rss_kb', 0))} |"
+                f"{idle.get('cpu_pct', float('nan')):.3f}% ({idle.get('seconds', 0):.0f} s) | {mb(idle.get('rss_kb', 0))} |"
             )
         md.append("")
     if "soak" in results:
@@ -660,6 +690,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--at", metavar="REV", help="benchmark the exporter as committed at REV (git archive into OUT/src-REV), not the work tree"
     )
+    ap.add_argument("--snapshot", action="store_true", help="benchmark a frozen copy of the work tree's exporter (OUT/src-worktree)")
     ap.add_argument("--exporter", help="exporter command (default .venv/bin/hybrid-cache-exporter)")
     ap.add_argument("--mtail", default=shutil.which("mtail"), help="mtail binary (default: from PATH)")
     ap.add_argument("--lines", type=int, help="lines of the main throughput file")
@@ -668,6 +699,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--soak-lines", type=int)
     ap.add_argument("--soak-rotations", type=int)
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=N",
+        help="override a size, e.g. --set grow_large=1000000 (fields: {})".format(", ".join(Profile.__dataclass_fields__)),
+    )
     ap.add_argument("--skip", default="", help="comma list of sections to skip: throughput,scaling,live,soak")
     ap.add_argument("--profile", action="store_true", help="also profile replay (cProfile, py-spy if installed)")
     a = ap.parse_args(argv)
@@ -682,6 +720,11 @@ def main(argv: list[str] | None = None) -> int:
     ):
         if val is not None:
             setattr(prof, attr, val)
+    for kv in a.set:
+        k, _, v = kv.partition("=")
+        if k not in Profile.__dataclass_fields__ or k == "name":
+            ap.error(f"--set: unknown field {k!r}")
+        setattr(prof, k, type(getattr(prof, k))(float(v)) if isinstance(getattr(prof, k), int) else float(v))
     skip = {s.strip() for s in a.skip.split(",") if s.strip()}
 
     if not a.mtail or not Path(a.mtail).exists():
@@ -694,17 +737,8 @@ def main(argv: list[str] | None = None) -> int:
     data = Path(a.data)
     try:
         exp = exporter_cmd(a.exporter)
-        if a.at:
-            rev = subprocess.run(
-                ["git", "-C", str(ROOT), "rev-parse", "--short", a.at], capture_output=True, text=True, check=True
-            ).stdout.strip()
-            snap = out / f"src-{rev}"
-            if not snap.exists():
-                snap.mkdir(parents=True)
-                arch = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
-                subprocess.run(["tar", "-x", "-C", str(snap)], input=arch, check=True)
-            py = ROOT / ".venv" / "bin" / "python"
-            exp = ["env", f"PYTHONPATH={snap}", str(py if py.exists() else sys.executable), "-P", "-m", "exporter"]
+        if a.at or a.snapshot:
+            exp = snapshot_cmd(out, a.at)
         mtail_ver = subprocess.run([a.mtail, "--version"], capture_output=True, text=True).stdout.split(" git ")[0].strip()
         results: dict = {
             "profile": prof.name,
@@ -753,6 +787,7 @@ def main(argv: list[str] | None = None) -> int:
             ]
             throughput(prof.lines, tools, prof.reps, raw)
             mt_rate = prof.lines / tools[1].median().wall
+            mt_cpu_rate = prof.lines / max(1e-3, statistics.median(r.user + r.sys for r in tools[1].runs))
             rows = []
             for t in tools:
                 m = t.median()
@@ -768,6 +803,8 @@ def main(argv: list[str] | None = None) -> int:
                         "cpu_s": m.user + m.sys,
                         "maxrss_kb": max(r.maxrss_kb for r in t.runs),
                         "ratio_vs_mtail": rate / mt_rate,
+                        "lines_per_cpu_s": prof.lines / max(1e-3, statistics.median(r.user + r.sys for r in t.runs)),
+                        "cpu_ratio_vs_mtail": prof.lines / max(1e-3, statistics.median(r.user + r.sys for r in t.runs)) / mt_cpu_rate,
                     }
                 )
             results["throughput"] = {"file": path.name, "lines": prof.lines, "bytes": size, "tools": rows}
