@@ -9,6 +9,7 @@ junk and Ray prefixes may precede it) or vLLM ``[(Name pid=N) ]LEVEL MM-DD HH:MM
 from __future__ import annotations
 
 import calendar
+import json
 import time
 from dataclasses import dataclass
 
@@ -25,7 +26,7 @@ COLLECTOR_RE = regex.compile(
     + _RFC3339
     + r"\s+(?:(?:stdout|stderr)\s+[FP]\s+)?"  # CRI: '<ts> stdout F <msg>'
     + r"|(?P<dcts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?) \| "  # compose with timestamps
-    + r"|[\w.-]+(?:[-_]\d+)?\s+\| "  # docker compose service prefix 'sglang-1  | '
+    + r"|[\w.-]{1,64}\s{1,32}\| "  # docker compose service prefix 'sglang-1  | ' (bounded: no backtracking on long lines)
     + r"|[A-Za-zА-Яа-я]{3}\.? {1,2}\d{1,2} \d{2}:\d{2}:\d{2} \S+ [\w.\-/]+(?:\[\d+\])?: "  # journald
     + r")"
 )
@@ -109,15 +110,57 @@ def strip_collector(line: str) -> tuple[str, float | None]:
     if "\x1b" in line:
         line = ANSI_RE.sub("", line)
     cts = None
+    if line[:1] == "{":
+        return unwrap_json(line)
     m = COLLECTOR_RE.match(line)
     if m is not None:
-        if m.group("cts"):
-            try:
+        try:
+            if m.group("cts"):
                 cts = rfc3339_epoch(m.group("cts"))
+            elif m.group("dcts"):
+                d = m.group("dcts")
+                cts = local_epoch(d[:10], d[11:16]) + float(d[17:])
+        except (ValueError, IndexError):
+            cts = None
+        line = line[m.end() :]
+        if line[:1] == "{":
+            line, jts = unwrap_json(line)
+            cts = jts if jts is not None else cts
+    return line, cts
+
+
+def unwrap_json(line: str) -> tuple[str, float | None]:
+    """JSON-per-line wrappers: Docker's json-file ``{"log": ..., "time": ...}`` and vLLM's
+    ``--logging-config.formatter json`` (0.32+) ``{"asctime", "levelname", "processName",
+    "message"}``. The vLLM form is rebuilt as a classic header line so one parser serves both.
+    Anything else (or broken JSON) is returned unchanged."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return line, None
+    if not isinstance(obj, dict):
+        return line, None
+    if isinstance(obj.get("log"), str):
+        cts = None
+        t = obj.get("time")
+        if isinstance(t, str):
+            try:
+                cts = rfc3339_epoch(t)
             except (ValueError, IndexError):
                 cts = None
-        line = line[m.end() :]
-    return line, cts
+        inner, its = strip_collector(obj["log"].rstrip("\n"))
+        return inner, its if its is not None else cts
+    msg = obj.get("message")
+    asctime = obj.get("asctime")
+    if isinstance(msg, str) and isinstance(asctime, str) and len(asctime) >= 19:
+        level = obj.get("levelname") or "INFO"
+        proc = obj.get("processName")
+        head = f"({proc} pid={obj.get('process', 0)}) " if proc else ""
+        name = str(obj.get("name") or "vllm").rsplit(".", 1)[-1]
+        return f"{head}{level} {asctime[5:10]} {asctime[11:19]} [{name}.py:0] {msg}", local_epoch(asctime[:10], asctime[11:16]) + int(
+            asctime[17:19]
+        )
+    return line, None
 
 
 def split_header(line: str, engine: str | None, year: int) -> Header:

@@ -105,3 +105,31 @@ def test_no_header_is_not_an_engine_line() -> None:
     # a known vLLM source still gets its process prefix stripped from header-less lines
     h = split_header("(EngineCore_DP1 pid=3) ValueError: max_num_seqs (512) exceeds", "vllm", 2026)
     assert h.engine == "vllm" and h.dp_rank == "1" and h.msg.startswith("ValueError")
+
+
+def test_json_wrappers_docker_and_vllm_json_formatter() -> None:
+    from parsers import parse_line
+
+    docker = (
+        '{"log":"[2026-08-14 08:17:30 DP1 TP0] Decode batch, #running-req: 4, #full token: 1051, full token usage: 0.20, '
+        'mamba num: 16, mamba usage: 0.20, cuda graph: True, gen throughput (token/s): 453.12, #queue-req: 0\\n",'
+        '"stream":"stderr","time":"2026-08-14T08:17:30.1Z"}'
+    )
+    p = parse_line(docker)
+    assert p.outcome == "parsed" and p.engine == "sglang" and p.dp_rank == "1" and p.event.running == 4
+    vjson = (
+        '{"asctime": "2026-11-01 10:00:00,123", "levelname": "INFO", "name": "vllm.v1.core.kv_cache_utils", '
+        '"processName": "EngineCore_DP1", "process": 7, "message": "GPU KV cache size: 973,760 tokens"}'
+    )
+    p = parse_line(vjson)
+    assert p.engine == "vllm" and p.dp_rank == "1" and p.event.tokens == 973760
+    assert p.ts == local("2026-11-01 10:00:00")
+    assert strip_collector('{"not": "a log"}') == ('{"not": "a log"}', None)
+    assert strip_collector("{broken json")[0] == "{broken json"
+
+
+def test_compose_timestamp_prefix_gives_time_and_long_lines_stay_linear() -> None:
+    line, ts = strip_collector("2026-05-01 19:08:53.840 | (APIServer pid=1) INFO 05-01 19:08:53 [a.py:1] hi")
+    assert ts == pytest.approx(local("2026-05-01 19:08:53") + 0.84)
+    line, ts = strip_collector("A" * 2_000_000)  # no catastrophic backtracking in the compose alternative
+    assert len(line) == 2_000_000 and ts is None
