@@ -31,6 +31,11 @@ test: $(STAMP) tools
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
+## regenerate the Grafana dashboard JSON and the PrometheusRule from their sources
+dashboards: $(STAMP)
+	$(BIN)/python -m dashboards.build
+	$(BIN)/python deploy/build_prometheusrule.py
+
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
