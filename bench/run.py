@@ -640,6 +640,15 @@ def render(results: dict) -> str:
         for r in results["verify"]["rows"]:
             md.append(f"| {r['what']} | {r['truth']} | {r['mtail']} | {r['exporter']} | {'yes' if r['ok'] else '**NO**'} |")
         md.append("")
+    if "vllm" in results:
+        v = results["vllm"]
+        md.append(f"### vLLM replay: {v['file']} ({v['lines']:,} lines, {v['bytes'] / 1e6:.0f} MB; no mtail program)\n")
+        md.append("| lines/s | stats lines (truth) | stats lines (exporter) | running (truth / exporter) |")
+        md.append("|---:|---:|---:|---:|")
+        md.append(
+            f"| {fmt_rate(v['lines_per_s'])} | {v['stats_lines_truth']} | {v['stats_lines_exporter']} | {v['running_truth']} / {v['running_exporter']} |"
+        )
+        md.append("")
     if "scaling" in results:
         sc = results["scaling"]
         md.append("### Scaling (exporter replay)\n")
@@ -706,7 +715,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FIELD=N",
         help="override a size, e.g. --set grow_large=1000000 (fields: {})".format(", ".join(Profile.__dataclass_fields__)),
     )
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: throughput,scaling,live,soak")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: throughput,scaling,vllm,live,soak")
     ap.add_argument("--profile", action="store_true", help="also profile replay (cProfile, py-spy if installed)")
     a = ap.parse_args(argv)
 
@@ -847,6 +856,28 @@ def main(argv: list[str] | None = None) -> int:
             got = sum_metric(mexp, "hybrid_cache_decode_batches_total")
             if got != want:
                 failures.append(f"replay of {prof.multi_files} files: decode batches {got}, truth {want}")
+
+        # 3b: vLLM replay (no mtail program for it): throughput and stats-line count vs truth
+        if "vllm" not in skip:
+            vpath, vtruth = ensure_log("vllm", prof.grow_small, a.seed, data)
+            vt = Tool("replay vLLM", [*exp, "replay", str(vpath)])
+            log(f"vllm: replay {vpath.name}")
+            throughput(prof.grow_small, [vt], prof.reps, raw)
+            vs = parse_prom(vt.runs[-1].stdout.read_text(errors="replace"))
+            got = sum_metric(vs, "hybrid_cache_stats_lines_total")
+            run_last = last_metric(vs, "hybrid_cache_running_requests")
+            results["vllm"] = {
+                "file": vpath.name,
+                "lines": prof.grow_small,
+                "bytes": vpath.stat().st_size,
+                "lines_per_s": prof.grow_small / vt.median().wall,
+                "stats_lines_truth": vtruth["stats_lines"],
+                "stats_lines_exporter": got,
+                "running_truth": vtruth["last"].get("running"),
+                "running_exporter": run_last,
+            }
+            if got != vtruth["stats_lines"]:
+                failures.append(f"vLLM replay: stats lines {got}, truth {vtruth['stats_lines']}")
 
         # 4: live latency + idle
         if "live" not in skip:
