@@ -479,18 +479,25 @@ class UsageStats:
         self.last_bin: int | None = None
 
     def add(self, v: float, ts: float | None, max_gap: float) -> None:
-        b = min(self.BINS - 1, max(0, int(round(v * 100))))
-        if ts is not None and self.last_ts is not None and self.last_bin is not None:
-            dt = ts - self.last_ts
-            if 0 < dt <= max_gap:
-                self.seconds[self.last_bin] += dt
+        b = int(v * 100 + 0.5)
+        if b > 100:
+            b = 100
+        elif b < 0:
+            b = 0
         if ts is not None:
+            lt = self.last_ts
+            if lt is not None:
+                dt = ts - lt
+                if 0 < dt <= max_gap:
+                    self.seconds[self.last_bin] += dt
             self.last_ts = ts
         self.last_bin = b
         self.counts[b] += 1
         self.n += 1
-        self.min = v if self.min is None else min(self.min, v)
-        self.max = v if self.max is None else max(self.max, v)
+        if self.min is None or v < self.min:
+            self.min = v
+        if self.max is None or v > self.max:
+            self.max = v
 
     def quantile(self, q: float) -> float | None:
         if not self.n:
@@ -564,7 +571,6 @@ class Rules:
             m["binding_last"] = None  # (ts, category)
             m["retractions"] = deque(maxlen=256)  # (ts, n) retraction lines / vLLM preemption intervals
             m["peaks"] = {}
-            m["ratio_samples"] = deque(maxlen=2048)  # (kv, mamba) while both are known
             m["exhausted_at"] = None
             m["restarts_seen"] = 0
             m["first_ts"] = None
@@ -614,7 +620,8 @@ class Rules:
         if m["restarts_seen"] != src.restarts:
             m["restarts_seen"] = src.restarts
             smem["version_range"] = VersionRange()
-            smem.pop("arch", None)
+            for k in ("arch", "f_pending", "f_mamba"):
+                smem.pop(k, None)
             for s in src.servers.values():
                 sm = self.memory(s)
                 sm["restarts_seen"] = src.restarts
@@ -622,11 +629,21 @@ class Rules:
                     self._set(src, s, MAMBA_CAPPED, False, ts, [(ts or 0.0, raw)])
                 sm.pop("capped_detail", None)
 
+        is_batch = type(e) is ev.BatchStats
+        if not is_batch:
+            # capacity / config may have changed: derived caps are recomputed at the next batch line
+            smem["gen"] = smem.get("gen", 0) + 1
         if src.engine == ev.SGLANG:
             vr = smem.get("version_range")
             if not isinstance(vr, VersionRange):
                 vr = smem["version_range"] = VersionRange()
-            _sglang_features(vr, e, raw)
+            if not is_batch:
+                _sglang_features(vr, e, raw)
+            elif (e.pending_tokens is not None and not smem.get("f_pending")) or (e.mamba_usage is not None and not smem.get("f_mamba")):
+                smem["f_pending"] = smem.get("f_pending") or e.pending_tokens is not None
+                smem["f_mamba"] = True
+                _sglang_features(vr, e, raw)
+                smem["gen"] = smem.get("gen", 0) + 1
         elif isinstance(e, (ev.HybridLayout, ev.ServerConfig, ev.ServerStarting)):
             am = _VLLM_ARCH_RE.search(raw)
             if am:
@@ -672,8 +689,13 @@ class Rules:
         running = e.running
         if running is not None and e.kind == "prefill" and e.new_seqs:
             running += e.new_seqs  # the prefill line prints the running batch before the new ones join
-        mcap = mamba_cap(src, srv, cfg)
-        eff, _ = effective_max_running(src, srv)
+        m = srv.rule_memory
+        gen = _source_memory(src).get("gen", 0)
+        if m.get("derived_gen") != gen:
+            m["derived_gen"] = gen
+            m["mcap"] = mamba_cap(src, srv, cfg)
+            m["eff"] = effective_max_running(src, srv)[0]
+        mcap, eff = m["mcap"], m["eff"]
         waiting = queued is not None and queued > 0
         pinned_mamba = mcap is not None and running is not None and running >= mcap
         out: dict[str, bool | None] = {}
@@ -717,13 +739,13 @@ class Rules:
             usage["mamba"].add(e.mamba_usage, ts, cfg.max_gap_seconds)
         if e.swa_usage is not None:
             usage["swa"].add(e.swa_usage, ts, cfg.max_gap_seconds)
-        if e.kv_usage is not None and e.mamba_usage is not None:
-            m["ratio_samples"].append((e.kv_usage, e.mamba_usage))
         pk = m["peaks"]
-        for name in ("running", "queued"):
-            v = getattr(e, name)
-            if v is not None and v > pk.get(name, -1):
-                pk[name] = v
+        v = e.running
+        if v is not None and v > pk.get("running", -1):
+            pk["running"] = v
+        v = e.queued
+        if v is not None and v > pk.get("queued", -1):
+            pk["queued"] = v
         if e.preemptions and ts is not None:
             m["retractions"].append((ts, e.preemptions))
         conds = self.conditions(src, srv, e, ts)
@@ -749,7 +771,7 @@ class Rules:
             elif tr == "clear":
                 self._set(src, srv, rule, False, ts, h_evidence(h, ts, raw))
             elif c and srv.findings.get(rule):
-                m["evidence"][rule]["recent"].append((ts, _clip(raw)))
+                m["evidence"][rule]["recent"].append((ts, raw if len(raw) <= EVIDENCE_LINE_MAX else _clip(raw)))
         if e.preemptions or srv.findings.get(RETRACTION_STORM):
             self._storm(src, srv, m, ts, raw)
         # refresh recommendations (their values follow the usage percentiles) every 30 s of log time
