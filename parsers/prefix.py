@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import calendar
 import json
+import re
 import time
 from dataclasses import dataclass
 
@@ -31,18 +32,19 @@ COLLECTOR_RE = regex.compile(
     + r")"
 )
 
-SGLANG_HEADER_RE = regex.compile(r"\[(?P<date>\d{4}-\d{2}-\d{2}) (?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<ms>\d{3}))?(?P<tags>[^\]\[]*)\] ")
-SGLANG_TAG_RE = regex.compile(r"\b(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)\b")
+# stdlib re: ~3x faster than `regex` for these short patterns (measured on the bench log)
+SGLANG_HEADER_RE = re.compile(r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}):(\d{2})(?:\.(\d{3}))?([^\]\[]*)\] ")
+SGLANG_TAG_RE = re.compile(r"\b(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)\b")
 
-VLLM_HEADER_RE = regex.compile(
+VLLM_HEADER_RE = re.compile(
     r"(?:\((?P<proc>[A-Za-z][\w ]*?)(?: rank=\d+)? pid=\d+(?:, ip=[^)]*)?\) ?)?"
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
     r"(?P<md>\d{2}-\d{2}) (?P<time>\d{2}:\d{2}:\d{2})(?:[.,]\d+)? "
     r"\[?(?P<file>[^\]\s:]+):(?P<lineno>\d+)\] "
 )
 # a process prefix without a level (tracebacks, prints under the stdout wrapper)
-VLLM_PROC_RE = regex.compile(r"\((?P<proc>[A-Za-z][\w ]*?)(?: rank=\d+)? pid=\d+(?:, ip=[^)]*)?\) ")
-VLLM_DP_RE = regex.compile(r"(?:EngineCore|Worker)_(?:DP)?(\d+)")
+VLLM_PROC_RE = re.compile(r"\((?P<proc>[A-Za-z][\w ]*?)(?: rank=\d+)? pid=\d+(?:, ip=[^)]*)?\) ")
+VLLM_DP_RE = re.compile(r"(?:EngineCore|Worker)_(?:DP)?(\d+)")
 
 
 @dataclass(slots=True)
@@ -58,27 +60,36 @@ class Header:
 
 
 _EPOCH_CACHE: dict[str, float] = {}
+_TAGS_CACHE: dict[str, tuple[str, int | None, int | None]] = {}
 
 
-def local_epoch(date: str, hm: str) -> float:
+def minute_epoch(ymdhm: str) -> float:
     """Unix time of local ``YYYY-MM-DD HH:MM`` (cached: one mktime per minute of log)."""
-    key = date + hm
-    v = _EPOCH_CACHE.get(key)
+    v = _EPOCH_CACHE.get(ymdhm)
     if v is None:
         if len(_EPOCH_CACHE) > 4096:
             _EPOCH_CACHE.clear()
-        y, mo, d = date.split("-")
-        h, mi = hm.split(":")
-        v = time.mktime((int(y), int(mo), int(d), int(h), int(mi), 0, 0, 0, -1))
-        _EPOCH_CACHE[key] = v
+        v = time.mktime((int(ymdhm[:4]), int(ymdhm[5:7]), int(ymdhm[8:10]), int(ymdhm[11:13]), int(ymdhm[14:16]), 0, 0, 0, -1))
+        _EPOCH_CACHE[ymdhm] = v
     return v
 
 
-def _clock(date: str, t: str, ms: str | None) -> float:
-    ts = local_epoch(date, t[:5]) + int(t[6:8])
-    if ms:
-        ts += int(ms) / 1000.0
-    return ts
+def sglang_tags(tags: str) -> tuple[str, int | None, int | None]:
+    """``' DP1 PP0 TP4 EP4'`` -> (dp_rank, tp_rank, pp_rank); cached, tag strings are few."""
+    v = _TAGS_CACHE.get(tags)
+    if v is None:
+        dp, tp, pp = "0", None, None
+        for name, num in SGLANG_TAG_RE.findall(tags):
+            if name == "DP":
+                dp = num
+            elif name == "TP":
+                tp = int(num)
+            elif name == "PP":
+                pp = int(num)
+        v = (dp, tp, pp)
+        if len(_TAGS_CACHE) < 4096:
+            _TAGS_CACHE[tags] = v
+    return v
 
 
 def rfc3339_epoch(s: str) -> float:
@@ -110,7 +121,10 @@ def strip_collector(line: str) -> tuple[str, float | None]:
     if "\x1b" in line:
         line = ANSI_RE.sub("", line)
     cts = None
-    if line[:1] == "{":
+    c = line[:1]
+    if c == "[":  # an SGLang header right away: no collector prefix starts with '['
+        return line, None
+    if c == "{":
         return unwrap_json(line)
     m = COLLECTOR_RE.match(line)
     if m is not None:
@@ -119,7 +133,7 @@ def strip_collector(line: str) -> tuple[str, float | None]:
                 cts = rfc3339_epoch(m.group("cts"))
             elif m.group("dcts"):
                 d = m.group("dcts")
-                cts = local_epoch(d[:10], d[11:16]) + float(d[17:])
+                cts = minute_epoch(d[:16]) + float(d[17:])
         except (ValueError, IndexError):
             cts = None
         line = line[m.end() :]
@@ -157,9 +171,7 @@ def unwrap_json(line: str) -> tuple[str, float | None]:
         proc = obj.get("processName")
         head = f"({proc} pid={obj.get('process', 0)}) " if proc else ""
         name = str(obj.get("name") or "vllm").rsplit(".", 1)[-1]
-        return f"{head}{level} {asctime[5:10]} {asctime[11:19]} [{name}.py:0] {msg}", local_epoch(asctime[:10], asctime[11:16]) + int(
-            asctime[17:19]
-        )
+        return f"{head}{level} {asctime[5:10]} {asctime[11:19]} [{name}.py:0] {msg}", minute_epoch(asctime[:16]) + int(asctime[17:19])
     return line, None
 
 
@@ -171,24 +183,22 @@ def split_header(line: str, engine: str | None, year: int) -> Header:
     (continuations, tracebacks, third-party prints), so message parsers can still run.
     """
     if engine != VLLM:
-        m = SGLANG_HEADER_RE.search(line)
+        m = SGLANG_HEADER_RE.match(line) if line[:1] == "[" else SGLANG_HEADER_RE.search(line)
         if m is not None:
-            h = Header(SGLANG, line[m.end() :], _clock(m.group("date"), m.group("time"), m.group("ms")))
-            tags = m.group("tags")
+            ymdhm, sec, ms, tags = m.groups()
+            ts = minute_epoch(ymdhm) + int(sec)
+            if ms:
+                ts += int(ms) / 1000.0
             if tags:
-                for name, num in SGLANG_TAG_RE.findall(tags):
-                    if name == "DP":
-                        h.dp_rank = num
-                    elif name == "TP":
-                        h.tp_rank = int(num)
-                    elif name == "PP":
-                        h.pp_rank = int(num)
-            return h
+                dp, tp, pp = sglang_tags(tags)
+                return Header(SGLANG, line[m.end() :], ts, dp, tp, pp)
+            return Header(SGLANG, line[m.end() :], ts)
     if engine != SGLANG:
         m = VLLM_HEADER_RE.search(line)
         if m is not None:
             md = m.group("md")
-            ts = _clock(f"{year:04d}-{md}", m.group("time"), None)
+            t = m.group("time")
+            ts = minute_epoch(f"{year:04d}-{md} {t[:5]}") + int(t[6:8])
             proc = m.group("proc")
             if proc is None:
                 pm = VLLM_PROC_RE.search(line, 0, m.start() + 1)
