@@ -17,6 +17,7 @@ from . import __version__
 from .collector import HybridCacheCollector
 from .lines import LineSplitter
 from .pipeline import Pipeline
+from .rules import add_rules_args, attach, configure
 
 CHUNK = 1 << 20
 
@@ -39,7 +40,7 @@ def source_name(path: str) -> str:
     if path == "-":
         return "stdin"
     base = os.path.basename(path.rstrip("/"))
-    stem = base.split(".", 1)[0] if not base.startswith(".") else base
+    stem = os.path.splitext(base)[0]  # 'v0.5.10.log' -> 'v0.5.10', not 'v0'
     return stem or base or path
 
 
@@ -61,14 +62,18 @@ def read_lines(path: str, splitter: LineSplitter | None = None) -> Iterator[str]
             f.close()
 
 
-def new_pipeline(engine: str | None) -> Pipeline:
-    """A pipeline with the diagnosis rules attached (when the rules module is present)."""
+def add_pipeline_args(p: argparse.ArgumentParser) -> None:
+    """Options every command that reads logs shares: engine and rule thresholds."""
+    add_engine_args(p)
+    add_rules_args(p)
+
+
+def new_pipeline(engine: str | None, args: argparse.Namespace | None = None) -> Pipeline:
+    """A pipeline with the diagnosis rules attached, configured from ``--rules-config``."""
     pipe = Pipeline(engine)
-    try:
-        from .rules import attach
-    except ImportError:  # pragma: no cover - rules are optional while being developed
-        return pipe
     attach(pipe)
+    if args is not None:
+        configure(pipe, args)
     return pipe
 
 
@@ -102,7 +107,11 @@ def exposition(pipe: Pipeline, *extra) -> bytes:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    pipe = new_pipeline(engine_of(args))
+    try:
+        pipe = new_pipeline(engine_of(args), args)
+    except (OSError, ValueError) as e:
+        print(f"hybrid-cache-exporter: --rules-config: {e}", file=sys.stderr)
+        return 2
     failed = replay_files(pipe, args.files, args.source)
     sys.stdout.buffer.write(exposition(pipe))
     sys.stdout.flush()
@@ -120,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("replay", help="read log files to the end and print the final exposition (like mtail --one_shot)")
     r.add_argument("files", nargs="+", metavar="FILE", help="log files ('-' for stdin)")
     r.add_argument("--source", help="source label for all files (default: each file's stem)")
-    add_engine_args(r)
+    add_pipeline_args(r)
     r.set_defaults(func=cmd_replay)
 
     for mod in ("serve", "report", "plan"):

@@ -24,7 +24,6 @@ from . import recommend
 from .rules import (
     RULE_IDS,
     RulesConfig,
-    add_rules_args,
     load_config,
     mamba_cap,
     requested_max_running,
@@ -378,7 +377,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    from .cli import add_engine_args
+    from .cli import add_pipeline_args
 
     p = subparsers.add_parser(
         "report",
@@ -386,8 +385,7 @@ def register(subparsers) -> None:
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="log files ('-' for stdin)")
     p.add_argument("--source", help="source label for all files (default: each file's stem)")
-    add_engine_args(p)
-    add_rules_args(p)
+    add_pipeline_args(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="machine-readable JSON")
     fmt.add_argument("--markdown", action="store_true", help="Markdown (for an incident ticket)")

@@ -537,11 +537,8 @@ class UsageStats:
 
 
 def _source_memory(src: SourceState) -> dict:
-    """Per-source rule memory (release range, architecture), stored on the SourceState object."""
-    m = src.__dict__.get("_rules_memory")
-    if m is None:
-        m = src.__dict__["_rules_memory"] = {}
-    return m
+    """Per-source rule memory (release range, architecture); forgotten when the server restarts."""
+    return src.rule_memory
 
 
 # --------------------------------------------------------------------------------------------

@@ -94,6 +94,7 @@ CONFIG_KEYS = (
     "speculative_config",
     "disaggregation_mode",
     "decode_context_parallel_size",
+    "dcp_size",
     "enable_linear_replayssm",
     "enable_linear_replayssm_spec",
     "language_model_only",
@@ -155,6 +156,7 @@ class SourceState:
     last_ts: float | None = None
     year: int = field(default_factory=lambda: time.localtime().tm_year)
     unified_memory: dict[str, float] = field(default_factory=dict)
+    rule_memory: dict[str, object] = field(default_factory=dict)  # rules' per-boot memory
 
     def server(self, dp_rank: str) -> ServerState:
         s = self.servers.get(dp_rank)
@@ -202,6 +204,7 @@ class SourceState:
         self.config.clear()
         self.version = None
         self.unified_memory.clear()
+        self.rule_memory.clear()
         for s in self.servers.values():
             s.reset_capacity()
             s.speaker = None
