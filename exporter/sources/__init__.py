@@ -1,0 +1,7 @@
+"""Log sources for ``serve``: tailed files (with rotation, truncation and positions) and stdin."""
+
+from .positions import Positions
+from .stdin import StdinSource
+from .tailer import Manager, Tailer
+
+__all__ = ["Manager", "Positions", "StdinSource", "Tailer"]

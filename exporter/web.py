@@ -1,0 +1,376 @@
+"""HTTP side of ``serve``: /metrics, /healthz, /readyz, the landing page, and the Prometheus
+exporter-toolkit web configuration (``--web.config.file``: TLS, mTLS, basic auth).
+
+Supported web-config keys (exporter-toolkit format, https://github.com/prometheus/exporter-toolkit
+docs/web-configuration.md):
+
+* ``tls_server_config``: ``cert_file``, ``key_file``, ``client_auth_type`` (``NoClientCert``,
+  ``VerifyClientCertIfGiven``, ``RequireAndVerifyClientCert``), ``client_ca_file``,
+  ``client_allowed_sans``, ``min_version`` / ``max_version`` (``TLS10``..``TLS13``),
+  ``prefer_server_cipher_suites`` (accepted, no effect).
+* ``http_server_config``: ``headers`` (added to every response), ``http2`` (accepted; HTTP/1.1 is served).
+* ``basic_auth_users``: user -> bcrypt hash. Successful checks are cached in memory (keyed by a
+  SHA-256 of the credentials) so frequent scrapes do not pay bcrypt each time.
+
+Anything else (unknown keys, ``cipher_suites``, ``curve_preferences``, inline ``cert``/``key``,
+``rate_limit``, ``RequestClientCert``/``RequireAnyClientCert``) is rejected at start with a clear
+message rather than silently ignored. The file is read once at start (restart to rotate certs).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import logging
+import socket
+import ssl
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+import bcrypt
+import yaml
+from prometheus_client import exposition
+
+log = logging.getLogger("hybrid_cache_exporter.web")
+
+DEFAULT_PORT = 9833
+
+TLS_VERSIONS = {
+    "TLS10": ssl.TLSVersion.TLSv1,
+    "TLS11": ssl.TLSVersion.TLSv1_1,
+    "TLS12": ssl.TLSVersion.TLSv1_2,
+    "TLS13": ssl.TLSVersion.TLSv1_3,
+}
+CLIENT_AUTH = {
+    "NoClientCert": ssl.CERT_NONE,
+    "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
+    "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
+}
+TLS_KEYS = {
+    "cert_file",
+    "key_file",
+    "client_auth_type",
+    "client_ca_file",
+    "client_allowed_sans",
+    "min_version",
+    "max_version",
+    "prefer_server_cipher_suites",
+}
+UNSUPPORTED_TLS_KEYS = {"cipher_suites", "curve_preferences", "cert", "key", "client_ca"}
+HTTP_KEYS = {"headers", "http2"}
+DUMMY_HASH = bcrypt.hashpw(b"not-a-password", bcrypt.gensalt(4))
+
+
+class WebConfigError(Exception):
+    pass
+
+
+@dataclass
+class WebConfig:
+    ssl_context: ssl.SSLContext | None = None
+    allowed_sans: list[str] = field(default_factory=list)
+    users: dict[str, bytes] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    _ok: dict[bytes, bool] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def check_auth(self, header: str | None) -> bool:
+        """True if basic auth is off or the Authorization header carries valid credentials."""
+        if not self.users:
+            return True
+        if not header or not header.lower().startswith("basic "):
+            return False
+        try:
+            user, _, pw = base64.b64decode(header[6:].strip(), validate=True).decode("utf-8").partition(":")
+        except (ValueError, UnicodeDecodeError):
+            return False
+        key = hashlib.sha256(f"{len(user)}:{user}:{pw}".encode()).digest()
+        with self._lock:
+            if self._ok.get(key):
+                return True
+        h = self.users.get(user)
+        try:
+            ok = bcrypt.checkpw(pw.encode("utf-8"), h if h is not None else DUMMY_HASH) and h is not None
+        except ValueError:
+            ok = False
+        if ok:
+            with self._lock:
+                if len(self._ok) > 1024:
+                    self._ok.clear()
+                self._ok[key] = True
+        return ok
+
+
+def load_web_config(path: str | None) -> WebConfig:
+    """Parse and validate a web-config file; raise :class:`WebConfigError` with a clear message."""
+    cfg = WebConfig()
+    if not path:
+        return cfg
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+    except OSError as e:
+        raise WebConfigError(f"cannot read web config {path}: {e.strerror or e}") from e
+    except yaml.YAMLError as e:
+        raise WebConfigError(f"web config {path} is not valid YAML: {e}") from e
+    if doc is None:
+        return cfg
+    if not isinstance(doc, dict):
+        raise WebConfigError(f"web config {path}: expected a mapping at the top level")
+    for k in doc:
+        if k == "rate_limit":
+            raise WebConfigError(f"web config {path}: rate_limit is not supported by this exporter")
+        if k not in ("tls_server_config", "http_server_config", "basic_auth_users"):
+            raise WebConfigError(f"web config {path}: unknown key {k!r}")
+    tls = doc.get("tls_server_config")
+    if tls is not None:
+        cfg.ssl_context, cfg.allowed_sans = _tls(path, tls)
+    httpc = doc.get("http_server_config")
+    if httpc is not None:
+        if not isinstance(httpc, dict):
+            raise WebConfigError(f"web config {path}: http_server_config must be a mapping")
+        for k in httpc:
+            if k not in HTTP_KEYS:
+                raise WebConfigError(f"web config {path}: unknown key http_server_config.{k}")
+        hdrs = httpc.get("headers") or {}
+        if not isinstance(hdrs, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in hdrs.items()):
+            raise WebConfigError(f"web config {path}: http_server_config.headers must map names to strings")
+        cfg.headers = dict(hdrs)
+    users = doc.get("basic_auth_users")
+    if users is not None:
+        if not isinstance(users, dict):
+            raise WebConfigError(f"web config {path}: basic_auth_users must map user names to bcrypt hashes")
+        for u, h in users.items():
+            if not isinstance(u, str) or not u or ":" in u:
+                raise WebConfigError(f"web config {path}: invalid basic auth user name {u!r}")
+            if not isinstance(h, str) or not h.startswith(("$2a$", "$2b$", "$2y$")):
+                raise WebConfigError(f"web config {path}: the password of {u!r} must be a bcrypt hash ($2a$/$2b$/$2y$)")
+            hb = h.encode()
+            try:
+                bcrypt.checkpw(b"", hb)
+            except ValueError as e:
+                raise WebConfigError(f"web config {path}: the bcrypt hash of {u!r} is invalid") from e
+            cfg.users[u] = hb
+    return cfg
+
+
+def _tls(path: str, tls: object) -> tuple[ssl.SSLContext | None, list[str]]:
+    if not isinstance(tls, dict):
+        raise WebConfigError(f"web config {path}: tls_server_config must be a mapping")
+    for k in tls:
+        if k in UNSUPPORTED_TLS_KEYS:
+            raise WebConfigError(f"web config {path}: tls_server_config.{k} is not supported by this exporter")
+        if k not in TLS_KEYS:
+            raise WebConfigError(f"web config {path}: unknown key tls_server_config.{k}")
+    cert, key = tls.get("cert_file"), tls.get("key_file")
+    if not cert and not key:
+        if tls.get("client_ca_file") or tls.get("client_auth_type") not in (None, "NoClientCert"):
+            raise WebConfigError(f"web config {path}: client certificates need cert_file and key_file")
+        return None, []
+    if not cert or not key:
+        raise WebConfigError(f"web config {path}: tls_server_config needs both cert_file and key_file")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        ctx.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as e:
+        raise WebConfigError(f"web config {path}: cannot load cert_file {cert} / key_file {key}: {e}") from e
+    minv = tls.get("min_version", "TLS12")
+    maxv = tls.get("max_version")
+    for name, v in (("min_version", minv), ("max_version", maxv)):
+        if v is not None and v not in TLS_VERSIONS:
+            raise WebConfigError(f"web config {path}: tls_server_config.{name} must be one of {', '.join(TLS_VERSIONS)}")
+    try:
+        ctx.minimum_version = TLS_VERSIONS[minv]
+        if maxv:
+            ctx.maximum_version = TLS_VERSIONS[maxv]
+    except (ValueError, ssl.SSLError) as e:
+        raise WebConfigError(f"web config {path}: TLS version not available: {e}") from e
+    auth = tls.get("client_auth_type", "NoClientCert")
+    if auth in ("RequestClientCert", "RequireAnyClientCert"):
+        raise WebConfigError(f"web config {path}: client_auth_type {auth} is not supported; use RequireAndVerifyClientCert")
+    if auth not in CLIENT_AUTH:
+        raise WebConfigError(f"web config {path}: unknown client_auth_type {auth!r}")
+    ca = tls.get("client_ca_file")
+    if auth != "NoClientCert":
+        if not ca:
+            raise WebConfigError(f"web config {path}: client_auth_type {auth} needs client_ca_file")
+        try:
+            ctx.load_verify_locations(cafile=ca)
+        except (OSError, ssl.SSLError) as e:
+            raise WebConfigError(f"web config {path}: cannot load client_ca_file {ca}: {e}") from e
+    elif ca:
+        raise WebConfigError(f"web config {path}: client_ca_file is set but client_auth_type is NoClientCert")
+    ctx.verify_mode = CLIENT_AUTH[auth]
+    sans = tls.get("client_allowed_sans") or []
+    if not isinstance(sans, list) or not all(isinstance(s, str) for s in sans):
+        raise WebConfigError(f"web config {path}: client_allowed_sans must be a list of strings")
+    if sans and auth != "RequireAndVerifyClientCert":
+        raise WebConfigError(f"web config {path}: client_allowed_sans needs client_auth_type RequireAndVerifyClientCert")
+    return ctx, sans
+
+
+def parse_listen(s: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` (all interfaces), ``[v6]:PORT``; port defaults to 9833."""
+    host, port = s, str(DEFAULT_PORT)
+    if s.startswith("["):
+        end = s.find("]")
+        if end < 0:
+            raise ValueError(f"bad listen address {s!r}")
+        host, rest = s[1:end], s[end + 1 :]
+        if rest:
+            if not rest.startswith(":"):
+                raise ValueError(f"bad listen address {s!r}")
+            port = rest[1:]
+    elif ":" in s:
+        host, port = s.rsplit(":", 1)
+    try:
+        p = int(port)
+    except ValueError:
+        raise ValueError(f"bad port in listen address {s!r}") from None
+    if not 0 <= p <= 65535:
+        raise ValueError(f"bad port in listen address {s!r}")
+    return host, p
+
+
+class App:
+    """What the handler serves. ``registry`` is a CollectorRegistry; ``ready()`` -> (ok, reasons);
+    ``sources()`` -> rows for the landing page."""
+
+    def __init__(self, registry, ready: Callable[[], tuple[bool, list[str]]], sources: Callable[[], list[dict]], config: WebConfig):
+        self.registry = registry
+        self.ready = ready
+        self.sources = sources
+        self.config = config
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "hybrid-cache-exporter"
+    protocol_version = "HTTP/1.1"
+    app: App  # set on the subclass made by make_server
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002
+        log.debug("%s " + format, self.address_string(), *args)
+
+    def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8", headers: list[tuple[str, str]] = ()) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in headers:
+            self.send_header(k, v)
+        for k, v in self.app.config.headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self.do_GET()
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._send(405, b"method not allowed\n", headers=[("Allow", "GET, HEAD")])
+
+    def do_GET(self) -> None:  # noqa: N802
+        url = urlsplit(self.path)
+        path = url.path
+        if path not in ("/healthz", "/readyz") and not self.app.config.check_auth(self.headers.get("Authorization")):
+            self._send(401, b"unauthorized\n", headers=[("WWW-Authenticate", 'Basic realm="hybrid-cache-exporter"')])
+            return
+        if path == "/metrics":
+            self._metrics(url.query)
+        elif path == "/healthz":
+            self._send(200, b"ok\n")
+        elif path == "/readyz":
+            ok, reasons = self.app.ready()
+            if ok:
+                self._send(200, b"ready\n")
+            else:
+                self._send(503, ("not ready\n" + "".join(r + "\n" for r in reasons)).encode())
+        elif path == "/":
+            self._send(200, self._landing(), "text/html; charset=utf-8")
+        else:
+            self._send(404, b"not found\n")
+
+    def _metrics(self, query: str) -> None:
+        params = parse_qs(query)
+        try:
+            status, headers, body = exposition._bake_output(
+                self.app.registry, self.headers.get("Accept"), self.headers.get("Accept-Encoding"), params, False
+            )
+        except Exception:
+            log.exception("collecting metrics failed")
+            self._send(500, b"collecting metrics failed\n")
+            return
+        ctype = dict(headers).get("Content-Type", "text/plain")
+        extra = [(k, v) for k, v in headers if k != "Content-Type"]
+        self._send(int(status.split()[0]), body, ctype, extra)
+
+    def _landing(self) -> bytes:
+        rows = []
+        for s in self.app.sources():
+            cells = "".join(
+                f"<td>{html.escape('' if s.get(k) is None else str(s.get(k)))}</td>"
+                for k in ("source", "path", "engine", "state", "offset", "lag_bytes", "open_files")
+            )
+            rows.append(f"<tr>{cells}</tr>")
+        ok, reasons = self.app.ready()
+        return (
+            "<!DOCTYPE html><html><head><title>hybrid-cache-exporter</title></head><body>"
+            "<h1>hybrid-cache-exporter</h1>"
+            '<p><a href="/metrics">Metrics</a> &middot; <a href="/healthz">healthz</a> &middot; <a href="/readyz">readyz</a></p>'
+            f"<p>Ready: {'yes' if ok else 'no: ' + html.escape('; '.join(reasons))}</p>"
+            "<table border=1 cellpadding=4><tr><th>source</th><th>path</th><th>engine</th><th>state</th>"
+            "<th>offset</th><th>lag (bytes)</th><th>open files</th></tr>" + "".join(rows) + "</table></body></html>\n"
+        ).encode()
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    ssl_context: ssl.SSLContext | None = None
+    allowed_sans: list[str] = []
+
+    def get_request(self):
+        sock, addr = super().get_request()
+        if self.ssl_context is not None:
+            sock = self.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, addr
+
+    def finish_request(self, request, client_address) -> None:
+        request.settimeout(30)
+        if isinstance(request, ssl.SSLSocket):
+            try:
+                request.do_handshake()
+            except (OSError, ssl.SSLError) as e:
+                log.debug("TLS handshake with %s failed: %s", client_address, e)
+                return
+            if self.allowed_sans and not _san_allowed(request.getpeercert(), self.allowed_sans):
+                log.info("client certificate of %s has no allowed SAN; connection closed", client_address)
+                return
+        super().finish_request(request, client_address)
+
+    def handle_error(self, request, client_address) -> None:
+        log.debug("error serving %s", client_address, exc_info=True)
+
+
+def _san_allowed(cert: dict | None, allowed: list[str]) -> bool:
+    if not cert:
+        return False
+    return any(v in allowed for _, v in cert.get("subjectAltName", ()))
+
+
+def make_server(listen: str, app: App) -> Server:
+    host, port = parse_listen(listen)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    handler = type("BoundHandler", (Handler,), {"app": app})
+
+    class _S(Server):
+        address_family = family
+
+    srv = _S((host or ("::" if family == socket.AF_INET6 else "0.0.0.0"), port), handler)
+    srv.ssl_context = app.config.ssl_context
+    srv.allowed_sans = app.config.allowed_sans
+    return srv
