@@ -163,7 +163,9 @@ while i < n:
         f.write(decode_line(i) + "\n")
         i += 1
     f.flush()
-    if mode == "rename" and i < n and chunks % 4 == 0:
+    if mode == "none":
+        pass
+    elif mode == "rename" and i < n and chunks % 4 == 0:
         rot += 1
         os.replace(path, f"{path}.{rot}")
         f.write(decode_line(i) + "\n")  # a late write to the old file, after the rename
