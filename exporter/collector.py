@@ -132,6 +132,7 @@ class HybridCacheCollector(Collector):
 
     def collect(self) -> Iterator:
         with self.pipeline.lock:
+            self.pipeline.sync()
             fams = list(self._collect(list(self.pipeline.sources.values())))
         # a family with no samples is left out: absent, not 0
         yield from (f for f in fams if f.samples)

@@ -364,6 +364,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     pipe = new_pipeline(engine_of(args))
     attach(pipe, cfg)
     failed = replay_files(pipe, args.files, args.source)
+    pipe.finish()  # nothing more will come: the last pending batch lines become samples too
     rep = build_report(pipe, cfg)
     if args.json:
         text = json.dumps(rep, indent=2, default=str) + "\n"

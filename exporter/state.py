@@ -126,11 +126,28 @@ class ServerState:
     recommendations: list[tuple[str, str, str]] = field(default_factory=list)  # (rule, flag, value)
     recommended_ratio: float | None = None
     rule_memory: dict[str, object] = field(default_factory=dict)
+    pending: dict[str, object] = field(default_factory=dict)  # kind 'D'/'P' -> pipeline.Pending
     kv_lines: int = 0  # unlabelled KV pool lines this boot (a second one is the SWA pool)
     kv_upper_bound: bool = False  # the last one was a 'VA upper bound' (post-capture sizing follows)
 
     def inc(self, name: str, by: float = 1.0) -> None:
         self.counters[name] = self.counters.get(name, 0.0) + by
+
+    def speaks(self, rank: tuple[int, int]) -> bool:
+        """Whether a line from (PP, TP) ``rank`` counts: the lowest rank seen speaks for the group."""
+        if self.speaker is None or rank < self.speaker:
+            self.speaker = rank
+            return True
+        return rank == self.speaker
+
+    def set_gauges(self, e: ev.BatchStats) -> None:
+        """Runtime gauges from a batch/stats line: every field the line carried."""
+        g = self.gauges
+        for attr, name in BATCH_GAUGES:
+            v = getattr(e, attr)
+            if v is not None:
+                g[name] = float(v)
+        self.last_batch = e
 
     def reset_capacity(self) -> None:
         self.capacity.clear()
@@ -157,6 +174,7 @@ class SourceState:
     year: int = field(default_factory=lambda: time.localtime().tm_year)
     unified_memory: dict[str, float] = field(default_factory=dict)
     rule_memory: dict[str, object] = field(default_factory=dict)  # rules' per-boot memory
+    pending_count: int = 0  # nonzero while some server holds pending batch lines (pipeline)
 
     def server(self, dp_rank: str) -> ServerState:
         s = self.servers.get(dp_rank)
@@ -165,9 +183,10 @@ class SourceState:
         return s
 
     # ------------------------------------------------------------------------------------
-    def apply(self, line: ev.Line) -> bool:
+    def apply(self, line: ev.Line, counted: bool = False) -> bool:
         """Fold one parsed line into the state. Returns False when the line was a duplicate
-        from a non-speaking TP rank (parsed, but not applied)."""
+        from a non-speaking TP rank (parsed, but not applied). ``counted``: the pipeline's hot
+        path already counted this batch line, only its gauges are applied here."""
         e = line.event
         if line.engine and self.engine is None:
             self.engine = line.engine
@@ -182,16 +201,15 @@ class SourceState:
         if is_boot and self.runtime_seen:
             self.restart()
         srv = self.server(line.dp_rank)
-        if line.tp_rank is not None or line.pp_rank is not None:
-            rank = (line.pp_rank or 0, line.tp_rank or 0)
-            if srv.speaker is None or rank < srv.speaker:
-                srv.speaker = rank
-            elif rank != srv.speaker:
-                return False
+        if (line.tp_rank is not None or line.pp_rank is not None) and not srv.speaks((line.pp_rank or 0, line.tp_rank or 0)):
+            return False
         if ts is not None:
             srv.last_ts = ts
         if isinstance(e, RUNTIME_EVENTS):
             self.runtime_seen = True
+        if counted:
+            srv.set_gauges(e)
+            return True
         handler = _HANDLERS.get(type(e))
         if handler is not None:
             handler(self, srv, e)
@@ -215,11 +233,7 @@ class SourceState:
 
 
 def _batch(src: SourceState, srv: ServerState, e: ev.BatchStats) -> None:
-    g = srv.gauges
-    for attr, name in BATCH_GAUGES:
-        v = getattr(e, attr)
-        if v is not None:
-            g[name] = float(v)
+    srv.set_gauges(e)
     if e.kind == "decode":
         srv.inc("decode_batches")
     elif e.kind == "prefill":
@@ -232,7 +246,6 @@ def _batch(src: SourceState, srv: ServerState, e: ev.BatchStats) -> None:
         srv.inc("stats_lines")
     if e.preemptions:
         srv.inc("preempted_requests", e.preemptions)
-    srv.last_batch = e
 
 
 def _retraction(src: SourceState, srv: ServerState, e: ev.Retraction) -> None:

@@ -93,12 +93,95 @@ def _lenient(attr: str, v: str) -> int | float | None:
     return int(x) if x.is_integer() else None
 
 
+# Learned templates: a server prints the same key sequence on every batch line of a kind, so the
+# first generic parse of a sequence compiles one anchored regex for it; later lines of that shape
+# are matched in one C call and converted by position. Any mismatch (new field, odd value) falls
+# back to the generic split, which also learns the new shape. Bounded: at most _MAX_TEMPLATES.
+_MAX_TEMPLATES = 64
+_TEMPLATES: dict[tuple[str, ...], tuple] = {}
+_LAST_TEMPLATE: dict[str, tuple] = {}
+
+
+def _learn(kind: str, head: str, items: list[str]) -> None:
+    keys = tuple(item.rpartition(": ")[0] for item in items)
+    if "" in keys or (head, *keys) in _TEMPLATES or len(_TEMPLATES) >= _MAX_TEMPLATES:
+        return
+    plan = []
+    for k in keys:
+        spec = _BATCH_KEYS.get(k)
+        if spec is not None:
+            plan.append(spec)
+        elif k.endswith(" graph"):
+            plan.append(("cuda_graph", None))
+        elif k in _HISPARSE_KEYS:
+            return  # rare: keep these on the generic path
+        else:
+            plan.append(None)
+    attrs = [p[0] if p else None for p in plan]
+    i_new = attrs.index("new_tokens") if "new_tokens" in attrs else None
+    i_cached = attrs.index("cached_tokens") if "cached_tokens" in attrs else None
+    rx = re.compile(re.escape(head) + ", ".join(re.escape(k) + r": ([^,]*)" for k in keys) + r"(?:, )?")
+    t = (rx, tuple(plan), i_new, i_cached)
+    _TEMPLATES[(head, *keys)] = t
+    _LAST_TEMPLATE[kind] = t
+
+
+def _batch_by_template(msg: str) -> ev.BatchStats | None:
+    """The fast path: the last learned template of this kind, or None to take the generic path."""
+    t = _LAST_TEMPLATE.get(msg[0])
+    if t is None:
+        return None
+    m = t[0].fullmatch(msg)
+    if m is None:
+        return None
+    b = ev.BatchStats("prefill" if msg[0] == "P" else "decode")
+    try:
+        for spec, v in zip(t[1], m.groups(), strict=True):
+            if spec is not None:
+                attr, conv = spec
+                if conv is None:
+                    b.cuda_graph = v == "True"
+                else:
+                    setattr(b, attr, conv(v))
+    except ValueError:
+        return None
+    return b
+
+
+def check_batch(msg: str) -> tuple[int | None, int | None] | ev.Unrecognized | None:
+    """Validate a ``Prefill batch`` / ``Decode batch`` message without building its event.
+
+    The hot path of the pipeline counts every batch line but builds the full event only for the
+    samples the rules see. Returns ``(new_tokens, cached_tokens)`` (None where the line has no such
+    field) for a well-formed line, ``Unrecognized`` for a malformed one, None if not a batch line.
+    A line of a learned shape costs one ``fullmatch``; other lines take the generic parser.
+    """
+    if len(msg) > _MAX_LINE or not msg.startswith(("Decode batch", "Prefill batch")):
+        return None
+    t = _LAST_TEMPLATE.get(msg[0])
+    if t is not None:
+        m = t[0].fullmatch(msg)
+        if m is not None:
+            g = m.groups()
+            try:
+                return (int(g[t[2]]) if t[2] is not None else None, int(g[t[3]]) if t[3] is not None else None)
+            except ValueError:
+                pass
+    b = parse_message(msg)
+    if type(b) is ev.BatchStats:
+        return (b.new_tokens, b.cached_tokens)
+    return b if type(b) is ev.Unrecognized else None
+
+
 def _batch(msg: str) -> Result:
     """``Prefill batch`` / ``Decode batch`` lines of every release (§3.1, §3.3).
 
     Generic ``key: value`` split (on the *last* ``': '`` of each item) so that unknown keys,
     trailing ``', '``, graph-label variants and ``est.``/occupancy suffixes never break it.
     """
+    b = _batch_by_template(msg)
+    if b is not None:
+        return b
     m = _BATCH_HEAD_RE.match(msg)
     if m is None:
         return ev.Unrecognized("batch header")
@@ -108,7 +191,8 @@ def _batch(msg: str) -> Result:
     keys = _BATCH_KEYS
     found = False
     hisparse = None
-    for item in msg[m.end() :].rstrip(", \t").split(", "):
+    items = msg[m.end() :].rstrip(", \t").split(", ")
+    for item in items:
         k, _, v = item.rpartition(": ")
         spec = keys.get(k)
         if spec is not None:
@@ -142,6 +226,8 @@ def _batch(msg: str) -> Result:
                 found = True
     if not found:
         return ev.Unrecognized("batch no known field")
+    if m.group(2) is None and hisparse is None:
+        _learn(msg[0], msg[: m.end()], items)
     return b
 
 
