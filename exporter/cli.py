@@ -132,12 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_pipeline_args(r)
     r.set_defaults(func=cmd_replay)
 
-    for mod in ("serve", "report", "plan"):
-        try:
-            m = __import__(f"exporter.{mod}", fromlist=["register"])
-        except ImportError:  # pragma: no cover - module not written yet
-            continue
-        m.register(sub)
+    from . import plan, report, serve  # late: they import helpers from this module
+
+    for mod in (serve, report, plan):
+        mod.register(sub)
     return p
 
 

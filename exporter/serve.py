@@ -15,7 +15,7 @@ import threading
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 
-from .cli import add_engine_args, engine_of, new_pipeline, source_name
+from .cli import add_pipeline_args, engine_of, new_pipeline, source_name
 from .collector import HybridCacheCollector
 from .lines import DEFAULT_MAX_LINE
 from .selfmetrics import SelfCollector
@@ -50,7 +50,7 @@ def register(sub) -> None:
         help="log file, glob (quoted; files that appear later are picked up) or '-' for stdin; repeatable. "
         "NAME sets the source label (default: the file name without extension)",
     )
-    add_engine_args(p)
+    add_pipeline_args(p)
     p.add_argument(
         "--listen", default=f":{DEFAULT_PORT}", metavar="HOST:PORT", help=f"HTTP listen address (default :{DEFAULT_PORT}, all interfaces)"
     )
@@ -116,7 +116,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _err("--log - (stdin) can be given only once")
     file_specs = [s for s in specs if s[1] != "-"]
 
-    pipe = new_pipeline(engine_of(args))
+    try:
+        pipe = new_pipeline(engine_of(args), args)
+    except (OSError, ValueError) as e:
+        return _err(f"--rules-config: {e}")
     positions = Positions(args.positions) if args.positions else None
     manager = Manager(
         pipe,
