@@ -2,7 +2,7 @@
 
 Regenerate the JSON with ``python -m dashboards.build``; ``tests/test_dashboards.py`` fails when the
 checked-in JSON is stale. Every panel carries a description saying what to look for; the same
-text is rendered into ``docs/dashboards.md``'s panel list.
+text is rendered into the README's panel list.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``serve``: tail log files (or stdin) next to an SGLang/vLLM server and serve /metrics.
 
-See docs/serve.md for the flags, the sidecar pattern and the failure semantics.
+The README (section "serve") documents the flags, the sidecar pattern and the failure semantics.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def register(sub) -> None:
     p = sub.add_parser(
         "serve",
         help="tail log files or stdin and serve /metrics (sidecar mode)",
-        description="Tail SGLang/vLLM logs and serve Prometheus metrics. See docs/serve.md.",
+        description="Tail SGLang/vLLM logs and serve Prometheus metrics. See README.md.",
     )
     p.add_argument(
         "--log",

@@ -14,7 +14,7 @@ from dashboards.metrics import CONTRACT, OPTIONAL, selectors
 
 ROOT = Path(__file__).resolve().parents[1]
 DASH = ROOT / "dashboards"
-DOC = ROOT / "docs" / "dashboards.md"
+DOC = ROOT / "README.md"
 TARGET_LABELS = {"job", "instance"}
 
 
@@ -132,11 +132,11 @@ def test_docs_describe_every_panel_and_alert():
 
     doc = DOC.read_text()
     for name in build.DASHBOARDS:
-        assert name in doc, f"docs/dashboards.md does not say how to import {name}"
+        assert name in doc, f"README.md does not say how to import {name}"
         for p in panels(load(name)):
-            assert p["title"] in doc, f"docs/dashboards.md does not describe panel {p['title']!r}"
+            assert p["title"] in doc, f"README.md does not describe panel {p['title']!r}"
     for g in yaml.safe_load((DASH / "alerts.yml").read_text())["groups"]:
         for r in g["rules"]:
             if "alert" in r:
-                assert r["alert"] in doc, f"docs/dashboards.md does not describe alert {r['alert']}"
+                assert r["alert"] in doc, f"README.md does not describe alert {r['alert']}"
     assert "Import" in doc or "import" in doc
