@@ -31,7 +31,7 @@ from .rules import (
     slots_per_request,
     version_range,
 )
-from .state import ServerState, SourceState, effective_max_running
+from .state import CONFIG_KEYS, ServerState, SourceState, effective_max_running
 
 GIB = float(1 << 30)
 RULE_TITLES = {
@@ -158,27 +158,7 @@ def build_report(pipe, cfg: RulesConfig | None = None) -> dict:
     with pipe.lock:
         for name, src in pipe.sources.items():
             vr = version_range(src, cfg)
-            cfg_keys = (
-                "model_path",
-                "model",
-                "served_model_name",
-                "tp_size",
-                "tensor_parallel_size",
-                "dp_size",
-                "kv_cache_dtype",
-                "mamba_ssm_dtype",
-                "mamba_ssm_cache_dtype",
-                "mamba_radix_cache_strategy",
-                "mamba_scheduler_strategy",
-                "mamba_cache_mode",
-                "mamba_full_memory_ratio",
-                "max_running_requests",
-                "max_num_seqs",
-                "enable_unified_memory",
-                "speculative_algorithm",
-                "disaggregation_mode",
-            )
-            config = {k: src.config[k] for k in cfg_keys if k in src.config and src.config[k] not in ("", {})}
+            config = {k: v for k, v in src.config.items() if k in CONFIG_KEYS and v not in ("", {})}
             out["sources"].append(
                 {
                     "source": name,
