@@ -82,10 +82,11 @@ class Profile:
     idle: float
     soak_lines: int
     soak_rotations: int
+    vllm_lines: int
 
 
-FULL = Profile("full", 2_000_000, 1_000_000, 4_000_000, 10, 100_000, 3, 300, 10.0, 60.0, 10_000_000, 100)
-QUICK = Profile("quick", 30_000, 10_000, 40_000, 10, 3_000, 3, 30, 20.0, 3.0, 50_000, 5)
+FULL = Profile("full", 2_000_000, 1_000_000, 4_000_000, 10, 100_000, 3, 300, 10.0, 60.0, 10_000_000, 100, 200_000)
+QUICK = Profile("quick", 30_000, 10_000, 40_000, 10, 3_000, 3, 30, 20.0, 3.0, 50_000, 5, 10_000)
 
 
 class BenchError(Exception):
@@ -268,7 +269,8 @@ def snapshot_cmd(out: Path, rev: str | None) -> list[str]:
     site = subprocess.run(
         [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    return ["env", f"PYTHONPATH={snap}:{site}", str(py), "-S", "-m", "exporter"]
+    # -S: no site (.pth) processing; -P: no cwd/script dir on sys.path (the harness runs from the repo root)
+    return ["env", f"PYTHONPATH={snap}:{site}", str(py), "-S", "-P", "-m", "exporter"]
 
 
 # ----------------------------------------------------------------------------- throughput
@@ -554,8 +556,10 @@ def profile(exp_cmd: list[str], log_path: Path, out: Path, top: int = 25) -> dic
         "    pass\n"
         f"pr.dump_stats({str(prof_file)!r})\n"
     )
+    # same interpreter and sys.path as the benchmarked command (matters for --snapshot/--at)
+    pycmd = exp_cmd[:-2] if exp_cmd[-2:] == ["-m", "exporter"] else [py]
     t0 = time.perf_counter()
-    subprocess.run([py, "-c", code], cwd=ROOT, check=True)
+    subprocess.run([*pycmd, "-c", code], cwd=ROOT, check=True)
     res["cprofile_wall_s"] = time.perf_counter() - t0
     import io
     import pstats
@@ -859,18 +863,18 @@ def main(argv: list[str] | None = None) -> int:
 
         # 3b: vLLM replay (no mtail program for it): throughput and stats-line count vs truth
         if "vllm" not in skip:
-            vpath, vtruth = ensure_log("vllm", prof.grow_small, a.seed, data)
+            vpath, vtruth = ensure_log("vllm", prof.vllm_lines, a.seed, data)
             vt = Tool("replay vLLM", [*exp, "replay", str(vpath)])
             log(f"vllm: replay {vpath.name}")
-            throughput(prof.grow_small, [vt], prof.reps, raw)
+            throughput(prof.vllm_lines, [vt], prof.reps, raw)
             vs = parse_prom(vt.runs[-1].stdout.read_text(errors="replace"))
             got = sum_metric(vs, "hybrid_cache_stats_lines_total")
             run_last = last_metric(vs, "hybrid_cache_running_requests")
             results["vllm"] = {
                 "file": vpath.name,
-                "lines": prof.grow_small,
+                "lines": prof.vllm_lines,
                 "bytes": vpath.stat().st_size,
-                "lines_per_s": prof.grow_small / vt.median().wall,
+                "lines_per_s": prof.vllm_lines / vt.median().wall,
                 "stats_lines_truth": vtruth["stats_lines"],
                 "stats_lines_exporter": got,
                 "running_truth": vtruth["last"].get("running"),
