@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from parsers import events as ev
 from parsers import parse_line
 from parsers.prefix import SGLANG_HEADER_RE, minute_epoch, sglang_tags
-from parsers.sglang import check_batch
+from parsers.sglang import LINE_TEMPLATES, check_batch
 
 from .state import ServerState, SourceState
 
@@ -47,7 +47,9 @@ class Pending:
 class Pipeline:
     """Holds every source's state and feeds lines into it."""
 
-    def __init__(self, engine: str | None = None, observers: Iterable[Observer] = (), sample_seconds: float = DEFAULT_SAMPLE_SECONDS) -> None:
+    def __init__(
+        self, engine: str | None = None, observers: Iterable[Observer] = (), sample_seconds: float = DEFAULT_SAMPLE_SECONDS
+    ) -> None:
         self.engine = engine  # forced engine for every source, or None = auto-detect per source
         self.sources: dict[str, SourceState] = {}
         self.lock = threading.RLock()
@@ -91,32 +93,55 @@ class Pipeline:
             feed(source, line)
 
     def _feed_sglang_fast(self, src: SourceState, line: str) -> str | None:
-        """SGLang batch and uvicorn lines without building events; None = take the full path."""
-        m = SGLANG_HEADER_RE.match(line)
-        if m is None:
-            return None
-        msg = line[m.end() :]
-        c = msg[:1]
-        if c == "I":
-            if not msg.startswith("INFO:") or "\r" in line or "\x1b" in line:
+        """SGLang batch and uvicorn lines without building events; None = take the full path.
+
+        A batch line of a shape seen before is validated and split by one ``fullmatch`` of its
+        learned whole-line template; other shapes go through the header regex and the generic
+        parser once, which learns them."""
+        i = line.find("] ", 20)  # end of '[YYYY-MM-DD HH:MM:SS TAGS] '
+        c = line[i + 2 : i + 3] if i > 0 else ""
+        if c == "D" or c == "P":
+            t = LINE_TEMPLATES.get(c)
+            m = t[0].fullmatch(line) if t is not None else None
+            if m is not None:
+                g = m.groups()
+                ymdhm, sec, ms, tags = g[0], g[1], g[2], g[3]
+                new = cached = None
+                if c == "P":
+                    try:
+                        new = int(g[t[1]]) if t[1] is not None else None
+                        cached = int(g[t[2]]) if t[2] is not None else None
+                    except ValueError:
+                        m = None
+            if m is None:
+                h = SGLANG_HEADER_RE.match(line)
+                if h is None or "\r" in line or "\x1b" in line:
+                    return None
+                r = check_batch(line[h.end() :])
+                if r is None:
+                    return None
+                if type(r) is ev.Unrecognized:
+                    with self.lock:
+                        src.lines[ev.UNRECOGNIZED] += 1
+                    return ev.UNRECOGNIZED
+                ymdhm, sec, ms, tags = h.groups()
+                new, cached = r
+            return self._batch_line(src, line, c, ymdhm, sec, ms, tags, new, cached)
+        if c == "I" and line.startswith("INFO:", i + 2) and "\r" not in line and "\x1b" not in line:
+            h = SGLANG_HEADER_RE.match(line)
+            if h is None:
                 return None
-            ymdhm, sec, ms, _ = m.groups()
+            ymdhm, sec, _, _ = h.groups()
             ts = minute_epoch(ymdhm) + int(sec)
             with self.lock:
                 src.lines[ev.IGNORED] += 1
                 if src.last_ts is None or ts > src.last_ts:
                     src.last_ts = ts
             return ev.IGNORED
-        if c != "D" and c != "P":
-            return None
-        r = check_batch(msg)
-        if r is None or "\r" in line or "\x1b" in line:
-            return None
-        if type(r) is ev.Unrecognized:
-            with self.lock:
-                src.lines[ev.UNRECOGNIZED] += 1
-            return ev.UNRECOGNIZED
-        ymdhm, sec, ms, tags = m.groups()
+        return None
+
+    def _batch_line(self, src: SourceState, line: str, c: str, ymdhm: str, sec: str, ms: str | None, tags: str, new, cached) -> str:
+        """Count one valid batch line and make it its server's pending line of kind ``c``."""
         ts = minute_epoch(ymdhm) + int(sec)
         if ms:
             ts += int(ms) / 1000.0
@@ -135,7 +160,6 @@ class Pipeline:
                 cnt["decode_batches"] = cnt.get("decode_batches", 0.0) + 1.0
             else:
                 cnt["prefill_batches"] = cnt.get("prefill_batches", 0.0) + 1.0
-                new, cached = r
                 if new is not None:
                     cnt["prefill_tokens_new"] = cnt.get("prefill_tokens_new", 0.0) + new
                 if cached is not None:

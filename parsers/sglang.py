@@ -34,6 +34,7 @@ import regex
 
 from . import events as ev
 from .numbers import GIB
+from .prefix import SGLANG_HEADER_RE
 
 Result = object | None  # an event dataclass, None (ignored) or ev.Unrecognized
 
@@ -100,6 +101,9 @@ def _lenient(attr: str, v: str) -> int | float | None:
 _MAX_TEMPLATES = 64
 _TEMPLATES: dict[tuple[str, ...], tuple] = {}
 _LAST_TEMPLATE: dict[str, tuple] = {}
+# whole-line versions of the last template per kind ('D' / 'P'): header groups (ymdhm, sec, ms,
+# tags) then the values; with the group index of #new-token / #cached-token (or None)
+LINE_TEMPLATES: dict[str, tuple[re.Pattern, int | None, int | None]] = {}
 
 
 def _learn(kind: str, head: str, items: list[str]) -> None:
@@ -124,6 +128,8 @@ def _learn(kind: str, head: str, items: list[str]) -> None:
     t = (rx, tuple(plan), i_new, i_cached)
     _TEMPLATES[(head, *keys)] = t
     _LAST_TEMPLATE[kind] = t
+    line_rx = re.compile(SGLANG_HEADER_RE.pattern + rx.pattern)
+    LINE_TEMPLATES[kind] = (line_rx, None if i_new is None else i_new + 4, None if i_cached is None else i_cached + 4)
 
 
 def _batch_by_template(msg: str) -> ev.BatchStats | None:
