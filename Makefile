@@ -36,6 +36,14 @@ dashboards: $(STAMP)
 	$(BIN)/python -m dashboards.build
 	$(BIN)/python deploy/build_prometheusrule.py
 
+## the benchmark against mtail, side by side in one run (results in bench/out/, method in docs/performance.md)
+bench: $(STAMP) tools
+	$(BIN)/python bench/run.py
+
+## the small version CI runs (also part of `make test`)
+bench-smoke: $(STAMP) tools
+	$(BIN)/python bench/run.py --quick
+
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
