@@ -44,8 +44,8 @@ def source_name(path: str) -> str:
     return stem or base or path
 
 
-def read_lines(path: str, splitter: LineSplitter | None = None) -> Iterator[str]:
-    """All lines of a file (or ``-`` for stdin), read in large binary chunks."""
+def read_chunks(path: str, splitter: LineSplitter | None = None) -> Iterator[list[str]]:
+    """The lines of a file (or ``-`` for stdin), a list per large binary read."""
     sp = splitter or LineSplitter()
     f = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
     try:
@@ -53,13 +53,21 @@ def read_lines(path: str, splitter: LineSplitter | None = None) -> Iterator[str]
             chunk = f.read(CHUNK)
             if not chunk:
                 break
-            yield from sp.feed(chunk)
+            lines = sp.feed(chunk)
+            if lines:
+                yield lines
         last = sp.flush()
         if last is not None:
-            yield last
+            yield [last]
     finally:
         if f is not sys.stdin.buffer:
             f.close()
+
+
+def read_lines(path: str) -> Iterator[str]:
+    """All lines of a file (or ``-`` for stdin)."""
+    for lines in read_chunks(path):
+        yield from lines
 
 
 def add_pipeline_args(p: argparse.ArgumentParser) -> None:
@@ -89,9 +97,9 @@ def replay_files(pipe: Pipeline, paths: Iterable[str], source: str | None, err=s
             failed += 1
             continue
         try:
-            feed = pipe.feed
-            for line in read_lines(path):
-                feed(name, line)
+            feed_lines = pipe.feed_lines
+            for chunk in read_chunks(path):
+                feed_lines(name, chunk)
         except OSError as e:
             print(f"hybrid-cache-exporter: {path}: cannot read: {e.strerror or e}", file=err)
             failed += 1

@@ -59,9 +59,7 @@ class StdinSource:
 
     def _emit(self, lines: list[str]) -> None:
         lines = self.unwrapper.unwrap(lines)
-        feed, src = self.pipe.feed, self.source
-        for line in lines:
-            feed(src, line)
+        self.pipe.feed_lines(self.source, lines)
 
     def _run(self) -> None:
         try:

@@ -330,9 +330,7 @@ class FileReader:
         if not lines:
             return
         lines = self.unwrapper.unwrap(lines)
-        feed, src = self.tailer.pipe.feed, self.tailer.source
-        for line in lines:
-            feed(src, line)
+        self.tailer.pipe.feed_lines(self.tailer.source, lines)
 
     def finish(self) -> None:
         """End of a retired file: parse the rest and flush a final unterminated line."""

@@ -1,0 +1,73 @@
+"""The hot path (template matching, sampling, whole-chunk passes) gives the same state as the
+line-by-line path, whatever the chunking: same counters, gauges, line outcomes and findings."""
+
+from __future__ import annotations
+
+import glob
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from exporter.cli import exposition, new_pipeline, read_lines
+
+ROOT = Path(__file__).resolve().parents[1]
+LOGS = sorted(glob.glob(str(ROOT / "fixtures" / "scenarios" / "*.log"))) + [str(ROOT / "fixtures" / "demo" / "sglang-mamba-bound.log")]
+
+
+def bench_log(tmp_path: Path, n: int = 6000) -> str:
+    out = tmp_path / "bench.log"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "gen.py"), "--lines", str(n), "--out", str(out), "--no-truth"], check=True, timeout=120
+    )
+    return str(out)
+
+
+def by_line(lines: list[str]) -> bytes:
+    pipe = new_pipeline(None)
+    for line in lines:
+        pipe.feed("s", line)
+    return exposition(pipe)
+
+
+def by_chunks(lines: list[str], seed: int) -> bytes:
+    rnd = random.Random(seed)
+    pipe = new_pipeline(None)
+    i = 0
+    while i < len(lines):
+        n = rnd.choice([1, 7, 33, 64, 200, 1000, 5000])
+        pipe.feed_lines("s", lines[i : i + n])
+        i += n
+    return exposition(pipe)
+
+
+@pytest.mark.parametrize("path", LOGS, ids=[Path(p).name for p in LOGS])
+def test_scenarios_same_state_by_line_and_by_chunks(path: str) -> None:
+    lines = list(read_lines(path))
+    want = by_line(lines)
+    for seed in range(3):
+        assert by_chunks(lines, seed) == want
+
+
+def test_busy_log_same_state_and_chunk_path_is_taken(tmp_path: Path) -> None:
+    lines = list(read_lines(bench_log(tmp_path)))
+    # a restart and a malformed batch line in the middle: both paths must handle them alike
+    mid = len(lines) // 2
+    lines[mid:mid] = [
+        lines[mid].split("]", 1)[0] + "] Decode batch, #running-req: banana",
+        "[2026-08-14 09:00:00 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 2, #new_tokens_gained: 8192, "
+        "#mamba_num_gained: 6, #new_token_ratio: 0.1043 -> 0.4312",
+    ]
+    want = by_line(lines)
+    assert b'outcome="unrecognized",source="s"} 1.0' in want
+    for seed in range(3):
+        assert by_chunks(lines, seed) == want
+    pipe = new_pipeline(None)
+    pipe.feed_lines("s", lines[:200])  # learn the shapes (startup block goes line by line)
+    src = pipe.sources["s"]
+    before = src.lines["parsed"]
+    steady = [ln for ln in lines[200:1200] if "batch" in ln or "INFO:" in ln]
+    assert pipe._feed_chunk(src, steady)  # the whole-chunk path accepts the steady state
+    assert src.lines["parsed"] - before == sum("batch" in ln for ln in steady)
