@@ -764,8 +764,9 @@ def main(argv: list[str] | None = None) -> int:
                 "mtail": mtail_ver,
                 "exporter_cmd": exp,
                 "commit": subprocess.run(
-                    ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-                ).stdout.strip(),
+                    ["git", "-C", str(ROOT), "rev-parse", "--short", a.at or "HEAD"], capture_output=True, text=True
+                ).stdout.strip()
+                + ("" if a.at else " + work tree" + (" (snapshot)" if a.snapshot else "")),
             },
             "warnings": [],
         }
