@@ -38,7 +38,7 @@ dashboards: $(STAMP)
 
 ## the benchmark against mtail, side by side in one run (results in bench/out/, method in docs/performance.md)
 bench: $(STAMP) tools
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/run.py --snapshot --profile
 
 ## the small version CI runs (also part of `make test`)
 bench-smoke: $(STAMP) tools
