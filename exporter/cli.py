@@ -121,6 +121,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"hybrid-cache-exporter: --rules-config: {e}", file=sys.stderr)
         return 2
     failed = replay_files(pipe, args.files, args.source)
+    pipe.finish()  # the files are complete: their last batch lines are samples too
     sys.stdout.buffer.write(exposition(pipe))
     sys.stdout.flush()
     return 1 if failed else 0

@@ -23,6 +23,7 @@ bucketing and "last line per bucket" bookkeeping run as C-level passes (``Counte
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ Observer = Callable[[SourceState, ServerState, ev.Line, str], None]
 
 # a sample bucket is 10 s of log clock: the header's 'YYYY-MM-DD HH:MM' plus the tens of seconds
 CHUNK_MIN = 32  # lists shorter than this are fed line by line
+IDLE_SAMPLE_SECONDS = 10.0  # a source quiet this long (wall time) has its pending lines sampled
 _G0, _G1, _G2, _G3 = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)
 
 
@@ -75,6 +77,7 @@ class Pipeline:
     def feed(self, source: str, line: str) -> str:
         """Parse and apply one line; return its outcome (parsed / ignored / unrecognized)."""
         src = self.sources.get(source) or self.source(source)
+        src.fed_at = time.monotonic()
         if src.engine == ev.SGLANG and line[:1] == "[":
             out = self._feed_sglang_fast(src, line)
             if out is not None:
@@ -98,6 +101,7 @@ class Pipeline:
         if not isinstance(lines, list):
             lines = list(lines)
         src = self.sources.get(source) or self.source(source)
+        src.fed_at = time.monotonic()
         if src.engine == ev.SGLANG and len(lines) >= CHUNK_MIN and self._feed_chunk(src, lines):
             return
         feed = self.feed
@@ -330,10 +334,18 @@ class Pipeline:
 
     def sync(self) -> None:
         """Fold pending lines into the gauges (in arrival order) without sampling them: called by
-        the collector before every scrape so gauges show the newest line."""
+        the collector before every scrape so gauges show the newest line.
+
+        A source that received nothing for ``IDLE_SAMPLE_SECONDS`` of wall time has its pending
+        lines sampled: any later line of a live log lies in a later 10-s bucket anyway, so this is
+        what its arrival would do, only sooner (``replay`` does the same at end of input)."""
+        now = time.monotonic()
         with self.lock:
             for src in self.sources.values():
                 if not src.pending_count:
+                    continue
+                if now - src.fed_at >= IDLE_SAMPLE_SECONDS:
+                    self._commit_all(src)
                     continue
                 for srv in src.servers.values():
                     for p in sorted(srv.pending.values(), key=lambda p: p.seq):

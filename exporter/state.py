@@ -175,6 +175,7 @@ class SourceState:
     unified_memory: dict[str, float] = field(default_factory=dict)
     rule_memory: dict[str, object] = field(default_factory=dict)  # rules' per-boot memory
     pending_count: int = 0  # nonzero while some server holds pending batch lines (pipeline)
+    fed_at: float = 0.0  # time.monotonic() of the last line fed (pipeline)
 
     def server(self, dp_rank: str) -> ServerState:
         s = self.servers.get(dp_rank)

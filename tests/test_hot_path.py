@@ -71,3 +71,25 @@ def test_busy_log_same_state_and_chunk_path_is_taken(tmp_path: Path) -> None:
     steady = [ln for ln in lines[200:1200] if "batch" in ln or "INFO:" in ln]
     assert pipe._feed_chunk(src, steady)  # the whole-chunk path accepts the steady state
     assert src.lines["parsed"] - before == sum("batch" in ln for ln in steady)
+
+
+def test_pending_samples_wait_for_the_next_bucket_or_an_idle_source() -> None:
+    pipe = new_pipeline(None)
+    rules = pipe.rules
+    seen: list[float] = []
+    pipe.observers.append(lambda src, srv, line, raw: seen.append(line.ts))
+    decode = (
+        "[2026-08-14 08:17:3{} TP0] Decode batch, #running-req: 4, #full token: 1051, full token usage: 0.20, mamba num: 16, "
+        "mamba usage: 0.20, cuda graph: True, gen throughput (token/s): 453.12, #queue-req: 0"
+    )
+    pipe.feed("s", '[2026-08-14 08:17:29] INFO:     127.0.0.1:40052 - "POST /v1/chat/completions HTTP/1.1" 200 OK')  # engine known
+    for s in "012":  # one 10-s bucket: the last line waits
+        pipe.feed("s", decode.format(s))
+    assert seen == [] and rules is not None
+    exposition(pipe)  # a scrape shows the gauges but samples nothing while the source is active
+    assert seen == [] and b"hybrid_cache_running_requests" in exposition(pipe)
+    pipe.feed("s", decode.replace("08:17:3{}", "08:17:4{}").format(0))  # next bucket: the old one is sampled
+    assert len(seen) == 1
+    pipe.sources["s"].fed_at -= 11  # quiet for 11 s of wall time
+    exposition(pipe)
+    assert len(seen) == 2
