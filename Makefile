@@ -1,7 +1,7 @@
 # Two commands are the contract: `make run` and `make test` (see README).
 PYTHON ?= python3
 VENV   ?= .venv
-PORT   ?= 9833
+PORT   ?= 19833
 HOST   ?= 127.0.0.1
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed

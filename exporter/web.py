@@ -37,7 +37,7 @@ from prometheus_client import exposition
 
 log = logging.getLogger("hybrid_cache_exporter.web")
 
-DEFAULT_PORT = 9833
+DEFAULT_PORT = 19833
 
 TLS_VERSIONS = {
     "TLS10": ssl.TLSVersion.TLSv1,
@@ -214,7 +214,7 @@ def _tls(path: str, tls: object) -> tuple[ssl.SSLContext | None, list[str]]:
 
 
 def parse_listen(s: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``:PORT`` (all interfaces), ``[v6]:PORT``; port defaults to 9833."""
+    """``HOST:PORT``, ``:PORT`` (all interfaces), ``[v6]:PORT``; port defaults to 19833."""
     host, port = s, str(DEFAULT_PORT)
     if s.startswith("["):
         end = s.find("]")

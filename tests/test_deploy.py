@@ -1,4 +1,4 @@
-"""Deployment examples parse, wire the log through a shared volume, use port 9833, pass exporter
+"""Deployment examples parse, wire the log through a shared volume, use port 19833, pass exporter
 flags the real CLI accepts, and ship exactly the promtool-tested alert rules."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "kubernetes"
-PORT = 9833
+PORT = 19833
 TEE = re.compile(r"2>&1 \| tee (?:-a )?(\S+)")
 
 
@@ -41,7 +41,7 @@ def rule_groups() -> list[dict]:
 
 
 def check_exporter_args(args: list[str]) -> None:
-    """The real CLI parser accepts the arguments and they serve on 9833."""
+    """The real CLI parser accepts the arguments and they serve on 19833."""
     from exporter.cli import build_parser
 
     try:
