@@ -47,9 +47,8 @@ _G0, _G1, _G2, _G3 = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)
 
 @dataclass(slots=True)
 class Pending:
-    """The newest batch line of one kind for one server, not yet sampled."""
+    """The newest batch line of one kind for one server in its current bucket, not yet sampled."""
 
-    bucket: str
     seq: int
     raw: str
     parsed: ev.Line | None = None  # parsed lazily (scrape or commit), at most once
@@ -180,17 +179,17 @@ class Pipeline:
                 if cached is not None:
                     cnt["prefill_tokens_cached"] = cnt.get("prefill_tokens_cached", 0.0) + cached
             bucket = ymdhm + sec[0]
+            if bucket != srv.bucket:
+                if srv.pending:
+                    self._commit_server(src, srv)  # the last bucket's lines become samples
+                srv.bucket = bucket
             self._seq += 1
             pend = srv.pending.get(c)
             if pend is None:
-                srv.pending[c] = Pending(bucket, self._seq, line)
+                srv.pending[c] = Pending(self._seq, line)
                 src.pending_count = 1
-            elif pend.bucket == bucket:
-                pend.seq, pend.raw, pend.parsed = self._seq, line, None
             else:
-                self._commit(src, srv, c)
-                srv.pending[c] = Pending(bucket, self._seq, line)
-                src.pending_count = 1
+                pend.seq, pend.raw, pend.parsed = self._seq, line, None
         return ev.PARSED
 
     # ------------------------------------------------------------------------------------
@@ -206,13 +205,15 @@ class Pipeline:
             p.parsed = parse_line(p.raw, src.engine, src.year)
         return p.parsed
 
-    def _commit(self, src: SourceState, srv: ServerState, kind: str) -> None:
-        """Send the pending line of ``kind`` through the state (its counters were counted when it
-        arrived) and the rules. Newer pending lines keep their say on the gauges via :meth:`sync`."""
-        p = srv.pending.pop(kind)
-        parsed = self._parsed(src, p)
-        if parsed.event is not None:
-            self._apply(src, parsed, p.raw, counted=True)
+    def _commit_server(self, src: SourceState, srv: ServerState) -> None:
+        """Send the server's pending lines (one per kind, in arrival order) through the state (their
+        counters were counted when they arrived) and the rules. Gauges of newer lines are folded
+        in at scrape time by :meth:`sync`."""
+        for p in sorted(srv.pending.values(), key=lambda p: p.seq):
+            parsed = self._parsed(src, p)
+            if parsed.event is not None:
+                self._apply(src, parsed, p.raw, counted=True)
+        srv.pending.clear()
 
     def _sample(self, src: SourceState, raw: str) -> None:
         parsed = parse_line(raw, src.engine, src.year)
@@ -266,9 +267,9 @@ class Pipeline:
             except ValueError:
                 return False
         ymd, secs = list(map(_G0, rows)), list(map(_G1, rows))
-        keys = list(zip(kcol, tcol, map(add, ymd, map(_G0, secs)), strict=True))
-        last = dict(zip(keys, range(n), strict=True))
-        first = dict(zip(reversed(keys), range(n - 1, -1, -1), strict=True))
+        keys = list(zip(kcol, tcol, map(add, ymd, map(_G0, secs)), strict=True))  # (kind, tags, bucket)
+        last = dict(zip(keys, range(n), strict=True))  # last line per kind and bucket
+        first = dict(zip(reversed(keys), range(n - 1, -1, -1), strict=True))  # first line per kind and bucket
         top = max(zip(ymd, secs, map(_G2, rows), strict=True))
         ts = minute_epoch(top[0]) + int(top[1]) + (int(top[2]) / 1000.0 if top[2] else 0.0)
         n_batch = n - sum(v for (k, _), v in counts.items() if not k)
@@ -280,22 +281,16 @@ class Pipeline:
             if not n_batch:
                 return True
             src.runtime_seen = True
-            speaking: set[str] = set()
+            speaking: dict[str, ServerState] = {}
             for tags, (dp, rank) in ranks.items():
                 srv = src.servers.get(dp) or src.server(dp)
                 if rank is None or srv.speaks(rank):
-                    speaking.add(tags)
-            # bucket sequence per (kind, tags): (first index, bucket)
-            seqs: dict[tuple[str, str], list[tuple[int, str]]] = {}
-            for (kind, tags, bucket), i in first.items():
-                if kind and tags in speaking:
-                    seqs.setdefault((kind, tags), []).append((i, bucket))
-            actions: list[tuple[int, ServerState, str, int | None]] = []
-            new_pending: list[tuple[ServerState, str, str, int]] = []
-            for (kind, tags), bl in seqs.items():
-                srv = src.servers[ranks[tags][0]]
+                    speaking[tags] = srv
+            for (kind, tags), k in counts.items():
+                srv = speaking.get(tags) if kind else None
+                if srv is None:
+                    continue
                 cnt = srv.counters
-                k = counts[(kind, tags)]
                 if kind == "D":
                     cnt["decode_batches"] = cnt.get("decode_batches", 0.0) + k
                 else:
@@ -304,32 +299,54 @@ class Pipeline:
                         cnt["prefill_tokens_new"] = cnt.get("prefill_tokens_new", 0.0) + new_sums[tags]
                     if tags in cached_sums:
                         cnt["prefill_tokens_cached"] = cnt.get("prefill_tokens_cached", 0.0) + cached_sums[tags]
-                bl.sort()
-                pend = srv.pending.get(kind)
-                if pend is not None and pend.bucket != bl[0][1]:
-                    actions.append((bl[0][0], srv, kind, None))  # the old pending line is sampled
-                for (_, b), (i_next, _) in zip(bl, bl[1:], strict=False):
-                    actions.append((i_next, srv, kind, last[(kind, tags, b)]))
-                b = bl[-1][1]
-                new_pending.append((srv, kind, b, last[(kind, tags, b)]))
+            # each server's buckets in order of their first line; at a bucket change the lines of
+            # the bucket before become samples, exactly as line by line
+            begins: dict[str, dict[str, int]] = {}  # tags -> bucket -> its first batch line
+            for (kind, tags, bucket), i in first.items():
+                if kind and tags in speaking:
+                    bb = begins.setdefault(tags, {})
+                    if i < bb.get(bucket, n):
+                        bb[bucket] = i
+            actions: list[tuple[int, list[str]]] = []  # (line index, lines to sample in order)
+            ends: dict[str, tuple[str, list[int]]] = {}  # tags -> (last bucket, its last lines)
+            for tags, bb in begins.items():
+                srv = speaking[tags]
+                bl = sorted((i, b) for b, i in bb.items())
+                cur = srv.bucket
+                for i, b in bl:
+                    if b != cur:
+                        actions.append((i, self._bucket_lines(srv, tags, cur, last, lines)))
+                        cur = b
+                ends[tags] = (cur, sorted(last[(k, tags, cur)] for k in "DP" if (k, tags, cur) in last))
             actions.sort(key=_G0)
-            for _, srv, kind, idx in actions:
-                if idx is None:
-                    self._commit(src, srv, kind)
-                else:
-                    self._sample(src, lines[idx])
+            for _, raws in actions:
+                for raw in raws:
+                    self._sample(src, raw)
             base = self._seq
-            for srv, kind, b, idx in new_pending:
-                srv.pending[kind] = Pending(b, base + idx + 1, lines[idx])
+            for tags, (cur, tail) in ends.items():
+                srv = speaking[tags]
+                if cur != srv.bucket:
+                    srv.pending.clear()
+                    srv.bucket = cur
+                for idx in tail:
+                    srv.pending[kcol[idx]] = Pending(base + idx + 1, lines[idx])
             self._seq = base + n
             src.pending_count = 1
         return True
 
+    @staticmethod
+    def _bucket_lines(srv: ServerState, tags: str, bucket: str | None, last: dict, lines: list[str]) -> list[str]:
+        """The samples of ``bucket`` for one server, in arrival order: per kind the last line of the
+        list in that bucket, else (for the bucket the list started in) the server's pending line."""
+        carried = bucket == srv.bucket
+        old = sorted((p for k, p in srv.pending.items() if carried and (k, tags, bucket) not in last), key=lambda p: p.seq)
+        new = sorted(i for i in (last.get((k, tags, bucket)) for k in "DP") if i is not None)
+        return [p.raw for p in old] + [lines[i] for i in new]
+
     def _commit_all(self, src: SourceState) -> None:
         for srv in src.servers.values():
-            while srv.pending:
-                kind = min(srv.pending, key=lambda k: srv.pending[k].seq)
-                self._commit(src, srv, kind)
+            if srv.pending:
+                self._commit_server(src, srv)
         src.pending_count = 0
 
     def sync(self) -> None:

@@ -127,6 +127,7 @@ class ServerState:
     recommended_ratio: float | None = None
     rule_memory: dict[str, object] = field(default_factory=dict)
     pending: dict[str, object] = field(default_factory=dict)  # kind 'D'/'P' -> pipeline.Pending
+    bucket: str | None = None  # the 10-s log-clock bucket of the pending lines (pipeline)
     kv_lines: int = 0  # unlabelled KV pool lines this boot (a second one is the SWA pool)
     kv_upper_bound: bool = False  # the last one was a 'VA upper bound' (post-capture sizing follows)
 

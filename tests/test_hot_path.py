@@ -93,3 +93,32 @@ def test_pending_samples_wait_for_the_next_bucket_or_an_idle_source() -> None:
     pipe.sources["s"].fed_at -= 11  # quiet for 11 s of wall time
     exposition(pipe)
     assert len(seen) == 2
+
+
+def samples_seen(lines: list[str], seed: int | None) -> list[tuple[float, str]]:
+    """The (log time, line) samples the rules receive, fed line by line (seed None) or in chunks."""
+    pipe = new_pipeline(None)
+    seen: list[tuple[float, str]] = []
+    pipe.observers.append(lambda src, srv, line, raw: seen.append((line.ts, raw)))
+    if seed is None:
+        for line in lines:
+            pipe.feed("s", line)
+    else:
+        rnd = random.Random(seed)
+        i = 0
+        while i < len(lines):
+            n = rnd.choice([1, 5, 40, 77, 300, 2000])
+            pipe.feed_lines("s", lines[i : i + n])
+            i += n
+    pipe.finish()
+    return seen
+
+
+def test_rules_get_the_same_samples_in_log_order_whatever_the_chunking(tmp_path: Path) -> None:
+    lines = list(read_lines(bench_log(tmp_path, 4000)))
+    want = samples_seen(lines, None)
+    batch = [ts for ts, raw in want if "batch" in raw]
+    assert batch == sorted(batch), "samples reach the rules in log order"
+    assert len(batch) < sum("batch" in ln for ln in lines) / 3  # sampled, not every line
+    for seed in range(4):
+        assert samples_seen(lines, seed) == want
