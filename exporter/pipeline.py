@@ -54,6 +54,16 @@ class Pending:
     parsed: ev.Line | None = None  # parsed lazily (scrape or commit), at most once
 
 
+def _is_vllm_access(line: str) -> bool:
+    """``(APIServer pid=1) INFO:     127.0.0.1:40052 - "POST ..." 200 OK``: a uvicorn access line
+    (no timestamp, nothing to parse), most of a busy vLLM log."""
+    j = line.find(") INFO:     ", 0, 120)
+    if j < 0:
+        return False
+    c = line[j + 12 : j + 13]
+    return (c.isdigit() or c == "[") and ' - "' in line
+
+
 class Pipeline:
     """Holds every source's state and feeds lines into it."""
 
@@ -81,6 +91,10 @@ class Pipeline:
             out = self._feed_sglang_fast(src, line)
             if out is not None:
                 return out
+        elif src.engine == ev.VLLM and _is_vllm_access(line):
+            with self.lock:
+                src.lines[ev.IGNORED] += 1
+            return ev.IGNORED
         parsed = parse_line(line, src.engine, src.year)
         with self.lock:
             src.lines[parsed.outcome] += 1

@@ -122,3 +122,19 @@ def test_rules_get_the_same_samples_in_log_order_whatever_the_chunking(tmp_path:
     assert len(batch) < sum("batch" in ln for ln in lines) / 3  # sampled, not every line
     for seed in range(4):
         assert samples_seen(lines, seed) == want
+
+
+VLLM_LOGS = sorted(glob.glob(str(ROOT / "fixtures" / "vllm" / "*.log")))
+
+
+@pytest.mark.parametrize("path", VLLM_LOGS, ids=[Path(p).name for p in VLLM_LOGS])
+def test_vllm_access_line_shortcut_gives_the_parsers_outcomes(path: str) -> None:
+    from parsers import parse_line
+
+    pipe = new_pipeline(None)
+    want = {"parsed": 0, "ignored": 0, "unrecognized": 0}
+    for line in read_lines(path):
+        src = pipe.sources.get("s")
+        want[parse_line(line, src.engine if src else None, 2026).outcome] += 1
+        pipe.feed("s", line)
+    assert pipe.sources["s"].lines == want
