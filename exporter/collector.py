@@ -12,8 +12,6 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector
 
-from parsers import events as ev
-
 from .pipeline import Pipeline
 from .state import SourceState, effective_max_running
 
@@ -168,7 +166,7 @@ class HybridCacheCollector(Collector):
             labels=SERVER_LABELS,
         )
         finding = GaugeMetricFamily(
-            P + "finding", "1 while a diagnosis rule fires for this server, else 0 (see README: rules).", labels=SERVER_LABELS + ["rule"]
+            P + "finding", "1 while a diagnosis rule fires for this server, else 0 (rules: docs/rules.md).", labels=SERVER_LABELS + ["rule"]
         )
         reco = InfoMetricFamily(
             P + "recommendation", "A flag that fixes a firing finding, with its value.", labels=SERVER_LABELS + ["rule", "flag", "value"]
@@ -243,6 +241,3 @@ class HybridCacheCollector(Collector):
         yield finding
         yield reco
         yield reco_ratio
-
-
-__all__ = ["HybridCacheCollector", "ev"]
