@@ -119,8 +119,6 @@ class ServerState:
     mamba_state_bytes: dict[str, float] = field(default_factory=dict)
     replayssm_buffer_bytes: dict[str, float] = field(default_factory=dict)
     counters: dict[str, float] = field(default_factory=dict)
-    last_ts: float | None = None
-    last_batch: ev.BatchStats | None = None
     cumulative_preemptions: int | None = None  # vLLM V0 running total, for deltas
     findings: dict[str, int] = field(default_factory=dict)  # rule id -> 0/1
     recommendations: list[tuple[str, str, str]] = field(default_factory=list)  # (rule, flag, value)
@@ -148,7 +146,6 @@ class ServerState:
             v = getattr(e, attr)
             if v is not None:
                 g[name] = float(v)
-        self.last_batch = e
 
     def reset_capacity(self) -> None:
         self.capacity.clear()
@@ -205,8 +202,6 @@ class SourceState:
         srv = self.server(line.dp_rank)
         if (line.tp_rank is not None or line.pp_rank is not None) and not srv.speaks((line.pp_rank or 0, line.tp_rank or 0)):
             return False
-        if ts is not None:
-            srv.last_ts = ts
         if isinstance(e, RUNTIME_EVENTS):
             self.runtime_seen = True
         if counted:
