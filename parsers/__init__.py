@@ -19,7 +19,8 @@ _MESSAGE_PARSERS = {SGLANG: sglang.parse_message, VLLM: vllm.parse_message}
 def parse_line(raw: str, engine: str | None = None, year: int = 2026) -> Line:
     """Parse one line (without or with its trailing newline).
 
-    ``engine`` is the source's engine when known (``None`` = auto-detect from the header).
+    ``engine`` is the source's engine when known (``None`` = auto-detect from the header, or
+    from the message itself on a line without header).
     Lines without any engine header are still offered to the known engine's message parser,
     since vLLM tracebacks and unprefixed prints carry facts too (``max_num_seqs (N) exceeds``).
     """
@@ -29,8 +30,17 @@ def parse_line(raw: str, engine: str | None = None, year: int = 2026) -> Line:
     h = split_header(line, engine, year)
     eng = h.engine or engine
     if eng is None:
-        return Line(IGNORED)
-    res = _MESSAGE_PARSERS[eng](h.msg)
+        # no header and no engine yet (a paste of bare messages): the engine whose parser
+        # recognises the message, if any; their markers do not overlap
+        for cand, parse in _MESSAGE_PARSERS.items():
+            res = parse(h.msg)
+            if res is not None and type(res) is not Unrecognized:
+                eng = cand
+                break
+        else:
+            return Line(IGNORED)
+    else:
+        res = _MESSAGE_PARSERS[eng](h.msg)
     ts = h.ts if h.ts is not None else cts
     if res is None:
         return Line(IGNORED, eng if h.engine else None, ts, h.dp_rank, h.tp_rank, h.pp_rank)

@@ -74,3 +74,20 @@ def test_engine_can_be_forced(tmp_path: Path) -> None:
     assert values(r.stdout.decode(), "hybrid_cache_decode_batches_total") == []
     r = replay(str(log), "--engine", "sglang")
     assert values(r.stdout.decode(), "hybrid_cache_decode_batches_total") == [1.0]
+
+
+def test_bare_messages_without_headers_still_find_their_engine(tmp_path: Path) -> None:
+    sg = tmp_path / "sg.log"
+    sg.write_text(
+        "Mamba Cache is allocated. max_mamba_cache_size: 80, conv_state size: 0.10GB, ssm_state size: 4.38GB \n"
+        "Traceback (most recent call last):\n" + DECODE.split("] ", 1)[1]
+    )
+    out = replay(str(sg)).stdout.decode()
+    assert values(out, "hybrid_cache_mamba_capacity_slots") == [80.0]
+    assert values(out, "hybrid_cache_decode_batches_total") == [1.0]
+    vl = tmp_path / "vl.log"
+    vl.write_text("GPU KV cache size: 973,760 tokens\nMaximum concurrency for 262,144 tokens per request: 14.77x\n")
+    out = replay(str(vl)).stdout.decode()
+    assert values(out, "hybrid_cache_kv_capacity_tokens") == [973760.0]
+    assert values(out, "hybrid_cache_max_concurrency") == [14.77]
+    assert 'engine="vllm"' in out
