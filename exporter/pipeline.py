@@ -183,15 +183,7 @@ class Pipeline:
             srv = src.servers.get(dp) or src.server(dp)
             if (tp is not None or pp is not None) and not srv.speaks((pp or 0, tp or 0)):
                 return ev.PARSED
-            cnt = srv.counters
-            if c == "D":
-                cnt["decode_batches"] = cnt.get("decode_batches", 0.0) + 1.0
-            else:
-                cnt["prefill_batches"] = cnt.get("prefill_batches", 0.0) + 1.0
-                if new is not None:
-                    cnt["prefill_tokens_new"] = cnt.get("prefill_tokens_new", 0.0) + new
-                if cached is not None:
-                    cnt["prefill_tokens_cached"] = cnt.get("prefill_tokens_cached", 0.0) + cached
+            srv.count_batches(c == "D", 1.0, new, cached)
             bucket = ymdhm + sec[0]
             if bucket != srv.bucket:
                 if srv.pending:
@@ -304,15 +296,7 @@ class Pipeline:
                 srv = speaking.get(tags) if kind else None
                 if srv is None:
                     continue
-                cnt = srv.counters
-                if kind == "D":
-                    cnt["decode_batches"] = cnt.get("decode_batches", 0.0) + k
-                else:
-                    cnt["prefill_batches"] = cnt.get("prefill_batches", 0.0) + k
-                    if tags in new_sums:
-                        cnt["prefill_tokens_new"] = cnt.get("prefill_tokens_new", 0.0) + new_sums[tags]
-                    if tags in cached_sums:
-                        cnt["prefill_tokens_cached"] = cnt.get("prefill_tokens_cached", 0.0) + cached_sums[tags]
+                srv.count_batches(kind == "D", k, new_sums.get(tags), cached_sums.get(tags))
             # each server's buckets in order of their first line; at a bucket change the lines of
             # the bucket before become samples, exactly as line by line
             begins: dict[str, dict[str, int]] = {}  # tags -> bucket -> its first batch line

@@ -132,6 +132,19 @@ class ServerState:
     def inc(self, name: str, by: float = 1.0) -> None:
         self.counters[name] = self.counters.get(name, 0.0) + by
 
+    def count_batches(self, decode: bool, n: float = 1.0, new: float | None = None, cached: float | None = None) -> None:
+        """``n`` SGLang batch lines of one kind; prefill lines add their new / cached prompt tokens.
+        The one place batch counters are kept, whether lines arrive one by one or in chunks."""
+        cnt = self.counters
+        if decode:
+            cnt["decode_batches"] = cnt.get("decode_batches", 0.0) + n
+            return
+        cnt["prefill_batches"] = cnt.get("prefill_batches", 0.0) + n
+        if new is not None:
+            cnt["prefill_tokens_new"] = cnt.get("prefill_tokens_new", 0.0) + new
+        if cached is not None:
+            cnt["prefill_tokens_cached"] = cnt.get("prefill_tokens_cached", 0.0) + cached
+
     def speaks(self, rank: tuple[int, int]) -> bool:
         """Whether a line from (PP, TP) ``rank`` counts: the lowest rank seen speaks for the group."""
         if self.speaker is None or rank < self.speaker:
@@ -231,14 +244,8 @@ class SourceState:
 
 def _batch(src: SourceState, srv: ServerState, e: ev.BatchStats) -> None:
     srv.set_gauges(e)
-    if e.kind == "decode":
-        srv.inc("decode_batches")
-    elif e.kind == "prefill":
-        srv.inc("prefill_batches")
-        if e.new_tokens is not None:
-            srv.inc("prefill_tokens_new", e.new_tokens)
-        if e.cached_tokens is not None:
-            srv.inc("prefill_tokens_cached", e.cached_tokens)
+    if e.kind == "decode" or e.kind == "prefill":
+        srv.count_batches(e.kind == "decode", 1.0, e.new_tokens, e.cached_tokens)
     else:
         srv.inc("stats_lines")
     if e.preemptions:
