@@ -8,7 +8,7 @@ STAMP   = $(VENV)/.installed
 
 .PHONY: run test venv lint dashboards bench bench-smoke tools clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py exporter/_scan.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
@@ -29,7 +29,7 @@ tools:
 ## set up the same environment and run every test
 test: $(STAMP) tools
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest
 
 ## regenerate the Grafana dashboard JSON and the PrometheusRule from their sources
 dashboards: $(STAMP)
@@ -48,4 +48,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build *.egg-info exporter/_scan*.so

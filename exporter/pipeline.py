@@ -14,35 +14,37 @@ scrape time (:meth:`Pipeline.sync`), so a gauge always shows the newest line tha
 Buckets come from the log's own timestamps, so ``replay`` and ``serve`` sample the same lines
 whatever the read chunking, and reach the same verdicts.
 
-``feed_lines`` goes further for the steady state: when a whole list of lines consists of batch lines
-of learned shapes and uvicorn lines, one multi-line ``findall`` splits them all and the counting,
-bucketing and "last line per bucket" bookkeeping run as C-level passes (``Counter``, ``map``,
-``dict(zip(...))``); any other list is fed line by line. Both paths give the same state.
+``feed_lines`` goes further for the steady state: :func:`exporter.scan.scan` (a C extension, or
+its pure-Python twin) walks runs of batch lines of the learned shapes and uvicorn lines and returns
+per-run aggregates (counts, token sums, first and last line of each bucket), which
+:meth:`Pipeline._apply_scan` turns into the same state; the line that ends a run goes through
+:meth:`Pipeline.feed`. Both paths give the same state (tests/test_hot_path.py).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from operator import add, itemgetter
+from operator import itemgetter
 
 from parsers import events as ev
 from parsers import parse_line
 from parsers.prefix import SGLANG_HEADER_RE, minute_epoch, sglang_tags
-from parsers.sglang import LINE_TEMPLATES, check_batch, chunk_regex
+from parsers.sglang import LINE_TEMPLATES, check_batch
 
+from .scan import ScanResult, scan
+from .scan import spec as scan_spec
 from .state import ServerState, SourceState
 
 # observers called after each applied event: (source_state, server_state, parsed line, raw line)
 Observer = Callable[[SourceState, ServerState, ev.Line, str], None]
 
 # a sample bucket is 10 s of log clock: the header's 'YYYY-MM-DD HH:MM' plus the tens of seconds
-CHUNK_MIN = 32  # lists shorter than this are fed line by line
+CHUNK_MIN = 32  # lists shorter than this are fed line by line (the scanner's set-up costs more)
 IDLE_SAMPLE_SECONDS = 10.0  # a source quiet this long (wall time) has its pending lines sampled
-_G0, _G1, _G2, _G3 = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)
+_G0 = itemgetter(0)
 
 
 @dataclass(slots=True)
@@ -115,7 +117,8 @@ class Pipeline:
             lines = list(lines)
         src = self.sources.get(source) or self.source(source)
         src.fed_at = time.monotonic()
-        if src.engine == ev.SGLANG and len(lines) >= CHUNK_MIN and self._feed_chunk(src, lines):
+        if src.engine == ev.SGLANG and len(lines) >= CHUNK_MIN:
+            self._feed_scanned(src, lines)
             return
         feed = self.feed
         for line in lines:
@@ -226,62 +229,46 @@ class Pipeline:
         if parsed.event is not None:
             self._apply(src, parsed, raw, counted=True)
 
-    def _feed_chunk(self, src: SourceState, lines: list[str]) -> bool:
-        """A whole list of lines in C-level passes, when every line is a batch line of a learned
-        shape or a uvicorn line (the steady state of a busy server). Returns False, having changed
-        nothing, when the list needs the line-by-line path (startup, retractions, a new shape, a
-        rank change); the result is then the same either way."""
-        c = chunk_regex()
-        if c is None:
-            return False
-        rx, i_d, i_p, i_new, i_cached = c
-        rows = rx.findall("\n".join(lines))
-        n = len(lines)
-        if len(rows) != n:
-            return False
-        kcol = list(map(add, map(itemgetter(i_d), rows), map(itemgetter(i_p), rows)))  # 'D' / 'P' / ''
-        tcol = list(map(_G3, rows))
-        counts = Counter(zip(kcol, tcol, strict=True))
+    def _feed_scanned(self, src: SourceState, lines: list[str]) -> None:
+        """Feed a list through the bulk scanner: runs of steady-state lines are applied from the
+        scanner's aggregates (:meth:`_apply_scan`), every other line goes through :meth:`feed`."""
+        feed, name = self.feed, src.name
+        i, n = 0, len(lines)
+        while i < n:
+            sp = scan_spec()
+            if sp is None:  # both batch shapes not learned yet (start of a log)
+                feed(name, lines[i])
+                i += 1
+                continue
+            r = scan(lines, i, sp)
+            stop = r[0]
+            if stop > i and not self._apply_scan(src, lines, i, r):
+                for line in lines[i:stop]:
+                    feed(name, line)
+            if stop < n:
+                feed(name, lines[stop])
+            i = stop + 1
+
+    def _apply_scan(self, src: SourceState, lines: list[str], lo: int, r: ScanResult) -> bool:
+        """Apply a run ``lines[lo:stop]`` from the scanner's aggregates; same state as feeding its
+        lines one by one. Returns False, having changed nothing, when the run must be fed line by
+        line to keep its order: two ranks of one DP group in it."""
+        hi, n_info, top, counts, new_sums, cached_sums, first, last = r
         ranks: dict[str, tuple[str, tuple[int, int] | None]] = {}
         dps: dict[str, tuple[int, int] | None] = {}
-        for kind, tags in counts:
-            if kind and tags not in ranks:
+        for _, tags in counts:
+            if tags not in ranks:
                 dp, tp, pp = sglang_tags(tags) if tags else ("0", None, None)
                 rank = None if tp is None and pp is None else (pp or 0, tp or 0)
                 if dp in dps and dps[dp] != rank:
-                    return False  # two ranks of one DP group in one chunk: keep line order
+                    return False
                 dps[dp] = rank
                 ranks[tags] = (dp, rank)
-        new_sums: dict[str, int] = {}
-        cached_sums: dict[str, int] = {}
-        n_p = sum(v for (k, _), v in counts.items() if k == "P")
-        if n_p:
-            try:
-                for idx, sums in ((i_new, new_sums), (i_cached, cached_sums)):
-                    if idx is None:
-                        continue
-                    col = [x for x in map(itemgetter(idx), rows) if x]
-                    if len(col) != n_p:
-                        return False
-                    ptags = [t for k, t in counts if k == "P"]
-                    if len(ptags) == 1:
-                        sums[ptags[0]] = sum(map(int, col))
-                    else:
-                        for r in rows:
-                            if r[i_p]:
-                                sums[r[3]] = sums.get(r[3], 0) + int(r[idx])
-            except ValueError:
-                return False
-        ymd, secs = list(map(_G0, rows)), list(map(_G1, rows))
-        keys = list(zip(kcol, tcol, map(add, ymd, map(_G0, secs)), strict=True))  # (kind, tags, bucket)
-        last = dict(zip(keys, range(n), strict=True))  # last line per kind and bucket
-        first = dict(zip(reversed(keys), range(n - 1, -1, -1), strict=True))  # first line per kind and bucket
-        top = max(zip(ymd, secs, map(_G2, rows), strict=True))
         ts = minute_epoch(top[0]) + int(top[1]) + (int(top[2]) / 1000.0 if top[2] else 0.0)
-        n_batch = n - sum(v for (k, _), v in counts.items() if not k)
+        n_batch = hi - lo - n_info
         with self.lock:
             src.lines[ev.PARSED] += n_batch
-            src.lines[ev.IGNORED] += n - n_batch
+            src.lines[ev.IGNORED] += n_info
             if src.last_ts is None or ts > src.last_ts:
                 src.last_ts = ts
             if not n_batch:
@@ -293,42 +280,40 @@ class Pipeline:
                 if rank is None or srv.speaks(rank):
                     speaking[tags] = srv
             for (kind, tags), k in counts.items():
-                srv = speaking.get(tags) if kind else None
-                if srv is None:
-                    continue
-                srv.count_batches(kind == "D", k, new_sums.get(tags), cached_sums.get(tags))
+                srv = speaking.get(tags)
+                if srv is not None:
+                    srv.count_batches(kind == "D", k, new_sums.get(tags), cached_sums.get(tags))
             # each server's buckets in order of their first line; at a bucket change the lines of
             # the bucket before become samples, exactly as line by line
             begins: dict[str, dict[str, int]] = {}  # tags -> bucket -> its first batch line
-            for (kind, tags, bucket), i in first.items():
-                if kind and tags in speaking:
+            for (_, tags, bucket), i in first.items():
+                if tags in speaking:
                     bb = begins.setdefault(tags, {})
-                    if i < bb.get(bucket, n):
+                    if i < bb.get(bucket, hi):
                         bb[bucket] = i
             actions: list[tuple[int, list[str]]] = []  # (line index, lines to sample in order)
-            ends: dict[str, tuple[str, list[int]]] = {}  # tags -> (last bucket, its last lines)
+            ends: dict[str, tuple[str, list[tuple[int, str]]]] = {}  # tags -> (last bucket, its last lines)
             for tags, bb in begins.items():
                 srv = speaking[tags]
-                bl = sorted((i, b) for b, i in bb.items())
                 cur = srv.bucket
-                for i, b in bl:
+                for i, b in sorted((i, b) for b, i in bb.items()):
                     if b != cur:
                         actions.append((i, self._bucket_lines(srv, tags, cur, last, lines)))
                         cur = b
-                ends[tags] = (cur, sorted(last[(k, tags, cur)] for k in "DP" if (k, tags, cur) in last))
+                ends[tags] = (cur, sorted((last[(k, tags, cur)], k) for k in "DP" if (k, tags, cur) in last))
             actions.sort(key=_G0)
             for _, raws in actions:
                 for raw in raws:
                     self._sample(src, raw)
-            base = self._seq
+            base = self._seq - lo
             for tags, (cur, tail) in ends.items():
                 srv = speaking[tags]
                 if cur != srv.bucket:
                     srv.pending.clear()
                     srv.bucket = cur
-                for idx in tail:
-                    srv.pending[kcol[idx]] = Pending(base + idx + 1, lines[idx])
-            self._seq = base + n
+                for idx, kind in tail:
+                    srv.pending[kind] = Pending(base + idx + 1, lines[idx])
+            self._seq = base + hi
             src.pending_count = 1
         return True
 

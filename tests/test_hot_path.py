@@ -11,10 +11,26 @@ from pathlib import Path
 
 import pytest
 
+import exporter.pipeline as pipeline_mod
+from exporter import scan as scan_mod
 from exporter.cli import exposition, new_pipeline, read_lines
+from exporter.scan import spec as scan_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = sorted(glob.glob(str(ROOT / "fixtures" / "scenarios" / "*.log"))) + [str(ROOT / "fixtures" / "demo" / "sglang-mamba-bound.log")]
+
+
+@pytest.fixture(autouse=True, params=["native", "python"])
+def scan(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """Every test here runs with the C scanner and with the pure-Python one."""
+    if request.param == "native":
+        if scan_mod.native is None:
+            pytest.skip("the C extension exporter._scan is not built")
+        fn = scan_mod.native.scan
+    else:
+        fn = scan_mod.scan_py
+    monkeypatch.setattr(pipeline_mod, "scan", fn)
+    return fn
 
 
 def bench_log(tmp_path: Path, n: int = 6000) -> str:
@@ -51,7 +67,7 @@ def test_scenarios_same_state_by_line_and_by_chunks(path: str) -> None:
         assert by_chunks(lines, seed) == want
 
 
-def test_busy_log_same_state_and_chunk_path_is_taken(tmp_path: Path) -> None:
+def test_busy_log_same_state_and_chunk_path_is_taken(tmp_path: Path, scan) -> None:
     lines = list(read_lines(bench_log(tmp_path)))
     # a restart and a malformed batch line in the middle: both paths must handle them alike
     mid = len(lines) // 2
@@ -69,7 +85,9 @@ def test_busy_log_same_state_and_chunk_path_is_taken(tmp_path: Path) -> None:
     src = pipe.sources["s"]
     before = src.lines["parsed"]
     steady = [ln for ln in lines[200:1200] if "batch" in ln or "INFO:" in ln]
-    assert pipe._feed_chunk(src, steady)  # the whole-chunk path accepts the steady state
+    r = scan(steady, 0, scan_spec())
+    assert r[0] == len(steady)  # the scanner takes the whole steady state in one run
+    assert pipe._apply_scan(src, steady, 0, r)
     assert src.lines["parsed"] - before == sum("batch" in ln for ln in steady)
 
 

@@ -1,0 +1,132 @@
+"""Scanning runs of steady-state SGLang lines in bulk: aggregates instead of one object per line.
+
+A busy SGLang log is almost all ``Decode batch`` / ``Prefill batch`` lines of one learned shape
+and uvicorn ``INFO:`` lines. :func:`scan` walks a list of lines from ``start`` while every line
+is one of those (the learned templates of :mod:`parsers.sglang`, the same shapes the line path
+accepts) and returns, for the run it consumed::
+
+    (stop, n_info, top, counts, new_sums, cached_sums, first, last)
+
+``stop`` is the index of the first line it did not consume (``len(lines)`` if none); ``top`` the
+newest ``(ymdhm, sec, ms)`` header; ``counts`` ``{(kind, tags): n}``; the sums the prefill new
+and cached tokens per ``tags``; ``first``/``last`` the index of the first/last line of each
+``(kind, tags, bucket)``. :class:`exporter.pipeline.Pipeline` turns that into the same state the
+line-by-line path reaches, and hands the line at ``stop`` to the line path.
+
+Two implementations with one contract: the C extension ``exporter._scan`` (built by ``pip
+install`` when a compiler is there, ~40x faster) and :func:`scan_py`, a per-line loop used when
+the extension is missing and as the oracle in the tests. ``HCE_PURE_PYTHON=1`` forces the pure
+one. Both stop at a line that is not a one-byte (Latin-1) string and before a prefill value of
+more than 18 digits or one that takes the call's sum past 2**63 - 1, which the line path handles instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from parsers.sglang import LINE_SHAPES
+
+Template = tuple[str, tuple[str, ...], "int | None", "int | None"]  # (head, keys, i_new, i_cached)
+Spec = tuple[Template, Template]  # (decode, prefill)
+ScanResult = tuple[int, int, "tuple[str, str, str] | None", dict, dict, dict, dict, dict]
+
+_INT64_MAX = (1 << 63) - 1
+HEADER = r"\[([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}):([0-9]{2})(?:\.([0-9]{3}))?([^\]\[\n]*)\] "
+
+try:
+    if os.environ.get("HCE_PURE_PYTHON"):
+        raise ImportError("HCE_PURE_PYTHON is set")
+    from . import _scan as native  # type: ignore[attr-defined]
+except ImportError:
+    native = None
+
+
+def spec() -> Spec | None:
+    """The learned decode and prefill shapes, or None until both kinds were seen by the line path."""
+    d, p = LINE_SHAPES.get("D"), LINE_SHAPES.get("P")
+    return None if d is None or p is None else (d, p)
+
+
+_REGEXES: dict[Spec, re.Pattern[str]] = {}
+
+
+def _regex(sp: Spec) -> re.Pattern[str]:
+    """One whole-line regex for the spec: header, then a decode body, a prefill body or ``INFO:``.
+    Groups: ymdhm, sec, ms, tags, 'D', 'P', new, cached, 'I'."""
+    rx = _REGEXES.get(sp)
+    if rx is None:
+
+        def body(t: Template) -> str:
+            head, keys, i_new, i_cached = t
+            vals = []
+            for i, k in enumerate(keys):
+                if i in (i_new, i_cached):
+                    v = "(?P<new>[0-9]{1,18})" if i == i_new else "(?P<cached>[0-9]{1,18})"
+                else:
+                    v = "[^,\n]*"
+                vals.append(re.escape(k) + ": " + v)
+            return re.escape(head[1:]) + ", ".join(vals) + "(?:, )?"
+
+        d, p = sp
+        pattern = rf"{HEADER}(?:(D){body(d)}|(P){body(p)}|(I)NFO:[^\n]*)"
+        if "(?P<new>" not in pattern:
+            pattern += "(?P<new>)?"
+        if "(?P<cached>" not in pattern:
+            pattern += "(?P<cached>)?"
+        rx = re.compile(pattern)
+        if len(_REGEXES) > 16:
+            _REGEXES.pop(next(iter(_REGEXES)))
+        _REGEXES[sp] = rx
+    return rx
+
+
+def scan_py(lines: list[str], start: int, sp: Spec) -> ScanResult:
+    """The reference implementation of :func:`scan`: one ``fullmatch`` per line."""
+    fullmatch = _regex(sp).fullmatch
+    counts: dict[tuple[str, str], int] = {}
+    new_sums: dict[str, int] = {}
+    cached_sums: dict[str, int] = {}
+    first: dict[tuple[str, str, str], int] = {}
+    last: dict[tuple[str, str, str], int] = {}
+    has_new, has_cached = sp[1][2] is not None, sp[1][3] is not None
+    n_info = total_new = total_cached = 0
+    top = None
+    i = start
+    n = len(lines)
+    while i < n:
+        line = lines[i]
+        if not line.isascii() and max(line) > "\xff":
+            break
+        m = fullmatch(line)
+        if m is None:
+            break
+        ymdhm, sec, ms, tags, d, p, new, cached, info = m.group(1, 2, 3, 4, 5, 6, "new", "cached", 9)
+        if info:
+            n_info += 1
+        else:
+            kind = d or p
+            if p:
+                a, b = int(new or 0), int(cached or 0)
+                if total_new + a > _INT64_MAX or total_cached + b > _INT64_MAX:
+                    break  # as the C scanner, whose sums are 64-bit
+                total_new += a
+                total_cached += b
+                if has_new:
+                    new_sums[tags] = new_sums.get(tags, 0) + a
+                if has_cached:
+                    cached_sums[tags] = cached_sums.get(tags, 0) + b
+            ck = (kind, tags)
+            counts[ck] = counts.get(ck, 0) + 1
+            key = (kind, tags, ymdhm + sec[0])
+            if key not in first:
+                first[key] = i
+            last[key] = i
+        t = (ymdhm, sec, ms or "")
+        if top is None or t > top:
+            top = t
+        i += 1
+    return i, n_info, top, counts, new_sums, cached_sums, first, last
+
+
+scan = native.scan if native is not None else scan_py
