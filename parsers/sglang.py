@@ -103,40 +103,10 @@ _LAST_TEMPLATE: dict[str, tuple] = {}
 # whole-line versions of the last template per kind ('D' / 'P'): header groups (ymdhm, sec, ms,
 # tags) then the values; with the group index of #new-token / #cached-token (or None)
 LINE_TEMPLATES: dict[str, tuple[re.Pattern, int | None, int | None]] = {}
-# the body pattern of each, for the multi-line chunk regex
-_LINE_BODIES: dict[str, tuple[str, int, int | None, int | None]] = {}
+# the shape of each as (head, keys, index of #new-token, index of #cached-token): what the bulk
+# scanner (exporter/scan.py) accepts
+LINE_SHAPES: dict[str, tuple[str, tuple[str, ...], int | None, int | None]] = {}
 _HEADER = r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}):(\d{2})(?:\.(\d{3}))?([^\]\[\n]*)\] "
-_CHUNK: dict[tuple[str, str], tuple] = {}
-
-
-def chunk_regex() -> tuple | None:
-    """One multi-line regex for whole chunks of a busy log: every line must be a decode line of the
-    learned shape, a prefill line of the learned shape, or a uvicorn ``INFO:`` line. ``findall``
-    then yields one row per line, in order: ``(ymdhm, sec, ms, tags, 'D', *decode values, 'P',
-    *prefill values, 'I')`` with '' in the groups of the other branches.
-
-    Returns ``(regex, i_decode, i_prefill, i_new, i_cached)`` (row indices), or None until both
-    kinds have a learned shape."""
-    d, p = _LINE_BODIES.get("D"), _LINE_BODIES.get("P")
-    if d is None or p is None:
-        return None
-    key = (d[0], d[1], p[0], p[1])
-    c = _CHUNK.get(key)
-    if c is None:
-
-        def body(head: str, keys: tuple[str, ...], keep: tuple[int | None, ...]) -> str:
-            # only the values the chunk pass needs are captured: fewer strings per line
-            vals = [re.escape(k) + (r": ([^,\n]*)" if i in keep else r": [^,\n]*") for i, k in enumerate(keys)]
-            return re.escape(head[1:]) + ", ".join(vals) + r"(?:, )?"
-
-        rx = re.compile(rf"^{_HEADER}(?:(D){body(d[0], d[1], ())}|(P){body(p[0], p[1], (p[2], p[3]))}|(I)NFO:[^\n]*)$", re.M)
-        i_p = 5  # row: ymdhm, sec, ms, tags, 'D', 'P', the kept prefill values in key order, 'I'
-        kept = sorted(i for i in (p[2], p[3]) if i is not None)
-        at = {k: i_p + 1 + n for n, k in enumerate(kept)}
-        c = _CHUNK[key] = (rx, 4, i_p, at.get(p[2]), at.get(p[3]))
-        if len(_CHUNK) > 16:
-            _CHUNK.pop(next(iter(_CHUNK)))
-    return c
 
 
 def _learn(kind: str, head: str, items: list[str]) -> None:
@@ -168,7 +138,7 @@ def _learn(kind: str, head: str, items: list[str]) -> None:
             (re.compile(_HEADER + body), None if i_new is None else i_new + 4, None if i_cached is None else i_cached + 4),
             (head, keys, i_new, i_cached),
         )
-    _LAST_TEMPLATE[kind], LINE_TEMPLATES[kind], _LINE_BODIES[kind] = entry
+    _LAST_TEMPLATE[kind], LINE_TEMPLATES[kind], LINE_SHAPES[kind] = entry
 
 
 def _batch_by_template(msg: str) -> ev.BatchStats | None:
