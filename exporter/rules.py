@@ -27,8 +27,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from parsers import events as ev
 
@@ -465,7 +467,7 @@ class UsageStats:
     """Sample and log-time weighted histograms of a 0..1 usage, in 0.01 bins (SGLang prints two
     decimals, so percentiles from the bins are exact for it)."""
 
-    __slots__ = ("counts", "seconds", "n", "min", "max", "last_ts", "last_bin")
+    __slots__ = ("counts", "seconds", "n", "min", "max", "last_ts", "last_bin", "_cum")
 
     BINS = 101
 
@@ -477,6 +479,7 @@ class UsageStats:
         self.max: float | None = None
         self.last_ts: float | None = None
         self.last_bin: int | None = None
+        self._cum: list[int] | None = None  # running sums of ``counts``, built by quantile()
 
     def add(self, v: float, ts: float | None, max_gap: float) -> None:
         b = int(v * 100 + 0.5)
@@ -494,21 +497,30 @@ class UsageStats:
         self.last_bin = b
         self.counts[b] += 1
         self.n += 1
+        self._cum = None
         if self.min is None or v < self.min:
             self.min = v
         if self.max is None or v > self.max:
             self.max = v
 
     def quantile(self, q: float) -> float | None:
+        """The lowest non-empty bin whose running count reaches ``q * n`` (``max`` if none does).
+
+        Recommendations ask for several quantiles per refresh; the running sums are kept until the
+        next ``add``, so each one is a C-level ``bisect`` instead of a Python loop over 101 bins."""
         if not self.n:
             return None
+        cum = self._cum
+        if cum is None:
+            cum = self._cum = list(accumulate(self.counts))
         target = q * self.n
-        acc = 0
-        for i, c in enumerate(self.counts):
-            acc += c
-            if acc >= target and c:
-                return i / 100.0
-        return self.max
+        if not target <= cum[-1]:  # also NaN
+            return self.max
+        i = bisect_left(cum, target)
+        counts = self.counts
+        while not counts[i]:  # only when target <= 0: the first non-empty bin
+            i += 1
+        return i / 100.0
 
     def summary(self) -> dict:
         return {
