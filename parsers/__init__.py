@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from . import sglang, vllm
 from .events import IGNORED, PARSED, SGLANG, UNRECOGNIZED, VLLM, Line, Unrecognized
-from .prefix import split_header, strip_collector
+from .prefix import sglang_tags, sglang_ts, split_header, strip_collector
 
 __all__ = ["parse_line", "detect_engine", "SGLANG", "VLLM"]
 
 _MESSAGE_PARSERS = {SGLANG: sglang.parse_message, VLLM: vllm.parse_message}
+_NO_TAGS: tuple[str, int | None, int | None] = ("0", None, None)  # dp, tp, pp of an untagged header
 
 
 def parse_line(raw: str, engine: str | None = None, year: int = 2026) -> Line:
@@ -24,6 +25,14 @@ def parse_line(raw: str, engine: str | None = None, year: int = 2026) -> Line:
     Lines without any engine header are still offered to the known engine's message parser,
     since vLLM tracebacks and unprefixed prints carry facts too (``max_num_seqs (N) exceeds``).
     """
+    if raw[:1] == "[" and engine != VLLM:
+        # most lines that get here are the pipeline's batch samples: one fullmatch when the line
+        # has the learned shape of its kind, the same Line as the generic path below
+        hit = sglang.batch_line(raw)
+        if hit is not None:
+            ymdhm, sec, ms, tags, event = hit
+            dp, tp, pp = sglang_tags(tags) if tags else _NO_TAGS
+            return Line(PARSED, SGLANG, sglang_ts(ymdhm, sec, ms), dp, tp, pp, event)
     line, cts = strip_collector(raw)
     if cts is not None and engine == VLLM:
         year = _year_of(cts)

@@ -74,6 +74,14 @@ def minute_epoch(ymdhm: str) -> float:
     return v
 
 
+def sglang_ts(ymdhm: str, sec: str, ms: str | None) -> float:
+    """Unix time of an SGLang header's ``YYYY-MM-DD HH:MM``, ``SS`` and optional ``mmm``."""
+    ts = minute_epoch(ymdhm) + int(sec)
+    if ms:
+        ts += int(ms) / 1000.0
+    return ts
+
+
 def sglang_tags(tags: str) -> tuple[str, int | None, int | None]:
     """``' DP1 PP0 TP4 EP4'`` -> (dp_rank, tp_rank, pp_rank); cached, tag strings are few."""
     v = _TAGS_CACHE.get(tags)
@@ -186,9 +194,7 @@ def split_header(line: str, engine: str | None, year: int) -> Header:
         m = SGLANG_HEADER_RE.match(line) if line[:1] == "[" else SGLANG_HEADER_RE.search(line)
         if m is not None:
             ymdhm, sec, ms, tags = m.groups()
-            ts = minute_epoch(ymdhm) + int(sec)
-            if ms:
-                ts += int(ms) / 1000.0
+            ts = sglang_ts(ymdhm, sec, ms)
             if tags:
                 dp, tp, pp = sglang_tags(tags)
                 return Header(SGLANG, line[m.end() :], ts, dp, tp, pp)

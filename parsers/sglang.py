@@ -34,6 +34,7 @@ import regex
 
 from . import events as ev
 from .numbers import GIB
+from .prefix import SGLANG_HEADER_RE
 
 Result = object | None  # an event dataclass, None (ignored) or ev.Unrecognized
 
@@ -141,17 +142,12 @@ def _learn(kind: str, head: str, items: list[str]) -> None:
     _LAST_TEMPLATE[kind], LINE_TEMPLATES[kind], LINE_SHAPES[kind] = entry
 
 
-def _batch_by_template(msg: str) -> ev.BatchStats | None:
-    """The fast path: the last learned template of this kind, or None to take the generic path."""
-    t = _LAST_TEMPLATE.get(msg[0])
-    if t is None:
-        return None
-    m = t[0].fullmatch(msg)
-    if m is None:
-        return None
-    b = ev.BatchStats("prefill" if msg[0] == "P" else "decode")
+def _fill(kind: str, plan: tuple, values: tuple[str, ...]) -> ev.BatchStats | None:
+    """The event of a line of a learned template from its value groups (``plan``: per group its
+    (attribute, converter) or None); None when a value does not convert (the generic parser decides)."""
+    b = ev.BatchStats("prefill" if kind == "P" else "decode")
     try:
-        for spec, v in zip(t[1], m.groups(), strict=True):
+        for spec, v in zip(plan, values, strict=True):
             if spec is not None:
                 attr, conv = spec
                 if conv is None:
@@ -161,6 +157,53 @@ def _batch_by_template(msg: str) -> ev.BatchStats | None:
     except ValueError:
         return None
     return b
+
+
+def _batch_by_template(msg: str) -> ev.BatchStats | None:
+    """The fast path: the last learned template of this kind, or None to take the generic path."""
+    t = _LAST_TEMPLATE.get(msg[0])
+    if t is None:
+        return None
+    m = t[0].fullmatch(msg)
+    if m is None:
+        return None
+    return _fill(msg[0], t[1], m.groups())
+
+
+# the last template of each kind with the header in front, compiled on first use (keyed by the
+# body pattern, so bounded by the templates); the header is split_header's own regex
+_WHOLE_LINE: dict[re.Pattern, re.Pattern] = {}
+
+
+def batch_line(line: str) -> tuple[str, str, str | None, str, ev.BatchStats] | None:
+    """A whole ``[ts tags] Decode batch, ...`` / ``Prefill batch`` line of the last learned shape of
+    its kind in one ``fullmatch``: ``(ymdhm, sec, ms, tags, event)``. None for any other line.
+
+    ``parse_line`` takes this for the pipeline's samples: it matches the same header regex and the
+    same template, and converts the same way, as ``split_header`` + ``parse_message`` would, but
+    without splitting the line first. Lines the generic path would rewrite (``\\r``, ANSI codes)
+    or treat as too long are left to it."""
+    i = line.find("] ", 20)
+    if i < 0:
+        return None
+    kind = line[i + 2 : i + 3]
+    t = _LAST_TEMPLATE.get(kind)
+    if t is None or len(line) > _MAX_LINE or "\r" in line or "\x1b" in line:
+        return None
+    body = t[0]
+    rx = _WHOLE_LINE.get(body)
+    if rx is None:
+        if len(_WHOLE_LINE) >= 2 * _MAX_TEMPLATES:
+            _WHOLE_LINE.clear()
+        rx = _WHOLE_LINE[body] = re.compile(SGLANG_HEADER_RE.pattern + body.pattern)
+    m = rx.fullmatch(line)
+    if m is None:
+        return None
+    g = m.groups()
+    b = _fill(kind, t[1], g[4:])
+    if b is None:
+        return None
+    return g[0], g[1], g[2], g[3], b
 
 
 def check_batch(msg: str) -> tuple[int | None, int | None] | ev.Unrecognized | None:

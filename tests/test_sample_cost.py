@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 import pytest
 
+from exporter.cli import read_lines
 from exporter.rules import UsageStats
+from parsers import events as ev
+from parsers import parse_line, sglang
 
 
 def _quantile_by_loop(u: UsageStats, q: float) -> float | None:
@@ -38,3 +42,45 @@ def test_quantile_matches_the_bin_walk(seed: int) -> None:
                 assert u.quantile(q) == _quantile_by_loop(u, q), (k, q)
     for q in qs:
         assert u.quantile(q) == _quantile_by_loop(u, q), q
+
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = sorted(str(p) for p in ROOT.glob("fixtures/*/*.log"))
+
+
+def _generic(raw: str, engine: str | None, monkeypatch: pytest.MonkeyPatch) -> ev.Line:
+    with monkeypatch.context() as mp:
+        mp.setattr(sglang, "batch_line", lambda line: None)
+        return parse_line(raw, engine)
+
+
+@pytest.mark.parametrize("engine", [None, "sglang"])
+def test_batch_line_fast_path_gives_the_generic_parse(engine: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every fixture line, plus variants at the edges of the fast path (ms timestamps, DP tags,
+    trailing separators, CR, ANSI, junk after the header, bad values), parses to the same Line."""
+    lines: list[str] = []
+    for path in FIXTURES:
+        lines += list(read_lines(path))
+    base = "[2026-08-14 08:17:34{ms}{tags}] Decode batch, #running-req: {r}, #full token: 1761, full token usage: 0.01, mamba num: 21, mamba usage: 0.11, cuda graph: True, gen throughput (token/s): 167.84, #queue-req: 0"
+    for ms in ("", ".125"):
+        for tags in ("", " TP0", " DP1 TP3", " PP1 TP0 EP2"):
+            for r in ("7", "banana", "7.0", "1,024", ""):
+                line = base.format(ms=ms, tags=tags, r=r)
+                lines += [line, line + ", ", line + "\n", line + "\r\n", "\x1b[32m" + line, line.replace("] ", "]  ", 1), "x" + line]
+    hits = 0
+    for raw in lines:
+        want = _generic(raw, engine, monkeypatch)
+        got = parse_line(raw, engine)
+        assert got == want, raw
+        hits += sglang.batch_line(raw) is not None
+    assert hits > 100  # the fast path was really taken
+
+
+def test_batch_line_leaves_other_engines_and_long_lines_alone() -> None:
+    line = "[2026-08-14 08:17:34 TP0] Decode batch, #running-req: 7, #queue-req: 0"
+    parse_line(line, "sglang")  # learn the shape
+    assert sglang.batch_line(line) is not None
+    assert parse_line(line, "vllm").event is None
+    long = line.replace("#queue-req: 0", "#queue-req: " + "9" * (70 * 1024))
+    assert sglang.batch_line(long) is None
+    assert parse_line(long, "sglang").outcome == ev.UNRECOGNIZED  # 'line too long', as before
