@@ -19,11 +19,12 @@
  *   first, last  {(kind, tags, bucket): index of the first / last line}, bucket = 'YYYY-MM-DD HH:MM' + tens of seconds
  *
  * The pure-Python path (the multi-line regex in exporter/scan.py) gives the same result; tests
- * compare the two. Lines that are not one-byte (Latin-1) strings stop the scan, as does a prefill value
+ * compare the two. A line with a character past U+00FF stops the scan, as does a prefill value
  * of more than 18 digits or one that would take the call's sum past 2**63 - 1: the line-by-line path handles them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <string.h>
 
 #define BUCKET_LEN 17 /* 'YYYY-MM-DD HH:MM' + tens digit of the seconds */
@@ -140,6 +141,216 @@ static int match_body(const char *s, Py_ssize_t n, Py_ssize_t p, const Template 
     return p + 2 == n && s[p] == ',' && s[p + 1] == ' ';
 }
 
+typedef struct {
+    Template td, tp;
+    Group *groups;
+    Py_ssize_t cap, ng;
+    Py_ssize_t hint[2]; /* last group hit per kind */
+    Py_ssize_t n_info;
+    long long total_new, total_cached;
+    const char *top; /* header of the newest line: s + 1 .. s + 20 */
+    const char *top_ms; /* its milliseconds, or NULL */
+} Scan;
+
+static int scan_init(Scan *sc, PyObject *spec)
+{
+    memset(sc, 0, sizeof *sc);
+    if (PyTuple_GET_SIZE(spec) != 2) {
+        PyErr_SetString(PyExc_TypeError, "spec must be (decode template, prefill template)");
+        return -1;
+    }
+    if (load_template(PyTuple_GET_ITEM(spec, 0), &sc->td) < 0 || load_template(PyTuple_GET_ITEM(spec, 1), &sc->tp) < 0)
+        return -1;
+    sc->cap = 64;
+    sc->groups = PyMem_Malloc(sc->cap * sizeof(Group));
+    if (sc->groups == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    sc->hint[0] = sc->hint[1] = -1;
+    return 0;
+}
+
+/* Take one line (s, n) that has index/offset `at` into the run. Returns 1 if it belongs to the
+ * run, 0 if it ends the run, -1 on error (exception set). */
+static int scan_line(Scan *sc, const char *s, Py_ssize_t n, Py_ssize_t at)
+{
+    /* header: [YYYY-MM-DD HH:MM:SS */
+    if (n < 22 || s[0] != '[' || !is_digit(s[1]) || !is_digit(s[2]) || !is_digit(s[3]) || !is_digit(s[4]) || s[5] != '-' ||
+        !is_digit(s[6]) || !is_digit(s[7]) || s[8] != '-' || !is_digit(s[9]) || !is_digit(s[10]) || s[11] != ' ' ||
+        !is_digit(s[12]) || !is_digit(s[13]) || s[14] != ':' || !is_digit(s[15]) || !is_digit(s[16]) || s[17] != ':' ||
+        !is_digit(s[18]) || !is_digit(s[19]))
+        return 0;
+    Py_ssize_t p = 20;
+    const char *ms = NULL;
+    if (p + 3 < n && s[p] == '.' && is_digit(s[p + 1]) && is_digit(s[p + 2]) && is_digit(s[p + 3])) {
+        ms = s + p + 1;
+        p += 4;
+    }
+    Py_ssize_t tags_at = p;
+    while (p < n && s[p] != ']' && s[p] != '[' && s[p] != '\n')
+        p++;
+    if (p + 1 >= n || s[p] != ']' || s[p + 1] != ' ')
+        return 0;
+    Py_ssize_t tags_len = p - tags_at;
+    p += 2;
+    char kind = p < n ? s[p] : 0;
+    long long new_v = 0, cached_v = 0;
+    if (kind == 'D') {
+        if (!match_body(s, n, p, &sc->td, &new_v, &cached_v))
+            return 0;
+    }
+    else if (kind == 'P') {
+        if (!match_body(s, n, p, &sc->tp, &new_v, &cached_v))
+            return 0;
+    }
+    else if (kind == 'I' && n - p >= 5 && memcmp(s + p, "INFO:", 5) == 0 && memchr(s + p, '\n', n - p) == NULL)
+        sc->n_info++;
+    else
+        return 0;
+
+    if (kind != 'I') {
+        /* find or add the group (kind, tags, bucket) */
+        int ki = kind == 'P';
+        Py_ssize_t g = sc->hint[ki];
+        Group *groups = sc->groups;
+        const char *tags = s + tags_at;
+#define SAME(G)                                                                                                             \
+    (groups[G].kind == kind && groups[G].tags_len == tags_len && memcmp(groups[G].bucket_buf, s + 1, 16) == 0 &&            \
+     groups[G].bucket_buf[16] == s[18] && memcmp(groups[G].tags, tags, tags_len) == 0)
+        if (g < 0 || !SAME(g)) {
+            for (g = sc->ng - 1; g >= 0; g--)
+                if (SAME(g))
+                    break;
+        }
+#undef SAME
+        Group *gr;
+        if (g < 0) {
+            if (kind == 'P' && (new_v > LLONG_MAX - sc->total_new || cached_v > LLONG_MAX - sc->total_cached))
+                return 0;
+            if (sc->ng == sc->cap) {
+                Group *bigger = PyMem_Realloc(sc->groups, 2 * sc->cap * sizeof(Group));
+                if (bigger == NULL) {
+                    PyErr_NoMemory();
+                    return -1;
+                }
+                sc->groups = groups = bigger;
+                sc->cap *= 2;
+            }
+            g = sc->ng++;
+            gr = &groups[g];
+            gr->kind = kind;
+            gr->tags = tags;
+            gr->tags_len = tags_len;
+            memcpy(gr->bucket_buf, s + 1, 16);
+            gr->bucket_buf[16] = s[18];
+            gr->count = 0;
+            gr->first = at;
+            gr->new_sum = gr->cached_sum = 0;
+        }
+        else
+            gr = &groups[g];
+        if (kind == 'P') {
+            /* every sum of this call is at most the call's total: stop before that overflows */
+            if (new_v > LLONG_MAX - sc->total_new || cached_v > LLONG_MAX - sc->total_cached)
+                return 0;
+            sc->total_new += new_v;
+            sc->total_cached += cached_v;
+            gr->new_sum += new_v;
+            gr->cached_sum += cached_v;
+        }
+        gr->count++;
+        gr->last = at;
+        sc->hint[ki] = g;
+    }
+    /* newest header: (YYYY-MM-DD HH:MM, SS, ms or '') compared as strings, '' < any ms */
+    if (sc->top == NULL) {
+        sc->top = s + 1;
+        sc->top_ms = ms;
+    }
+    else {
+        int c = memcmp(s + 1, sc->top, 19);
+        if (c > 0 || (c == 0 && ms != NULL && (sc->top_ms == NULL || memcmp(ms, sc->top_ms, 3) > 0))) {
+            sc->top = s + 1;
+            sc->top_ms = ms;
+        }
+    }
+    return 1;
+}
+
+/* counts[key] += v for an int value */
+static int dict_add(PyObject *d, PyObject *key, long long v)
+{
+    PyObject *old = PyDict_GetItemWithError(d, key);
+    if (old == NULL && PyErr_Occurred())
+        return -1;
+    PyObject *x = PyLong_FromLongLong(v);
+    if (x != NULL && old != NULL)
+        Py_SETREF(x, PyNumber_Add(old, x));
+    if (x == NULL)
+        return -1;
+    int r = PyDict_SetItem(d, key, x);
+    Py_DECREF(x);
+    return r;
+}
+
+static int dict_set_index(PyObject *d, PyObject *key, Py_ssize_t v)
+{
+    PyObject *x = PyLong_FromSsize_t(v);
+    if (x == NULL)
+        return -1;
+    int r = PyDict_SetItem(d, key, x);
+    Py_DECREF(x);
+    return r;
+}
+
+/* (stop, n_info, top, counts, new_sums, cached_sums, first, last) */
+static PyObject *scan_result(Scan *sc, Py_ssize_t stop)
+{
+    PyObject *result = NULL, *top_t = NULL;
+    PyObject *counts = PyDict_New(), *news = PyDict_New(), *cacheds = PyDict_New(), *first = PyDict_New(), *last = PyDict_New();
+    if (!counts || !news || !cacheds || !first || !last)
+        goto out;
+    for (Py_ssize_t g = 0; g < sc->ng; g++) {
+        Group *gr = &sc->groups[g];
+        int ok = 0;
+        PyObject *k = PyUnicode_FromStringAndSize(&gr->kind, 1);
+        PyObject *tags = PyUnicode_DecodeLatin1(gr->tags, gr->tags_len, NULL);
+        PyObject *bucket = PyUnicode_DecodeLatin1(gr->bucket_buf, BUCKET_LEN, NULL);
+        PyObject *ck = (k && tags) ? PyTuple_Pack(2, k, tags) : NULL;
+        PyObject *bk = (k && tags && bucket) ? PyTuple_Pack(3, k, tags, bucket) : NULL;
+        if (ck && bk && dict_add(counts, ck, gr->count) == 0 && dict_set_index(first, bk, gr->first) == 0 &&
+            dict_set_index(last, bk, gr->last) == 0) {
+            ok = 1;
+            if (gr->kind == 'P')
+                ok = (sc->tp.i_new < 0 || dict_add(news, tags, gr->new_sum) == 0) &&
+                     (sc->tp.i_cached < 0 || dict_add(cacheds, tags, gr->cached_sum) == 0);
+        }
+        Py_XDECREF(k);
+        Py_XDECREF(tags);
+        Py_XDECREF(bucket);
+        Py_XDECREF(ck);
+        Py_XDECREF(bk);
+        if (!ok)
+            goto out;
+    }
+    if (sc->top != NULL)
+        top_t = Py_BuildValue("(s#s#s#)", sc->top, (Py_ssize_t)16, sc->top + 17, (Py_ssize_t)2, sc->top_ms ? sc->top_ms : "",
+                              (Py_ssize_t)(sc->top_ms ? 3 : 0));
+    else
+        top_t = Py_NewRef(Py_None);
+    if (top_t != NULL)
+        result = Py_BuildValue("(nnOOOOOO)", stop, sc->n_info, top_t, counts, news, cacheds, first, last);
+out:
+    Py_XDECREF(top_t);
+    Py_XDECREF(counts);
+    Py_XDECREF(news);
+    Py_XDECREF(cacheds);
+    Py_XDECREF(first);
+    Py_XDECREF(last);
+    return result;
+}
+
 static PyObject *scan(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -147,228 +358,90 @@ static PyObject *scan(PyObject *self, PyObject *args)
     Py_ssize_t start;
     if (!PyArg_ParseTuple(args, "O!nO!:scan", &PyList_Type, &lines, &start, &PyTuple_Type, &spec))
         return NULL;
-    if (PyTuple_GET_SIZE(spec) != 2) {
-        PyErr_SetString(PyExc_TypeError, "spec must be (decode template, prefill template)");
+    Scan sc;
+    if (scan_init(&sc, spec) < 0)
         return NULL;
-    }
-    Template td, tp;
-    if (load_template(PyTuple_GET_ITEM(spec, 0), &td) < 0 || load_template(PyTuple_GET_ITEM(spec, 1), &tp) < 0)
-        return NULL;
-
-    Py_ssize_t n_lines = PyList_GET_SIZE(lines);
-    if (start < 0)
-        start = 0;
-    Py_ssize_t cap = 64, ng = 0;
-    Group *groups = PyMem_Malloc(cap * sizeof(Group));
-    if (groups == NULL)
-        return PyErr_NoMemory();
-    Py_ssize_t hint[2] = {-1, -1}; /* last group hit per kind */
-    Py_ssize_t n_info = 0, i = start;
-    long long total_new = 0, total_cached = 0;
-    const char *top = NULL; /* header of the newest line: s + 1 .. s + 20, ms (or NULL) */
-    const char *top_ms = NULL;
+    Py_ssize_t i = start < 0 ? 0 : start, n_lines = PyList_GET_SIZE(lines);
     PyObject *result = NULL;
-
     for (; i < n_lines; i++) {
         PyObject *o = PyList_GET_ITEM(lines, i);
         if (!PyUnicode_Check(o) || PyUnicode_KIND(o) != PyUnicode_1BYTE_KIND)
             break;
-        const char *s = (const char *)PyUnicode_DATA(o);
-        Py_ssize_t n = PyUnicode_GET_LENGTH(o);
-        /* header: [YYYY-MM-DD HH:MM:SS */
-        if (n < 22 || s[0] != '[' || !is_digit(s[1]) || !is_digit(s[2]) || !is_digit(s[3]) || !is_digit(s[4]) || s[5] != '-' ||
-            !is_digit(s[6]) || !is_digit(s[7]) || s[8] != '-' || !is_digit(s[9]) || !is_digit(s[10]) || s[11] != ' ' ||
-            !is_digit(s[12]) || !is_digit(s[13]) || s[14] != ':' || !is_digit(s[15]) || !is_digit(s[16]) || s[17] != ':' ||
-            !is_digit(s[18]) || !is_digit(s[19]))
+        int r = scan_line(&sc, (const char *)PyUnicode_DATA(o), PyUnicode_GET_LENGTH(o), i);
+        if (r < 0)
+            goto done;
+        if (r == 0)
             break;
-        Py_ssize_t p = 20;
-        const char *ms = NULL;
-        if (p + 3 < n && s[p] == '.' && is_digit(s[p + 1]) && is_digit(s[p + 2]) && is_digit(s[p + 3])) {
-            ms = s + p + 1;
-            p += 4;
-        }
-        Py_ssize_t tags_at = p;
-        while (p < n && s[p] != ']' && s[p] != '[' && s[p] != '\n')
-            p++;
-        if (p + 1 >= n || s[p] != ']' || s[p + 1] != ' ')
-            break;
-        Py_ssize_t tags_len = p - tags_at;
-        p += 2;
-        char kind = s[p < n ? p : n - 1];
-        long long new_v = 0, cached_v = 0;
-        if (kind == 'D') {
-            if (!match_body(s, n, p, &td, &new_v, &cached_v))
-                break;
-        }
-        else if (kind == 'P') {
-            if (!match_body(s, n, p, &tp, &new_v, &cached_v))
-                break;
-        }
-        else if (kind == 'I' && n - p >= 5 && memcmp(s + p, "INFO:", 5) == 0 && memchr(s + p, '\n', n - p) == NULL) {
-            n_info++;
-        }
-        else
-            break;
+    }
+    result = scan_result(&sc, i);
+done:
+    PyMem_Free(sc.groups);
+    return result;
+}
 
-        if (kind != 'I') {
-            /* find or add the group (kind, tags, bucket) */
-            int ki = kind == 'P';
-            Py_ssize_t g = hint[ki];
-            const char *tags = s + tags_at;
-#define SAME(G)                                                                                                             \
-    (groups[G].kind == kind && groups[G].tags_len == tags_len && memcmp(groups[G].bucket_buf, s + 1, 16) == 0 &&            \
-     groups[G].bucket_buf[16] == s[18] && memcmp(groups[G].tags, tags, tags_len) == 0)
-            if (g < 0 || !SAME(g)) {
-                for (g = ng - 1; g >= 0; g--)
-                    if (SAME(g))
-                        break;
-            }
-#undef SAME
-            Group *gr;
-            if (g < 0) {
-                if (ng == cap) {
-                    Group *bigger = PyMem_Realloc(groups, 2 * cap * sizeof(Group));
-                    if (bigger == NULL) {
-                        PyErr_NoMemory();
-                        goto done;
-                    }
-                    groups = bigger;
-                    cap *= 2;
-                }
-                g = ng++;
-                gr = &groups[g];
-                gr->kind = kind;
-                gr->tags = tags;
-                gr->tags_len = tags_len;
-                memcpy(gr->bucket_buf, s + 1, 16);
-                gr->bucket_buf[16] = s[18];
-                gr->count = 0;
-                gr->first = i;
-                gr->new_sum = gr->cached_sum = 0;
-            }
-            else
-                gr = &groups[g];
-            if (kind == 'P') {
-                /* every sum of this call is at most the call's total: stop before that overflows */
-                long long a, b;
-                if (__builtin_add_overflow(total_new, new_v, &a) || __builtin_add_overflow(total_cached, cached_v, &b)) {
-                    if (gr->count == 0)
-                        ng--; /* the group was made for this line */
-                    break;
-                }
-                total_new = a;
-                total_cached = b;
-                gr->new_sum += new_v;
-                gr->cached_sum += cached_v;
-            }
-            gr->count++;
-            gr->last = i;
-            hint[ki] = g;
+static PyObject *scan_text(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *text, *spec;
+    Py_ssize_t pos;
+    if (!PyArg_ParseTuple(args, "UnO!:scan_text", &text, &pos, &PyTuple_Type, &spec))
+        return NULL;
+    Scan sc;
+    if (scan_init(&sc, spec) < 0)
+        return NULL;
+    Py_ssize_t len = PyUnicode_GET_LENGTH(text), p = pos < 0 ? 0 : pos;
+    PyObject *result = NULL;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    const char *s = (const char *)data;
+    char *copy = NULL;
+    Py_ssize_t base = p; /* copy[i] is the character at base + i */
+    if (kind != PyUnicode_1BYTE_KIND && p < len) {
+        /* a block with a wider character somewhere: read its Latin-1 lines through a one-byte copy
+         * (made line by line, so the run costs what it consumes); the first line with a wider
+         * character ends the run, as in a list of lines */
+        copy = PyMem_Malloc(len - p);
+        if (copy == NULL) {
+            PyErr_NoMemory();
+            goto done;
         }
-        /* newest header: (YYYY-MM-DD HH:MM, SS, ms or '') compared as strings, '' < any ms */
-        if (top == NULL) {
-            top = s + 1;
-            top_ms = ms;
+    }
+    while (p < len) {
+        Py_ssize_t end = p;
+        if (copy == NULL) {
+            const char *e = memchr(s + p, '\n', len - p);
+            end = e ? e - s : len;
         }
         else {
-            int c = memcmp(s + 1, top, 19);
-            if (c > 0 || (c == 0 && ms != NULL && (top_ms == NULL || memcmp(ms, top_ms, 3) > 0))) {
-                top = s + 1;
-                top_ms = ms;
+            int wide = 0;
+            for (; end < len; end++) {
+                Py_UCS4 c = PyUnicode_READ(kind, data, end);
+                if (c == '\n')
+                    break;
+                if (c > 0xff)
+                    wide = 1;
+                copy[end - base] = (char)c;
             }
+            if (wide)
+                break;
         }
+        int r = scan_line(&sc, copy ? copy + (p - base) : s + p, end - p, p);
+        if (r < 0)
+            goto done;
+        if (r == 0)
+            break;
+        p = end < len ? end + 1 : len;
     }
-
-    {
-        PyObject *counts = PyDict_New(), *news = PyDict_New(), *cacheds = PyDict_New(), *first = PyDict_New(), *last = PyDict_New();
-        PyObject *top_t = NULL;
-        if (!counts || !news || !cacheds || !first || !last)
-            goto out;
-        for (Py_ssize_t g = 0; g < ng; g++) {
-            Group *gr = &groups[g];
-            PyObject *k = NULL, *tags = NULL, *bucket = NULL, *ck = NULL, *bk = NULL, *v = NULL;
-            int bad = 1;
-            k = PyUnicode_FromStringAndSize(&gr->kind, 1);
-            tags = PyUnicode_DecodeLatin1(gr->tags, gr->tags_len, NULL);
-            bucket = PyUnicode_DecodeLatin1(gr->bucket_buf, BUCKET_LEN, NULL);
-            if (!k || !tags || !bucket)
-                goto g_out;
-            ck = PyTuple_Pack(2, k, tags);
-            bk = PyTuple_Pack(3, k, tags, bucket);
-            if (!ck || !bk)
-                goto g_out;
-            /* counts[(kind, tags)] += count */
-            {
-                Py_ssize_t c = gr->count;
-                PyObject *old = PyDict_GetItemWithError(counts, ck);
-                if (old == NULL && PyErr_Occurred())
-                    goto g_out;
-                if (old != NULL)
-                    c += PyLong_AsSsize_t(old);
-                v = PyLong_FromSsize_t(c);
-                if (!v || PyDict_SetItem(counts, ck, v) < 0)
-                    goto g_out;
-                Py_CLEAR(v);
-            }
-            if (gr->kind == 'P') {
-                PyObject *dicts[2] = {news, cacheds};
-                long long sums[2] = {gr->new_sum, gr->cached_sum};
-                int present[2] = {tp.i_new >= 0, tp.i_cached >= 0};
-                for (int j = 0; j < 2; j++) {
-                    if (!present[j])
-                        continue;
-                    PyObject *old = PyDict_GetItemWithError(dicts[j], tags);
-                    if (old == NULL && PyErr_Occurred())
-                        goto g_out;
-                    v = PyLong_FromLongLong(sums[j]);
-                    if (v && old != NULL) {
-                        PyObject *sum = PyNumber_Add(old, v);
-                        Py_SETREF(v, sum);
-                    }
-                    if (!v || PyDict_SetItem(dicts[j], tags, v) < 0)
-                        goto g_out;
-                    Py_CLEAR(v);
-                }
-            }
-            v = PyLong_FromSsize_t(gr->first);
-            if (!v || PyDict_SetItem(first, bk, v) < 0)
-                goto g_out;
-            Py_SETREF(v, PyLong_FromSsize_t(gr->last));
-            if (!v || PyDict_SetItem(last, bk, v) < 0)
-                goto g_out;
-            bad = 0;
-        g_out:
-            Py_XDECREF(k);
-            Py_XDECREF(tags);
-            Py_XDECREF(bucket);
-            Py_XDECREF(ck);
-            Py_XDECREF(bk);
-            Py_XDECREF(v);
-            if (bad)
-                goto out;
-        }
-        if (top != NULL)
-            top_t = Py_BuildValue("(s#s#s#)", top, (Py_ssize_t)16, top + 17, (Py_ssize_t)2, top_ms ? top_ms : "", (Py_ssize_t)(top_ms ? 3 : 0));
-        else
-            top_t = Py_NewRef(Py_None);
-        if (top_t == NULL)
-            goto out;
-        result = Py_BuildValue("(nnOOOOOO)", i, n_info, top_t, counts, news, cacheds, first, last);
-    out:
-        Py_XDECREF(top_t);
-        Py_XDECREF(counts);
-        Py_XDECREF(news);
-        Py_XDECREF(cacheds);
-        Py_XDECREF(first);
-        Py_XDECREF(last);
-    }
+    result = scan_result(&sc, p > len ? len : p);
 done:
-    PyMem_Free(groups);
+    PyMem_Free(copy);
+    PyMem_Free(sc.groups);
     return result;
 }
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "scan(lines, start, spec) -> (stop, n_info, top, counts, new_sums, cached_sums, first, last)"},
+    {"scan_text", scan_text, METH_VARARGS, "scan_text(text, pos, spec): scan over the lines of one string; indices are offsets"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -44,8 +44,9 @@ def source_name(path: str) -> str:
     return stem or base or path
 
 
-def read_chunks(path: str, splitter: LineSplitter | None = None) -> Iterator[list[str]]:
-    """The lines of a file (or ``-`` for stdin), a list per large binary read."""
+def read_blocks(path: str, splitter: LineSplitter | None = None) -> Iterator[str]:
+    """The lines of a file (or ``-`` for stdin) as blocks of text, one per large binary read, each
+    line ending in ``\\n`` (a last line without one is flushed on its own at EOF)."""
     sp = splitter or LineSplitter()
     f = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
     try:
@@ -53,15 +54,21 @@ def read_chunks(path: str, splitter: LineSplitter | None = None) -> Iterator[lis
             chunk = f.read(CHUNK)
             if not chunk:
                 break
-            lines = sp.feed(chunk)
-            if lines:
-                yield lines
+            text = sp.feed_text(chunk)
+            if text:
+                yield text
         last = sp.flush()
         if last is not None:
-            yield [last]
+            yield last + "\n"
     finally:
         if f is not sys.stdin.buffer:
             f.close()
+
+
+def read_chunks(path: str, splitter: LineSplitter | None = None) -> Iterator[list[str]]:
+    """The lines of a file (or ``-`` for stdin), a list per large binary read."""
+    for text in read_blocks(path, splitter):
+        yield text[:-1].split("\n")
 
 
 def read_lines(path: str) -> Iterator[str]:
@@ -97,9 +104,9 @@ def replay_files(pipe: Pipeline, paths: Iterable[str], source: str | None, err=s
             failed += 1
             continue
         try:
-            feed_lines = pipe.feed_lines
-            for chunk in read_chunks(path):
-                feed_lines(name, chunk)
+            feed_text = pipe.feed_text
+            for text in read_blocks(path):
+                feed_text(name, text)
         except OSError as e:
             print(f"hybrid-cache-exporter: {path}: cannot read: {e.strerror or e}", file=err)
             failed += 1

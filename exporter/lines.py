@@ -13,6 +13,18 @@ from __future__ import annotations
 DEFAULT_MAX_LINE = 1 << 20  # 1 MiB: server_args dumps are ~10 KB; nothing real comes close
 
 
+def _long_line(data: bytes, nl: int, max_line: int) -> bool:
+    """Whether ``data[:nl]`` may hold a line longer than ``max_line`` bytes; one ``rfind`` per
+    ``max_line`` bytes, not one step per line."""
+    p = 0
+    while nl - p > max_line:
+        q = data.rfind(b"\n", p, p + max_line + 1)
+        if q < 0:
+            return True
+        p = q + 1
+    return False
+
+
 class LineSplitter:
     """Incremental splitter: ``feed(chunk)`` returns the complete lines in it."""
 
@@ -43,14 +55,36 @@ class LineSplitter:
                     if len(line) > cap:
                         self.overlong += 1
                         out[i] = line[:cap]
-        if len(self.buf) > self.max_line:
-            # keep the head of the overlong line, drop the rest until its newline
-            if not self.skipping:
-                self.overlong += 1
-                out.append(self.buf[: self.max_line].decode("utf-8", "replace"))
-            self.skipping = True
-            self.buf = b""
+        head = self._hold()
+        if head is not None:
+            out.append(head)
         return out
+
+    def feed_text(self, chunk: bytes) -> str:
+        """Like :meth:`feed`, but the complete lines as one string, each ending in ``\\n`` ('' if
+        none): ``replay`` scans it without splitting it into a list first."""
+        data = self.buf + chunk if self.buf else chunk
+        nl = data.rfind(b"\n")
+        if nl < 0 or self.skipping or _long_line(data, nl, self.max_line):
+            lines = self.feed(chunk)  # the rare cases: cut, skip or hold, as feed does
+            return "\n".join(lines) + "\n" if lines else ""
+        self.buf = data[nl + 1 :]
+        text = data[: nl + 1].decode("utf-8", "replace")
+        head = self._hold()
+        return text if head is None else text + head + "\n"
+
+    def _hold(self) -> str | None:
+        """Bound the held partial line: past ``max_line`` keep its head (returned, as a line of its
+        own) and drop the rest until its newline."""
+        if len(self.buf) <= self.max_line:
+            return None
+        head = None
+        if not self.skipping:
+            self.overlong += 1
+            head = self.buf[: self.max_line].decode("utf-8", "replace")
+        self.skipping = True
+        self.buf = b""
+        return head
 
     def flush(self) -> str | None:
         """The held partial line (at EOF of a finished file), or None."""

@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from operator import itemgetter
 
 from parsers import events as ev
@@ -34,7 +35,7 @@ from parsers import parse_line
 from parsers.prefix import SGLANG_HEADER_RE, minute_epoch, sglang_tags
 from parsers.sglang import LINE_TEMPLATES, check_batch
 
-from .scan import ScanResult, scan
+from .scan import ScanResult, line_at, scan, scan_text
 from .scan import spec as scan_spec
 from .state import ServerState, SourceState
 
@@ -64,6 +65,13 @@ def _is_vllm_access(line: str) -> bool:
         return False
     c = line[j + 12 : j + 13]
     return (c.isdigit() or c == "[") and ' - "' in line
+
+
+def _split(block: str) -> list[str]:
+    """The lines of a block whose lines end in ``\\n`` (the last one may lack it)."""
+    if not block:
+        return []
+    return block[:-1].split("\n") if block.endswith("\n") else block.split("\n")
 
 
 class Pipeline:
@@ -229,6 +237,35 @@ class Pipeline:
         if parsed.event is not None:
             self._apply(src, parsed, raw, counted=True)
 
+    def feed_text(self, source: str, text: str) -> None:
+        """Feed a block of complete lines, each ending in ``\\n``: same result as ``feed_lines`` on
+        its lines; on an SGLang source the scanner walks the block without splitting it."""
+        src = self.sources.get(source) or self.source(source)
+        src.fed_at = time.monotonic()
+        if src.engine != ev.SGLANG or len(text) < CHUNK_MIN * 128:
+            self.feed_lines(source, _split(text))
+            return
+        feed, name = self.feed, src.name
+        i, n = 0, len(text)
+        while i < n:
+            sp = scan_spec()
+            if sp is None:  # both batch shapes not learned yet (start of a log)
+                e = text.find("\n", i)
+                feed(name, text[i:e] if e >= 0 else text[i:])
+                i = e + 1 if e >= 0 else n
+                continue
+            r = scan_text(text, i, sp)
+            stop = r[0]
+            if stop > i and not self._apply_scan(src, partial(line_at, text), i, r):
+                for line in _split(text[i:stop]):
+                    feed(name, line)
+            if stop < n:
+                e = text.find("\n", stop)
+                feed(name, text[stop:e] if e >= 0 else text[stop:])
+                i = e + 1 if e >= 0 else n
+            else:
+                i = n
+
     def _feed_scanned(self, src: SourceState, lines: list[str]) -> None:
         """Feed a list through the bulk scanner: runs of steady-state lines are applied from the
         scanner's aggregates (:meth:`_apply_scan`), every other line goes through :meth:`feed`."""
@@ -242,17 +279,18 @@ class Pipeline:
                 continue
             r = scan(lines, i, sp)
             stop = r[0]
-            if stop > i and not self._apply_scan(src, lines, i, r):
+            if stop > i and not self._apply_scan(src, lines.__getitem__, i, r):
                 for line in lines[i:stop]:
                     feed(name, line)
             if stop < n:
                 feed(name, lines[stop])
             i = stop + 1
 
-    def _apply_scan(self, src: SourceState, lines: list[str], lo: int, r: ScanResult) -> bool:
-        """Apply a run ``lines[lo:stop]`` from the scanner's aggregates; same state as feeding its
-        lines one by one. Returns False, having changed nothing, when the run must be fed line by
-        line to keep its order: two ranks of one DP group in it."""
+    def _apply_scan(self, src: SourceState, line: Callable[[int], str], lo: int, r: ScanResult) -> bool:
+        """Apply the run from ``lo`` to the scanner's stop from its aggregates; same state as
+        feeding its lines one by one. ``line(i)`` is the line at index (or offset) ``i``. Returns
+        False, having changed nothing, when the run must be fed line by line to keep its order:
+        two ranks of one DP group in it."""
         hi, n_info, top, counts, new_sums, cached_sums, first, last = r
         ranks: dict[str, tuple[str, tuple[int, int] | None]] = {}
         dps: dict[str, tuple[int, int] | None] = {}
@@ -265,7 +303,7 @@ class Pipeline:
                 dps[dp] = rank
                 ranks[tags] = (dp, rank)
         ts = minute_epoch(top[0]) + int(top[1]) + (int(top[2]) / 1000.0 if top[2] else 0.0)
-        n_batch = hi - lo - n_info
+        n_batch = sum(counts.values())
         with self.lock:
             src.lines[ev.PARSED] += n_batch
             src.lines[ev.IGNORED] += n_info
@@ -298,7 +336,7 @@ class Pipeline:
                 cur = srv.bucket
                 for i, b in sorted((i, b) for b, i in bb.items()):
                     if b != cur:
-                        actions.append((i, self._bucket_lines(srv, tags, cur, last, lines)))
+                        actions.append((i, self._bucket_lines(srv, tags, cur, last, line)))
                         cur = b
                 ends[tags] = (cur, sorted((last[(k, tags, cur)], k) for k in "DP" if (k, tags, cur) in last))
             actions.sort(key=_G0)
@@ -312,19 +350,19 @@ class Pipeline:
                     srv.pending.clear()
                     srv.bucket = cur
                 for idx, kind in tail:
-                    srv.pending[kind] = Pending(base + idx + 1, lines[idx])
+                    srv.pending[kind] = Pending(base + idx + 1, line(idx))
             self._seq = base + hi
             src.pending_count = 1
         return True
 
     @staticmethod
-    def _bucket_lines(srv: ServerState, tags: str, bucket: str | None, last: dict, lines: list[str]) -> list[str]:
+    def _bucket_lines(srv: ServerState, tags: str, bucket: str | None, last: dict, line: Callable[[int], str]) -> list[str]:
         """The samples of ``bucket`` for one server, in arrival order: per kind the last line of the
         list in that bucket, else (for the bucket the list started in) the server's pending line."""
         carried = bucket == srv.bucket
         old = sorted((p for k, p in srv.pending.items() if carried and (k, tags, bucket) not in last), key=lambda p: p.seq)
         new = sorted(i for i in (last.get((k, tags, bucket)) for k in "DP") if i is not None)
-        return [p.raw for p in old] + [lines[i] for i in new]
+        return [p.raw for p in old] + [line(i) for i in new]
 
     def _commit_all(self, src: SourceState) -> None:
         for srv in src.servers.values():

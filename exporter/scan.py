@@ -11,7 +11,9 @@ accepts) and returns, for the run it consumed::
 newest ``(ymdhm, sec, ms)`` header; ``counts`` ``{(kind, tags): n}``; the sums the prefill new
 and cached tokens per ``tags``; ``first``/``last`` the index of the first/last line of each
 ``(kind, tags, bucket)``. :class:`exporter.pipeline.Pipeline` turns that into the same state the
-line-by-line path reaches, and hands the line at ``stop`` to the line path.
+line-by-line path reaches, and hands the line at ``stop`` to the line path. :func:`scan_text` does
+the same over the lines of one string (``replay`` reads blocks of lines without splitting them);
+its indices are the offsets where lines start.
 
 Two implementations with one contract: the C extension ``exporter._scan`` (built by ``pip
 install`` when a compiler is there, ~40x faster) and :func:`scan_py`, a per-line loop used when
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from itertools import islice
 
 from parsers.sglang import LINE_SHAPES
 
@@ -81,8 +85,9 @@ def _regex(sp: Spec) -> re.Pattern[str]:
     return rx
 
 
-def scan_py(lines: list[str], start: int, sp: Spec) -> ScanResult:
-    """The reference implementation of :func:`scan`: one ``fullmatch`` per line."""
+def _scan_items(items: Iterator[tuple[int, str]], end: int, sp: Spec) -> ScanResult:
+    """The reference implementation: one ``fullmatch`` per ``(index, line)``; ``end`` is the stop
+    value when every item is taken."""
     fullmatch = _regex(sp).fullmatch
     counts: dict[tuple[str, str], int] = {}
     new_sums: dict[str, int] = {}
@@ -92,14 +97,14 @@ def scan_py(lines: list[str], start: int, sp: Spec) -> ScanResult:
     has_new, has_cached = sp[1][2] is not None, sp[1][3] is not None
     n_info = total_new = total_cached = 0
     top = None
-    i = start
-    n = len(lines)
-    while i < n:
-        line = lines[i]
+    stop = end
+    for i, line in items:
         if not line.isascii() and max(line) > "\xff":
+            stop = i
             break
         m = fullmatch(line)
         if m is None:
+            stop = i
             break
         ymdhm, sec, ms, tags, d, p, new, cached, info = m.group(1, 2, 3, 4, 5, 6, "new", "cached", 9)
         if info:
@@ -109,7 +114,8 @@ def scan_py(lines: list[str], start: int, sp: Spec) -> ScanResult:
             if p:
                 a, b = int(new or 0), int(cached or 0)
                 if total_new + a > _INT64_MAX or total_cached + b > _INT64_MAX:
-                    break  # as the C scanner, whose sums are 64-bit
+                    stop = i  # as the C scanner, whose sums are 64-bit
+                    break
                 total_new += a
                 total_cached += b
                 if has_new:
@@ -125,8 +131,35 @@ def scan_py(lines: list[str], start: int, sp: Spec) -> ScanResult:
         t = (ymdhm, sec, ms or "")
         if top is None or t > top:
             top = t
-        i += 1
-    return i, n_info, top, counts, new_sums, cached_sums, first, last
+    return stop, n_info, top, counts, new_sums, cached_sums, first, last
+
+
+def scan_py(lines: list[str], start: int, sp: Spec) -> ScanResult:
+    """:func:`scan` in pure Python."""
+    start = max(start, 0)
+    return _scan_items(enumerate(islice(lines, start, None), start), len(lines), sp)
+
+
+def _text_lines(text: str, pos: int) -> Iterator[tuple[int, str]]:
+    n = len(text)
+    while pos < n:
+        e = text.find("\n", pos)
+        if e < 0:
+            e = n
+        yield pos, text[pos:e]
+        pos = e + 1
+
+
+def scan_text_py(text: str, pos: int, sp: Spec) -> ScanResult:
+    """:func:`scan_text` in pure Python."""
+    return _scan_items(_text_lines(text, max(pos, 0)), len(text), sp)
+
+
+def line_at(text: str, pos: int) -> str:
+    """The line of ``text`` that starts at offset ``pos``."""
+    e = text.find("\n", pos)
+    return text[pos:] if e < 0 else text[pos:e]
 
 
 scan = native.scan if native is not None else scan_py
+scan_text = native.scan_text if native is not None else scan_text_py

@@ -26,11 +26,20 @@ def scan(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
     if request.param == "native":
         if scan_mod.native is None:
             pytest.skip("the C extension exporter._scan is not built")
-        fn = scan_mod.native.scan
+        fn, text_fn = scan_mod.native.scan, scan_mod.native.scan_text
     else:
-        fn = scan_mod.scan_py
+        fn, text_fn = scan_mod.scan_py, scan_mod.scan_text_py
     monkeypatch.setattr(pipeline_mod, "scan", fn)
+    monkeypatch.setattr(pipeline_mod, "scan_text", text_fn)
     return fn
+
+
+def feed_some(pipe, rnd: random.Random, lines: list[str]) -> None:
+    """Feed a chunk as a list (serve's tailers) or as one block of text (replay), at random."""
+    if rnd.random() < 0.5:
+        pipe.feed_lines("s", lines)
+    else:
+        pipe.feed_text("s", "".join(line + "\n" for line in lines))
 
 
 def bench_log(tmp_path: Path, n: int = 6000) -> str:
@@ -54,7 +63,7 @@ def by_chunks(lines: list[str], seed: int) -> bytes:
     i = 0
     while i < len(lines):
         n = rnd.choice([1, 7, 33, 64, 200, 1000, 5000])
-        pipe.feed_lines("s", lines[i : i + n])
+        feed_some(pipe, rnd, lines[i : i + n])
         i += n
     return exposition(pipe)
 
@@ -87,7 +96,7 @@ def test_busy_log_same_state_and_chunk_path_is_taken(tmp_path: Path, scan) -> No
     steady = [ln for ln in lines[200:1200] if "batch" in ln or "INFO:" in ln]
     r = scan(steady, 0, scan_spec())
     assert r[0] == len(steady)  # the scanner takes the whole steady state in one run
-    assert pipe._apply_scan(src, steady, 0, r)
+    assert pipe._apply_scan(src, steady.__getitem__, 0, r)
     assert src.lines["parsed"] - before == sum("batch" in ln for ln in steady)
 
 
@@ -126,7 +135,7 @@ def samples_seen(lines: list[str], seed: int | None) -> list[tuple[float, str]]:
         i = 0
         while i < len(lines):
             n = rnd.choice([1, 5, 40, 77, 300, 2000])
-            pipe.feed_lines("s", lines[i : i + n])
+            feed_some(pipe, rnd, lines[i : i + n])
             i += n
     pipe.finish()
     return seen

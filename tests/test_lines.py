@@ -47,3 +47,41 @@ def test_binary_garbage_never_raises() -> None:
     sp = LineSplitter()
     out = sp.feed(os.urandom(100_000) + b"\n")
     assert all(isinstance(s, str) for s in out)
+
+
+def test_feed_text_gives_the_lines_of_feed_for_any_chunking() -> None:
+    """replay's block path: the same lines, cuts and counts as feed, with short, long and overlong
+    lines, multibyte characters and invalid bytes across chunk boundaries."""
+    import random
+
+    rnd = random.Random(7)
+    parts = []
+    for i in range(400):
+        n = rnd.choice([0, 5, 80, 300, 999, 1000, 1001, 2500])
+        parts.append(b"%d " % i + bytes(rnd.choice(b"ab \xe2\x96\x88\xff") for _ in range(n)) + b"\n")
+    data = b"".join(parts) + b"tail without newline"
+    for size in (1, 3, 64, 999, 1000, 1001, 4096, 1 << 16):
+        a, b = LineSplitter(max_line=1000), LineSplitter(max_line=1000)
+        want: list[str] = []
+        text = ""
+        for i in range(0, len(data), size):
+            want += a.feed(data[i : i + size])
+            t = b.feed_text(data[i : i + size])
+            assert t == "" or t.endswith("\n")
+            text += t
+        assert text[:-1].split("\n") == want
+        assert (a.overlong, a.pending, a.flush()) == (b.overlong, b.pending, b.flush())
+        assert a.overlong > 0
+
+
+def test_long_line_check_agrees_with_splitting() -> None:
+    import random
+
+    from exporter.lines import _long_line
+
+    rnd = random.Random(11)
+    for _ in range(2000):
+        data = b"\n".join(b"x" * rnd.choice([0, 1, 9, 10, 11, 25]) for _ in range(rnd.randint(1, 12))) + b"\n"
+        nl = data.rfind(b"\n")
+        for m in (9, 10, 11, 30):
+            assert _long_line(data, nl, m) == (max(map(len, data[:nl].split(b"\n"))) > m), (data, m)

@@ -12,7 +12,7 @@ import pytest
 
 from exporter import scan as scan_mod
 from exporter.cli import new_pipeline, read_lines
-from exporter.scan import scan_py
+from exporter.scan import line_at, scan_py, scan_text_py
 
 ROOT = Path(__file__).resolve().parents[1]
 SGLANG_LOGS = sorted(glob.glob(str(ROOT / "fixtures" / "sglang" / "*.log"))) + sorted(
@@ -173,7 +173,61 @@ def test_native_matches_python_on_mutated_lines() -> None:
                     s = s[:at]
             lines.append(s)
         for start in range(len(lines) + 1):
-            assert scan_mod.native.scan(lines, start, SPEC) == scan_py(lines, start, SPEC), (case, start, lines)
+            want = scan_py(lines, start, SPEC)
+            assert scan_mod.native.scan(lines, start, SPEC) == want, (case, start, lines)
+        lines = [line.replace("\n", " ") for line in lines]  # a block's lines cannot hold \n
+        text = "".join(line + "\n" for line in lines)
+        off = 0
+        for start, line in enumerate(lines):
+            want = as_text_result(lines, scan_py(lines, start, SPEC))
+            assert scan_mod.native.scan_text(text, off, SPEC) == want == scan_text_py(text, off, SPEC), (case, start, lines)
+            off += len(line) + 1
+
+
+def as_text_result(lines: list[str], r):
+    """A list scan's result with indices turned into the offsets of the same lines joined by \\n."""
+    offs = [0]
+    for line in lines:
+        offs.append(offs[-1] + len(line) + 1)
+    end = offs[-1]
+    stop, n_info, top, counts, new, cached, first, last = r
+    return (
+        offs[stop] if stop < len(lines) else end,
+        n_info,
+        top,
+        counts,
+        new,
+        cached,
+        {k: offs[i] for k, i in first.items()},
+        {k: offs[i] for k, i in last.items()},
+    )
+
+
+def text_scanners():
+    yield scan_text_py
+    if scan_mod.native is not None:
+        yield scan_mod.native.scan_text
+
+
+def test_scan_text_is_scan_over_offsets() -> None:
+    rnd = random.Random(5)
+    base = [D.format(s="34"), P.format(s="36", new=12, cached=0), INFO.format(s="41"), D.format(s="47"), "[2026-08-14 08:17:48 TP0] other"]
+    for _ in range(500):
+        lines = [rnd.choice(base) for _ in range(rnd.randint(0, 10))]
+        text = "".join(line + "\n" for line in lines)
+        offs = [0]
+        for line in lines:
+            offs.append(offs[-1] + len(line) + 1)
+        for i, off in enumerate(offs):
+            want = as_text_result(lines, scan_py(lines, i, SPEC))
+            for fn in text_scanners():
+                got = fn(text, off, SPEC)
+                assert got == want, (fn, lines, i)
+                if got[0] < len(text):
+                    assert line_at(text, got[0]) == lines[lines.index(line_at(text, got[0]), i)]
+    for fn in text_scanners():  # a last line without its newline is a line too
+        assert fn(D.format(s="34"), 0, SPEC)[0] == len(D.format(s="34"))
+        assert fn("", 0, SPEC) == (0, 0, None, {}, {}, {}, {}, {})
 
 
 @requires_native
@@ -184,4 +238,6 @@ def test_native_rejects_bad_arguments() -> None:
         scan_mod.native.scan([D], 0, (SPEC[0],))
     with pytest.raises(TypeError):
         scan_mod.native.scan([D], 0, ((HEAD, list(DECODE_KEYS), None, None), SPEC[1]))
+    with pytest.raises(TypeError):
+        scan_mod.native.scan_text(b"[2026", 0, SPEC)
     assert scan_mod.native.scan([D.format(s="34"), 7], 0, SPEC)[0] == 1  # a non-str item stops the run
