@@ -106,6 +106,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def venv_python() -> Path:
+    py = ROOT / ".venv" / "bin" / "python"
+    return py if py.exists() else Path(sys.executable)
+
+
+def scanner_of(exp: list[str]) -> str:
+    """Which bulk scanner the benchmarked exporter runs: the C extension or the pure-Python one."""
+    code = "import exporter.scan as s; print('C extension' if s.native else 'pure Python')"
+    cmd = [*exp[:-2], "-c", code] if exp[-2:] == ["-m", "exporter"] else [str(venv_python()), "-c", code]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd="/")
+    return r.stdout.strip() or "unknown"
+
+
 def exporter_cmd(explicit: str | None) -> list[str]:
     if explicit:
         return explicit.split()
@@ -258,14 +271,15 @@ def snapshot_cmd(out: Path, rev: str | None) -> list[str]:
             snap.mkdir(parents=True)
             arch = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
             subprocess.run(["tar", "-x", "-C", str(snap)], input=arch, check=True)
+            if (snap / "setup.py").exists():  # the C scanner, as `pip install` would build it
+                subprocess.run([str(venv_python()), "setup.py", "-q", "build_ext", "--inplace"], cwd=snap, capture_output=True)
     else:
         snap = out / "src-worktree"
         shutil.rmtree(snap, ignore_errors=True)
         for pkg in ("exporter", "parsers", "dashboards"):
             if (ROOT / pkg).is_dir():
                 shutil.copytree(ROOT / pkg, snap / pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    py = ROOT / ".venv" / "bin" / "python"
-    py = py if py.exists() else Path(sys.executable)
+    py = venv_python()
     site = subprocess.run(
         [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -625,7 +639,7 @@ def render(results: dict) -> str:
     env = results["env"]
     md.append(f"## Benchmark results ({results['profile']}, {env['date']})\n")
     md.append(
-        f"Machine: {env['cpus']} CPUs, {env['machine']}, Python {env['python']}, {env['mtail']}, exporter at commit {env.get('commit', '?')}. Median of {results['reps']} runs.\n"
+        f"Machine: {env['cpus']} CPUs, {env['machine']}, Python {env['python']}, {env['mtail']}, exporter at commit {env.get('commit', '?')} (scanner: {env.get('scanner', '?')}). Median of {results['reps']} runs.\n"
     )
     tp = results.get("throughput")
     if tp:
@@ -763,6 +777,7 @@ def main(argv: list[str] | None = None) -> int:
                 "python": platform.python_version(),
                 "mtail": mtail_ver,
                 "exporter_cmd": exp,
+                "scanner": scanner_of(exp),
                 "commit": subprocess.run(
                     ["git", "-C", str(ROOT), "rev-parse", "--short", a.at or "HEAD"], capture_output=True, text=True
                 ).stdout.strip()
@@ -798,6 +813,8 @@ def main(argv: list[str] | None = None) -> int:
                     ],
                 ),
                 Tool("hybrid-cache-exporter replay", [*exp, "replay", str(path)]),
+                # what a machine without a C compiler gets
+                Tool("replay, pure-Python scanner", ["env", "HCE_PURE_PYTHON=1", *exp, "replay", str(path)]),
             ]
             throughput(prof.lines, tools, prof.reps, raw)
             mt_rate = prof.lines / tools[1].median().wall
@@ -823,6 +840,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
             results["throughput"] = {"file": path.name, "lines": prof.lines, "bytes": size, "tools": rows}
             rws, errs, warns = verify(tools[1].runs[-1].stdout, tools[2].runs[-1].stdout, truth)
+            errs += [f"pure-Python scanner: {e}" for e in verify(tools[1].runs[-1].stdout, tools[3].runs[-1].stdout, truth)[1]]
             results["verify"] = {"rows": rws, "errors": errs}
             results["warnings"] += warns
             failures += [f"count mismatch: {e}" for e in errs]
