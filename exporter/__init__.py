@@ -2,3 +2,4 @@
 models served by SGLang and vLLM, read from the servers' own logs."""
 
 __version__ = "0.1.0"
+DEFAULT_PORT = 19833  # outside 9100-9999, which the Prometheus port registry has handed out

@@ -15,12 +15,10 @@ import threading
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 
+from . import DEFAULT_PORT
 from .cli import add_pipeline_args, engine_of, new_pipeline, source_name
 from .collector import HybridCacheCollector
 from .lines import DEFAULT_MAX_LINE
-from .selfmetrics import SelfCollector
-from .sources import Manager, Positions, StdinSource
-from .web import DEFAULT_PORT, App, WebConfigError, load_web_config, make_server, parse_listen
 
 log = logging.getLogger("hybrid_cache_exporter")
 
@@ -93,6 +91,11 @@ def _err(msg: str) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    # the tailers and the web server load here, not when `replay` builds the argument parser
+    from .selfmetrics import SelfCollector
+    from .sources import Manager, Positions, StdinSource
+    from .web import App, WebConfigError, load_web_config, make_server, parse_listen
+
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )

@@ -35,9 +35,10 @@ import bcrypt
 import yaml
 from prometheus_client import exposition
 
+from . import DEFAULT_PORT
+
 log = logging.getLogger("hybrid_cache_exporter.web")
 
-DEFAULT_PORT = 19833
 
 TLS_VERSIONS = {
     "TLS10": ssl.TLSVersion.TLSv1,
