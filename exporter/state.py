@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from parsers import events as ev
 
@@ -39,6 +40,8 @@ BATCH_GAUGES: tuple[tuple[str, str], ...] = (
     ("cpu_kv_usage", "cpu_kv_usage_ratio"),
     ("swapped", "swapped_requests"),
 )
+_GAUGE_NAMES = tuple(name for _, name in BATCH_GAUGES)
+_gauge_values = attrgetter(*(attr for attr, _ in BATCH_GAUGES))  # all of them in one C call
 
 RUNTIME_EVENTS = (ev.BatchStats, ev.Retraction, ev.Preemption, ev.SpecDecoding)
 # events that only a booting server prints: seeing one after runtime lines means a restart
@@ -56,6 +59,12 @@ BOOT_EVENTS = (
     ev.HybridLayout,
 )
 BOOT_CONFIG_KINDS = ("server_args", "non_default_args", "engine_config")
+
+
+def _is_boot(e: object) -> bool:
+    """Whether only a booting server prints this event."""
+    return isinstance(e, BOOT_EVENTS) or (isinstance(e, ev.ServerConfig) and e.kind in BOOT_CONFIG_KINDS)
+
 
 # server_args / non-default args keys kept for the info metric and the rules
 CONFIG_KEYS = (
@@ -155,8 +164,7 @@ class ServerState:
     def set_gauges(self, e: ev.BatchStats) -> None:
         """Runtime gauges from a batch/stats line: every field the line carried."""
         g = self.gauges
-        for attr, name in BATCH_GAUGES:
-            v = getattr(e, attr)
+        for name, v in zip(_GAUGE_NAMES, _gauge_values(e), strict=True):
             if v is not None:
                 g[name] = float(v)
 
@@ -204,18 +212,21 @@ class SourceState:
             self.engine = line.engine
         ts = line.ts
         if ts is not None:
-            if self.last_ts is not None and ts < self.last_ts - 180 * 86400 and self.engine == ev.VLLM:
+            last = self.last_ts
+            if last is not None and ts < last - 180 * 86400 and self.engine == ev.VLLM:
                 # vLLM timestamps have no year: Dec -> Jan rollover
                 self.year += 1
                 ts += 365 * 86400
-            self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
-        is_boot = isinstance(e, BOOT_EVENTS) or (isinstance(e, ev.ServerConfig) and e.kind in BOOT_CONFIG_KINDS)
-        if is_boot and self.runtime_seen:
+            self.last_ts = ts if last is None else max(last, ts)
+        # batch lines (most applied lines: the pipeline's samples) skip the boot-type checks
+        batch = type(e) is ev.BatchStats
+        if not batch and self.runtime_seen and _is_boot(e):
             self.restart()
-        srv = self.server(line.dp_rank)
-        if (line.tp_rank is not None or line.pp_rank is not None) and not srv.speaks((line.pp_rank or 0, line.tp_rank or 0)):
+        srv = self.servers.get(line.dp_rank) or self.server(line.dp_rank)
+        tp, pp = line.tp_rank, line.pp_rank
+        if (tp is not None or pp is not None) and not srv.speaks((pp or 0, tp or 0)):
             return False
-        if isinstance(e, RUNTIME_EVENTS):
+        if batch or isinstance(e, RUNTIME_EVENTS):
             self.runtime_seen = True
         if counted:
             srv.set_gauges(e)
