@@ -49,6 +49,7 @@ SUSTAINED_RULES = (MAMBA_BOUND, KV_BOUND, REQUEST_CAP_BOUND)
 EVIDENCE_LINE_MAX = 400  # characters of a raw line kept as evidence
 EPISODES_MAX = 50  # fire/clear episodes kept per rule
 RECOMMEND_REFRESH_SECONDS = 30.0
+_NEVER = float("-inf")
 
 
 # --------------------------------------------------------------------------------------------
@@ -417,35 +418,36 @@ class Hysteresis:
 
     def update(self, cond: bool, ts: float, cfg: RulesConfig, line: str = "", fast: bool = False) -> str | None:
         """Feed one sample; returns 'fire' / 'clear' on a transition, else None."""
-        if self.last_ts is not None and ts - self.last_ts > cfg.max_gap_seconds:
+        last = self.last_ts
+        if last is not None and ts - last > cfg.max_gap_seconds:
             self._reset()
         self.last_ts = ts
         want = not self.active  # the direction we are waiting for: True = condition to fire
-        if cond == want:
-            self.opp = 0
-            if self.pend_start is None:
-                self.pend_start, self.pend_n = ts, 0
-                self.pend_first = (ts, line)
-                self.pend_recent.clear()
-            self.pend_n += 1
-            self.pend_recent.append((ts, line))
-            if want:
-                need_s, need_n = (0.0, 1) if fast else (cfg.for_seconds, cfg.min_samples)
-            else:
-                need_s, need_n = cfg.clear_seconds, cfg.clear_min_samples
-            if ts - self.pend_start >= need_s and self.pend_n >= need_n:
-                self.active = want
-                if want:
-                    self.fired_at = ts
-                else:
-                    self.cleared_at = ts
-                self._reset()
-                return "fire" if want else "clear"
+        if cond != want:
+            if self.pend_start is not None:
+                self.opp += 1
+                if self.opp > cfg.tolerate:
+                    self._reset()
             return None
-        if self.pend_start is not None:
-            self.opp += 1
-            if self.opp > cfg.tolerate:
-                self._reset()
+        self.opp = 0
+        if self.pend_start is None:
+            self.pend_start, self.pend_n = ts, 0
+            self.pend_first = (ts, line)
+            self.pend_recent.clear()
+        self.pend_n += 1
+        self.pend_recent.append((ts, line))
+        if want:
+            need_s, need_n = (0.0, 1) if fast else (cfg.for_seconds, cfg.min_samples)
+        else:
+            need_s, need_n = cfg.clear_seconds, cfg.clear_min_samples
+        if ts - self.pend_start >= need_s and self.pend_n >= need_n:
+            self.active = want
+            if want:
+                self.fired_at = ts
+            else:
+                self.cleared_at = ts
+            self._reset()
+            return "fire" if want else "clear"
         return None
 
     def evidence(self) -> list[tuple[float, str]]:
@@ -610,11 +612,11 @@ class Rules:
 
     # ---- observer entry point
     def __call__(self, src: SourceState, srv: ServerState, line: ev.Line, raw: str) -> None:
+        if src.engine is None:
+            return
         cfg = self.config
         smem = _source_memory(src)
         e = line.event
-        if src.engine is None:
-            return
         # pre-populate every rule for every server of this source
         if smem.get("known_servers") != len(src.servers):
             for s in src.servers.values():
@@ -622,8 +624,12 @@ class Rules:
                     s.findings.setdefault(r, 0)
                 self.memory(s)
             smem["known_servers"] = len(src.servers)
-        m = self.memory(srv)
-        ts = line.ts if line.ts is not None else src.last_ts
+        m = srv.rule_memory
+        if "hyst" not in m:
+            m = self.memory(srv)
+        ts = line.ts
+        if ts is None:
+            ts = src.last_ts
 
         # restart: startup facts of the old boot are gone
         if m["restarts_seen"] != src.restarts:
@@ -663,7 +669,7 @@ class Rules:
                 m["first_ts"] = ts
             m["last_ts"] = ts
 
-        if isinstance(e, ev.BatchStats):
+        if is_batch:
             self._batch(src, srv, m, e, ts, raw)
         elif isinstance(e, ev.Retraction):
             if not e.test and ts is not None:
@@ -685,7 +691,7 @@ class Rules:
 
         # event hold for mamba_exhausted
         ex_at = m["exhausted_at"]
-        if srv.findings.get(MAMBA_EXHAUSTED) and ex_at is not None and ts is not None and ts - ex_at >= cfg.event_hold_seconds:
+        if ex_at is not None and ts is not None and ts - ex_at >= cfg.event_hold_seconds and srv.findings.get(MAMBA_EXHAUSTED):
             self._set(src, srv, MAMBA_EXHAUSTED, False, ts, [(ts, raw)])
 
     # ---- runtime samples
@@ -699,7 +705,7 @@ class Rules:
         if running is not None and e.kind == "prefill" and e.new_seqs:
             running += e.new_seqs  # the prefill line prints the running batch before the new ones join
         m = srv.rule_memory
-        gen = _source_memory(src).get("gen", 0)
+        gen = src.rule_memory.get("gen", 0)
         if m.get("derived_gen") != gen:
             m["derived_gen"] = gen
             m["mcap"] = mamba_cap(src, srv, cfg)
@@ -719,10 +725,11 @@ class Rules:
             out[MAMBA_BOUND] = kv_far and ((full and (waiting or pinned_mamba)) or (pinned_mamba and waiting))
 
         # kv_bound
-        retr = srv.rule_memory.get("retractions")
-        recent_retraction = bool(retr) and ts is not None and 0 <= ts - retr[-1][0] <= cfg.retraction_window_seconds
         if e.preemptions:
             recent_retraction = True
+        else:
+            retr = m.get("retractions")
+            recent_retraction = bool(retr) and ts is not None and 0 <= ts - retr[-1][0] <= cfg.retraction_window_seconds
         if kv is None:
             out[KV_BOUND] = None
         else:
@@ -741,13 +748,17 @@ class Rules:
 
     def _batch(self, src: SourceState, srv: ServerState, m: dict, e: ev.BatchStats, ts: float | None, raw: str) -> None:
         cfg = self.config
+        gap = cfg.max_gap_seconds
         usage = m["usage"]
-        if e.kv_usage is not None:
-            usage["kv"].add(e.kv_usage, ts, cfg.max_gap_seconds)
-        if e.mamba_usage is not None:
-            usage["mamba"].add(e.mamba_usage, ts, cfg.max_gap_seconds)
-        if e.swa_usage is not None:
-            usage["swa"].add(e.swa_usage, ts, cfg.max_gap_seconds)
+        v = e.kv_usage
+        if v is not None:
+            usage["kv"].add(v, ts, gap)
+        v = e.mamba_usage
+        if v is not None:
+            usage["mamba"].add(v, ts, gap)
+        v = e.swa_usage
+        if v is not None:
+            usage["swa"].add(v, ts, gap)
         pk = m["peaks"]
         v = e.running
         if v is not None and v > pk.get("running", -1):
@@ -757,34 +768,31 @@ class Rules:
             pk["queued"] = v
         if e.preemptions and ts is not None:
             m["retractions"].append((ts, e.preemptions))
-        conds = self.conditions(src, srv, e, ts)
-        m["conditions"] = conds
-        # binding-time share (log time until the next sample, capped at max_gap)
-        cat = "mamba" if conds.get(MAMBA_BOUND) else "kv" if conds.get(KV_BOUND) else "requests" if conds.get(REQUEST_CAP_BOUND) else "none"
-        last = m["binding_last"]
-        if ts is not None:
-            if last is not None and 0 < ts - last[0] <= cfg.max_gap_seconds:
-                m["binding_seconds"][last[1]] += ts - last[0]
-            m["binding_last"] = (ts, cat)
+        conds = m["conditions"] = self.conditions(src, srv, e, ts)
         if ts is None:
             return
+        # binding-time share (log time until the next sample, capped at max_gap)
+        c_mamba, c_kv, c_req = conds[MAMBA_BOUND], conds[KV_BOUND], conds[REQUEST_CAP_BOUND]
+        last = m["binding_last"]
+        if last is not None and 0 < ts - last[0] <= gap:
+            m["binding_seconds"][last[1]] += ts - last[0]
+        m["binding_last"] = (ts, "mamba" if c_mamba else "kv" if c_kv else "requests" if c_req else "none")
         hyst = m["hyst"]
-        for rule in SUSTAINED_RULES:
-            c = conds.get(rule)
+        findings = srv.findings
+        for rule, c in ((MAMBA_BOUND, c_mamba), (KV_BOUND, c_kv), (REQUEST_CAP_BOUND, c_req)):  # SUSTAINED_RULES
             if c is None:
                 continue
             h = hyst[rule]
             tr = h.update(bool(c), ts, cfg, raw)
-            if tr == "fire":
-                self._set(src, srv, rule, True, ts, h_evidence(h, ts, raw))
-            elif tr == "clear":
-                self._set(src, srv, rule, False, ts, h_evidence(h, ts, raw))
-            elif c and srv.findings.get(rule):
-                m["evidence"][rule]["recent"].append((ts, raw if len(raw) <= EVIDENCE_LINE_MAX else _clip(raw)))
-        if e.preemptions or srv.findings.get(RETRACTION_STORM):
+            if tr is None:
+                if c and findings.get(rule):
+                    m["evidence"][rule]["recent"].append((ts, raw if len(raw) <= EVIDENCE_LINE_MAX else _clip(raw)))
+            else:
+                self._set(src, srv, rule, tr == "fire", ts, h_evidence(h, ts, raw))
+        if e.preemptions or findings.get(RETRACTION_STORM):
             self._storm(src, srv, m, ts, raw)
         # refresh recommendations (their values follow the usage percentiles) every 30 s of log time
-        if any(srv.findings.values()) and ts - m.get("reco_ts", float("-inf")) >= RECOMMEND_REFRESH_SECONDS:
+        if any(findings.values()) and ts - m.get("reco_ts", _NEVER) >= RECOMMEND_REFRESH_SECONDS:
             m["reco_ts"] = ts
             from . import recommend
 
