@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from operator import attrgetter
 
 from parsers import events as ev
 
@@ -40,8 +39,6 @@ BATCH_GAUGES: tuple[tuple[str, str], ...] = (
     ("cpu_kv_usage", "cpu_kv_usage_ratio"),
     ("swapped", "swapped_requests"),
 )
-_GAUGE_NAMES = tuple(name for _, name in BATCH_GAUGES)
-_gauge_values = attrgetter(*(attr for attr, _ in BATCH_GAUGES))  # all of them in one C call
 
 RUNTIME_EVENTS = (ev.BatchStats, ev.Retraction, ev.Preemption, ev.SpecDecoding)
 # events that only a booting server prints: seeing one after runtime lines means a restart
@@ -164,7 +161,8 @@ class ServerState:
     def set_gauges(self, e: ev.BatchStats) -> None:
         """Runtime gauges from a batch/stats line: every field the line carried."""
         g = self.gauges
-        for name, v in zip(_GAUGE_NAMES, _gauge_values(e), strict=True):
+        for attr, name in BATCH_GAUGES:
+            v = getattr(e, attr)
             if v is not None:
                 g[name] = float(v)
 
