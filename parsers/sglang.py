@@ -29,6 +29,7 @@ Why it is shaped like this:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import regex
 
@@ -142,18 +143,34 @@ def _learn(kind: str, head: str, items: list[str]) -> None:
     _LAST_TEMPLATE[kind], LINE_TEMPLATES[kind], LINE_SHAPES[kind] = entry
 
 
-def _fill(kind: str, plan: tuple, values: tuple[str, ...]) -> ev.BatchStats | None:
-    """The event of a line of a learned template from its value groups (``plan``: per group its
-    (attribute, converter) or None); None when a value does not convert (the generic parser decides)."""
+Steps = tuple[tuple[int, str, Callable[[str], object]], ...]  # (group index, attribute, converter)
+# per learned template, keyed by its body pattern and built on first use: the whole-line regex
+# (split_header's header regex in front of the body) and the steps that fill the event from the
+# groups of the body alone and of the whole line
+_COMPILED: dict[str, tuple[re.Pattern, Steps, Steps]] = {}
+
+
+def _compiled(t: tuple) -> tuple[re.Pattern, Steps, Steps]:
+    """The compiled forms of learned template ``t`` (an entry of ``_LAST_TEMPLATE``)."""
+    body, plan = t[0], t[1]
+    c = _COMPILED.get(body.pattern)
+    if c is None:
+        if len(_COMPILED) >= 2 * _MAX_TEMPLATES:
+            _COMPILED.clear()
+        # unknown keys need no step; the graph flag is compared with 'True'
+        steps = [(i, spec[0], spec[1] or "True".__eq__) for i, spec in enumerate(plan) if spec is not None]
+        whole = re.compile(SGLANG_HEADER_RE.pattern + body.pattern)
+        c = _COMPILED[body.pattern] = (whole, tuple(steps), tuple((i + 4, a, f) for i, a, f in steps))
+    return c
+
+
+def _fill(kind: str, steps: Steps, groups: tuple[str, ...]) -> ev.BatchStats | None:
+    """The event of a line of a learned template from its match groups; None when a value does not
+    convert (the generic parser decides then)."""
     b = ev.BatchStats("prefill" if kind == "P" else "decode")
     try:
-        for spec, v in zip(plan, values, strict=True):
-            if spec is not None:
-                attr, conv = spec
-                if conv is None:
-                    b.cuda_graph = v == "True"
-                else:
-                    setattr(b, attr, conv(v))
+        for i, attr, conv in steps:
+            setattr(b, attr, conv(groups[i]))
     except ValueError:
         return None
     return b
@@ -167,12 +184,7 @@ def _batch_by_template(msg: str) -> ev.BatchStats | None:
     m = t[0].fullmatch(msg)
     if m is None:
         return None
-    return _fill(msg[0], t[1], m.groups())
-
-
-# the last template of each kind with the header in front, compiled on first use (keyed by the
-# body pattern, so bounded by the templates); the header is split_header's own regex
-_WHOLE_LINE: dict[re.Pattern, re.Pattern] = {}
+    return _fill(msg[0], _compiled(t)[1], m.groups())
 
 
 def batch_line(line: str) -> tuple[str, str, str | None, str, ev.BatchStats] | None:
@@ -190,17 +202,12 @@ def batch_line(line: str) -> tuple[str, str, str | None, str, ev.BatchStats] | N
     t = _LAST_TEMPLATE.get(kind)
     if t is None or len(line) > _MAX_LINE or "\r" in line or "\x1b" in line:
         return None
-    body = t[0]
-    rx = _WHOLE_LINE.get(body)
-    if rx is None:
-        if len(_WHOLE_LINE) >= 2 * _MAX_TEMPLATES:
-            _WHOLE_LINE.clear()
-        rx = _WHOLE_LINE[body] = re.compile(SGLANG_HEADER_RE.pattern + body.pattern)
+    rx, _, steps = _compiled(t)
     m = rx.fullmatch(line)
     if m is None:
         return None
     g = m.groups()
-    b = _fill(kind, t[1], g[4:])
+    b = _fill(kind, steps, g)
     if b is None:
         return None
     return g[0], g[1], g[2], g[3], b
