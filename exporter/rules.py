@@ -30,6 +30,7 @@ import re
 from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import accumulate
 
 from parsers import events as ev
@@ -144,12 +145,19 @@ def parse_version(v: str | None) -> tuple[int, ...] | None:
     """'0.5.3.post3' -> (0, 5, 3, 3); '0.5.19' -> (0, 5, 19, 0); None/garbage -> None."""
     if not v:
         return None
-    m = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.?post(\d+))?", str(v).strip())
+    return _parse_version(str(v))
+
+
+@lru_cache(maxsize=256)
+def _parse_version(v: str) -> tuple[int, ...] | None:
+    """Cached: the release gates of every recommendation refresh parse the same few strings."""
+    m = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.?post(\d+))?", v.strip())
     if not m:
         return None
     return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0), int(m.group(4) or 0))
 
 
+@lru_cache(maxsize=256)
 def fmt_version(v: tuple[int, ...] | None) -> str:
     if v is None:
         return "?"
