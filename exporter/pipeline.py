@@ -359,9 +359,11 @@ class Pipeline:
     def _bucket_lines(srv: ServerState, tags: str, bucket: str | None, last: dict, line: Callable[[int], str]) -> list[str]:
         """The samples of ``bucket`` for one server, in arrival order: per kind the last line of the
         list in that bucket, else (for the bucket the list started in) the server's pending line."""
-        carried = bucket == srv.bucket
-        old = sorted((p for k, p in srv.pending.items() if carried and (k, tags, bucket) not in last), key=lambda p: p.seq)
-        new = sorted(i for i in (last.get((k, tags, bucket)) for k in "DP") if i is not None)
+        i_d, i_p = last.get(("D", tags, bucket)), last.get(("P", tags, bucket))
+        new = [i_d, i_p] if i_p is not None and i_d is not None and i_d < i_p else [i for i in (i_p, i_d) if i is not None]
+        if bucket != srv.bucket or not srv.pending:  # the usual case: a bucket that began in this run
+            return [line(i) for i in new]
+        old = sorted((p for k, p in srv.pending.items() if (k, tags, bucket) not in last), key=lambda p: p.seq)
         return [p.raw for p in old] + [line(i) for i in new]
 
     def _commit_all(self, src: SourceState) -> None:
