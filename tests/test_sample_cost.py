@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from exporter.cli import read_lines
+from exporter import recommend
+from exporter import rules as rules_mod
+from exporter.cli import new_pipeline, read_lines
 from exporter.rules import UsageStats
 from parsers import events as ev
 from parsers import parse_line, sglang
@@ -84,3 +86,46 @@ def test_batch_line_leaves_other_engines_and_long_lines_alone() -> None:
     long = line.replace("#queue-req: 0", "#queue-req: " + "9" * (70 * 1024))
     assert sglang.batch_line(long) is None
     assert parse_line(long, "sglang").outcome == ev.UNRECOGNIZED  # 'line too long', as before
+
+
+def _recommendation_states(lines: list[str], monkeypatch: pytest.MonkeyPatch, skip_unchanged: bool) -> tuple[list, int]:
+    """The recommendations of the applied event's server after every applied event, and how many
+    times ``recommend.update`` ran."""
+    calls = 0
+    update = recommend.update
+
+    def counted(*args, **kw):
+        nonlocal calls
+        calls += 1
+        return update(*args, **kw)
+
+    states: list = []
+
+    def snapshot(src, srv, line, raw) -> None:
+        recs = [r.as_dict() for r in srv.rule_memory.get("recommendations", [])]
+        states.append((srv.dp_rank, list(srv.recommendations), srv.recommended_ratio, recs))
+
+    with monkeypatch.context() as mp:
+        mp.setattr(recommend, "update", counted)
+        if not skip_unchanged:
+            mp.setattr(rules_mod, "recommend_inputs", lambda *args: object())  # never equal: always recompute
+        pipe = new_pipeline(None)
+        pipe.observers.append(snapshot)
+        for line in lines:
+            pipe.feed("s", line)
+        pipe.finish()
+    return states, calls
+
+
+def test_skipped_recommendation_refreshes_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refresh whose inputs (``rules.recommend_inputs``) equal the last one's is skipped: the
+    recommendations after every event are the same as with every refresh computed (SGLang
+    mamba / KV bound and capped, vLLM request-cap bound)."""
+    skipped = 0
+    for path in sorted(ROOT.glob("fixtures/scenarios/*.log")) + sorted(ROOT.glob("fixtures/demo/*.log")):
+        lines = list(read_lines(str(path)))
+        fast, n_fast = _recommendation_states(lines, monkeypatch, skip_unchanged=True)
+        full, n_full = _recommendation_states(lines, monkeypatch, skip_unchanged=False)
+        assert fast == full, path.name
+        skipped += n_full - n_fast
+    assert skipped > 30  # refreshes were really skipped
