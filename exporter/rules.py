@@ -508,9 +508,10 @@ class UsageStats:
         self.counts[b] += 1
         self.n += 1
         self._cum = None
-        if self.min is None or v < self.min:
+        lo, hi = self.min, self.max
+        if lo is None or v < lo:
             self.min = v
-        if self.max is None or v > self.max:
+        if hi is None or v > hi:
             self.max = v
 
     def quantile(self, q: float) -> float | None:
@@ -722,16 +723,15 @@ class Rules:
         mcap, eff = m["mcap"], m["eff"]
         waiting = queued is not None and queued > 0
         pinned_mamba = mcap is not None and running is not None and running >= mcap
-        out: dict[str, bool | None] = {}
 
         # mamba_bound
         if kv is None or (mamba is None and mcap is None):
-            out[MAMBA_BOUND] = None if kv is None or src.engine == ev.VLLM else False
+            mamba_bound = None if kv is None or src.engine == ev.VLLM else False
         else:
             m_use = mamba if mamba is not None else 0.0
             kv_far = kv <= m_use - cfg.kv_gap or kv < cfg.kv_low
             full = mamba is not None and mamba >= cfg.mamba_high
-            out[MAMBA_BOUND] = kv_far and ((full and (waiting or pinned_mamba)) or (pinned_mamba and waiting))
+            mamba_bound = kv_far and ((full and (waiting or pinned_mamba)) or (pinned_mamba and waiting))
 
         # kv_bound
         if e.preemptions:
@@ -740,20 +740,20 @@ class Rules:
             retr = m.get("retractions")
             recent_retraction = bool(retr) and ts is not None and 0 <= ts - retr[-1][0] <= cfg.retraction_window_seconds
         if kv is None:
-            out[KV_BOUND] = None
+            kv_bound = None
         else:
             room = mamba is None or mamba < cfg.mamba_room
             full = kv >= cfg.kv_high
-            out[KV_BOUND] = room and ((full and waiting) or (recent_retraction and (waiting or full)))
+            kv_bound = room and ((full and waiting) or (recent_retraction and (waiting or full)))
 
         # request_cap_bound
         if running is None or eff is None:
-            out[REQUEST_CAP_BOUND] = None
+            request_cap_bound = None
         else:
             cap_is_mamba = mcap is not None and eff >= mcap
             heads = (kv is None or kv < cfg.headroom) and (mamba is None or mamba < cfg.headroom)
-            out[REQUEST_CAP_BOUND] = (not cap_is_mamba) and running >= eff and waiting and heads and not recent_retraction
-        return out
+            request_cap_bound = (not cap_is_mamba) and running >= eff and waiting and heads and not recent_retraction
+        return {MAMBA_BOUND: mamba_bound, KV_BOUND: kv_bound, REQUEST_CAP_BOUND: request_cap_bound}
 
     def _batch(self, src: SourceState, srv: ServerState, m: dict, e: ev.BatchStats, ts: float | None, raw: str) -> None:
         cfg = self.config
