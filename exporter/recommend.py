@@ -494,6 +494,32 @@ def update(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -
     return recs
 
 
+def inputs(src: SourceState, srv: ServerState, cfg: RulesConfig) -> tuple:
+    """What :func:`update` reads, as far as it can change between two batch samples: the live
+    findings, the peak demand and the p95 / max usages (``_usage_p``, ``_peak``); plus
+    stamps for the rest (config, capacity, release range, engine change only with a non-batch event,
+    which bumps the source's ``gen``, or with a restart) and the thresholds.
+
+    Recommendations are a function of these, so a refresh with the inputs of the last one is
+    skipped: most refreshes of a long-lived finding are (tests/test_sample_cost.py checks that the
+    state is the same as with every refresh computed, sample by sample)."""
+    m = srv.rule_memory
+    usage, peaks = m["usage"], m["peaks"]
+    kv, mamba = usage["kv"], usage["mamba"]
+    return (
+        src.restarts,
+        src.rule_memory.get("gen", 0),
+        src.engine,
+        tuple(vars(cfg).values()),
+        tuple(srv.findings.items()),
+        peaks.get("running"),
+        peaks.get("queued"),
+        kv.quantile(0.95),
+        kv.quantile(1.0),
+        mamba.quantile(0.95),
+    )
+
+
 def update_ratio(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> None:
     f = srv.findings
     if f.get(MAMBA_BOUND) or f.get(KV_BOUND) or f.get(MAMBA_CAPPED):
@@ -502,4 +528,4 @@ def update_ratio(src: SourceState, srv: ServerState, cfg: RulesConfig | None = N
         srv.recommended_ratio = None
 
 
-__all__ = ["Recommendation", "candidates", "for_rules", "observed", "update", "update_ratio", "balanced_ratio"]
+__all__ = ["Recommendation", "candidates", "for_rules", "inputs", "observed", "update", "update_ratio", "balanced_ratio"]

@@ -804,10 +804,10 @@ class Rules:
         # unless nothing they depend on changed since they were last computed
         if any(findings.values()) and ts - m.get("reco_ts", _NEVER) >= RECOMMEND_REFRESH_SECONDS:
             m["reco_ts"] = ts
-            inputs = recommend_inputs(src, srv, cfg)
-            if inputs != m.get("reco_inputs"):
-                from . import recommend
+            from . import recommend
 
+            inputs = recommend.inputs(src, srv, cfg)
+            if inputs != m.get("reco_inputs"):
                 recommend.update(src, srv, cfg)
                 m["reco_inputs"] = inputs
 
@@ -872,32 +872,6 @@ class Rules:
                 bl = sm.get("boot_lines", {})
                 lines = [bl[k] for k in ("config", "mamba", "summary") if k in bl]
                 self._set(src, s, MAMBA_CAPPED, True, ts, lines or [(t, raw)])
-
-
-def recommend_inputs(src: SourceState, srv: ServerState, cfg: RulesConfig) -> tuple:
-    """What ``recommend.update`` reads, as far as it can change between two batch samples: the live
-    findings, the peak demand and the p95 / max usages (``recommend._usage_p``, ``_peak``); plus
-    stamps for the rest (config, capacity, release range, engine change only with a non-batch event,
-    which bumps the source's ``gen``, or with a restart) and the thresholds.
-
-    Recommendations are a function of these, so a refresh with the inputs of the last one is
-    skipped: most refreshes of a long-lived finding are (tests/test_sample_cost.py checks that the
-    state is the same as with every refresh computed, sample by sample)."""
-    m = srv.rule_memory
-    usage, peaks = m["usage"], m["peaks"]
-    kv, mamba = usage["kv"], usage["mamba"]
-    return (
-        src.restarts,
-        src.rule_memory.get("gen", 0),
-        src.engine,
-        tuple(vars(cfg).values()),
-        tuple(srv.findings.items()),
-        peaks.get("running"),
-        peaks.get("queued"),
-        kv.quantile(0.95),
-        kv.quantile(1.0),
-        mamba.quantile(0.95),
-    )
 
 
 def h_evidence(h: Hysteresis, ts: float, raw: str) -> list[tuple[float, str]]:

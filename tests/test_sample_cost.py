@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from exporter import recommend
-from exporter import rules as rules_mod
 from exporter.cli import new_pipeline, read_lines
 from exporter.rules import UsageStats
 from parsers import events as ev
@@ -108,7 +107,7 @@ def _recommendation_states(lines: list[str], monkeypatch: pytest.MonkeyPatch, sk
     with monkeypatch.context() as mp:
         mp.setattr(recommend, "update", counted)
         if not skip_unchanged:
-            mp.setattr(rules_mod, "recommend_inputs", lambda *args: object())  # never equal: always recompute
+            mp.setattr(recommend, "inputs", lambda *args: object())  # never equal: always recompute
         pipe = new_pipeline(None)
         pipe.observers.append(snapshot)
         for line in lines:
@@ -118,7 +117,7 @@ def _recommendation_states(lines: list[str], monkeypatch: pytest.MonkeyPatch, sk
 
 
 def test_skipped_recommendation_refreshes_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A refresh whose inputs (``rules.recommend_inputs``) equal the last one's is skipped: the
+    """A refresh whose inputs (``recommend.inputs``) equal the last one's is skipped: the
     recommendations after every event are the same as with every refresh computed (SGLang
     mamba / KV bound and capped, vLLM request-cap bound)."""
     skipped = 0
