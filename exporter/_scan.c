@@ -117,8 +117,8 @@ static int match_body(const char *s, Py_ssize_t n, Py_ssize_t p, const Template 
             return 0;
         p += kl + 2;
         Py_ssize_t v = p;
-        while (p < n && s[p] != ',' && s[p] != '\n')
-            p++;
+        const char *comma = memchr(s + p, ',', n - p); /* lines hold no \n here (see scan_line) */
+        p = comma ? comma - s : n;
         if (k == t->i_new || k == t->i_cached) {
             Py_ssize_t len = p - v;
             if (len == 0 || len > MAX_DIGITS)
@@ -172,7 +172,8 @@ static int scan_init(Scan *sc, PyObject *spec)
 }
 
 /* Take one line (s, n) that has index/offset `at` into the run. Returns 1 if it belongs to the
- * run, 0 if it ends the run, -1 on error (exception set). */
+ * run, 0 if it ends the run, -1 on error (exception set). The line must not contain '\n' (no
+ * line the templates accept does): callers cut text at newlines and stop at list items with one. */
 static int scan_line(Scan *sc, const char *s, Py_ssize_t n, Py_ssize_t at)
 {
     /* header: [YYYY-MM-DD HH:MM:SS */
@@ -188,7 +189,7 @@ static int scan_line(Scan *sc, const char *s, Py_ssize_t n, Py_ssize_t at)
         p += 4;
     }
     Py_ssize_t tags_at = p;
-    while (p < n && s[p] != ']' && s[p] != '[' && s[p] != '\n')
+    while (p < n && s[p] != ']' && s[p] != '[')
         p++;
     if (p + 1 >= n || s[p] != ']' || s[p + 1] != ' ')
         return 0;
@@ -204,7 +205,7 @@ static int scan_line(Scan *sc, const char *s, Py_ssize_t n, Py_ssize_t at)
         if (!match_body(s, n, p, &sc->tp, &new_v, &cached_v))
             return 0;
     }
-    else if (kind == 'I' && n - p >= 5 && memcmp(s + p, "INFO:", 5) == 0 && memchr(s + p, '\n', n - p) == NULL)
+    else if (kind == 'I' && n - p >= 5 && memcmp(s + p, "INFO:", 5) == 0)
         sc->n_info++;
     else
         return 0;
@@ -367,7 +368,11 @@ static PyObject *scan(PyObject *self, PyObject *args)
         PyObject *o = PyList_GET_ITEM(lines, i);
         if (!PyUnicode_Check(o) || PyUnicode_KIND(o) != PyUnicode_1BYTE_KIND)
             break;
-        int r = scan_line(&sc, (const char *)PyUnicode_DATA(o), PyUnicode_GET_LENGTH(o), i);
+        const char *line = (const char *)PyUnicode_DATA(o);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(o);
+        if (memchr(line, '\n', len) != NULL)
+            break;
+        int r = scan_line(&sc, line, len, i);
         if (r < 0)
             goto done;
         if (r == 0)
