@@ -573,6 +573,34 @@ def _clip(line: str) -> str:
     return line if len(line) <= EVIDENCE_LINE_MAX else line[: EVIDENCE_LINE_MAX - 1] + "…"
 
 
+class Recent(deque):
+    """The last ``maxlen`` ``(ts, n)`` events in arrival order. ``count_within`` walks back from
+    the newest and stops at the first one older than the window while they arrived in time order
+    (the usual case: one server's log), and counts them all once one arrived out of order."""
+
+    def __init__(self, maxlen: int) -> None:
+        super().__init__(maxlen=maxlen)
+        self.ordered = True
+
+    def append(self, item: tuple[float, int]) -> None:
+        if self and item[0] < self[-1][0]:
+            self.ordered = False
+        super().append(item)
+
+    def count_within(self, ts: float, window: float) -> int:
+        """How many events lie in ``[ts - window, ts]``."""
+        if not self.ordered:
+            return sum(1 for t, _ in self if 0 <= ts - t <= window)
+        n = 0
+        for t, _ in reversed(self):
+            d = ts - t
+            if d > window:
+                break
+            if d >= 0:
+                n += 1
+        return n
+
+
 class Rules:
     """The observer: ``Rules(config)(src, srv, parsed_line, raw_line)``."""
 
@@ -589,7 +617,7 @@ class Rules:
             m["usage"] = {"kv": UsageStats(), "mamba": UsageStats(), "swa": UsageStats()}
             m["binding_seconds"] = {"mamba": 0.0, "kv": 0.0, "requests": 0.0, "none": 0.0}
             m["binding_last"] = None  # (ts, category)
-            m["retractions"] = deque(maxlen=256)  # (ts, n) retraction lines / vLLM preemption intervals
+            m["retractions"] = Recent(256)  # (ts, n) retraction lines / vLLM preemption intervals
             m["peaks"] = {}
             m["exhausted_at"] = None
             m["restarts_seen"] = 0
@@ -813,7 +841,7 @@ class Rules:
 
     def _storm(self, src: SourceState, srv: ServerState, m: dict, ts: float, raw: str) -> None:
         cfg = self.config
-        n = sum(1 for t, _ in m["retractions"] if 0 <= ts - t <= cfg.storm_window_seconds)
+        n = m["retractions"].count_within(ts, cfg.storm_window_seconds)
         h = m["hyst"][RETRACTION_STORM]
         tr = h.update(n >= cfg.storm_min_events, ts, cfg, raw, fast=True)
         if tr == "fire":

@@ -128,3 +128,20 @@ def test_skipped_recommendation_refreshes_change_nothing(monkeypatch: pytest.Mon
         assert fast == full, path.name
         skipped += n_full - n_fast
     assert skipped > 30  # refreshes were really skipped
+
+
+def test_recent_events_count_within_a_window_as_a_full_scan_does() -> None:
+    import random
+
+    from exporter.rules import Recent
+
+    rnd = random.Random(3)
+    for _ in range(300):
+        r = Recent(16)
+        t = 1000.0
+        for _ in range(rnd.randint(0, 40)):
+            t += rnd.choice([0, 0.5, 3, 30, -2 if rnd.random() < 0.05 else 1])
+            r.append((t, 1))
+            for now in (t, t + 10, t - 5):
+                for window in (0, 5, 60):
+                    assert r.count_within(now, window) == sum(1 for x, _ in r if 0 <= now - x <= window)
