@@ -246,25 +246,27 @@ class Pipeline:
             self.feed_lines(source, _split(text))
             return
         feed, name = self.feed, src.name
-        i, n = 0, len(text)
+        n = len(text)
+
+        def one(at: int) -> int:
+            """Feed the line at offset ``at`` down the line path; the offset of the next line."""
+            e = text.find("\n", at)
+            e = n if e < 0 else e
+            feed(name, text[at:e])
+            return e + 1
+
+        i = 0
         while i < n:
             sp = scan_spec()
             if sp is None:  # both batch shapes not learned yet (start of a log)
-                e = text.find("\n", i)
-                feed(name, text[i:e] if e >= 0 else text[i:])
-                i = e + 1 if e >= 0 else n
+                i = one(i)
                 continue
             r = scan_text(text, i, sp)
             stop = r[0]
             if stop > i and not self._apply_scan(src, partial(line_at, text), i, r):
                 for line in _split(text[i:stop]):
                     feed(name, line)
-            if stop < n:
-                e = text.find("\n", stop)
-                feed(name, text[stop:e] if e >= 0 else text[stop:])
-                i = e + 1 if e >= 0 else n
-            else:
-                i = n
+            i = one(stop) if stop < n else n
 
     def _feed_scanned(self, src: SourceState, lines: list[str]) -> None:
         """Feed a list through the bulk scanner: runs of steady-state lines are applied from the
