@@ -115,7 +115,7 @@ def scanner_of(exp: list[str]) -> str:
     """Which bulk scanner the benchmarked exporter runs: the C extension or the pure-Python one."""
     code = "import exporter.scan as s; print('C extension' if s.native else 'pure Python')"
     cmd = [*exp[:-2], "-c", code] if exp[-2:] == ["-m", "exporter"] else [str(venv_python()), "-c", code]
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd="/")
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     return r.stdout.strip() or "unknown"
 
 
@@ -284,7 +284,7 @@ def snapshot_cmd(out: Path, rev: str | None) -> list[str]:
         [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True
     ).stdout.strip()
     # -S: no site (.pth) processing; -P: no cwd/script dir on sys.path (the harness runs from the repo root)
-    return ["env", f"PYTHONPATH={snap}:{site}", str(py), "-S", "-P", "-m", "exporter"]
+    return ["env", f"PYTHONPATH={snap.resolve()}:{site}", str(py), "-S", "-P", "-m", "exporter"]
 
 
 # ----------------------------------------------------------------------------- throughput
