@@ -125,11 +125,15 @@ class Pipeline:
             lines = list(lines)
         src = self.sources.get(source) or self.source(source)
         src.fed_at = time.monotonic()
-        if src.engine == ev.SGLANG and len(lines) >= CHUNK_MIN:
-            self._feed_scanned(src, lines)
-            return
         feed = self.feed
-        for line in lines:
+        i = 0
+        while src.engine is None and i < len(lines):  # auto-detect: the first lines tell the engine
+            feed(source, lines[i])
+            i += 1
+        if src.engine == ev.SGLANG and len(lines) - i >= CHUNK_MIN:
+            self._feed_scanned(src, lines[i:] if i else lines)
+            return
+        for line in lines[i:] if i else lines:
             feed(source, line)
 
     def _feed_sglang_fast(self, src: SourceState, line: str) -> str | None:
@@ -242,9 +246,6 @@ class Pipeline:
         its lines; on an SGLang source the scanner walks the block without splitting it."""
         src = self.sources.get(source) or self.source(source)
         src.fed_at = time.monotonic()
-        if src.engine != ev.SGLANG or len(text) < CHUNK_MIN * 128:
-            self.feed_lines(source, _split(text))
-            return
         feed, name = self.feed, src.name
         n = len(text)
 
@@ -256,6 +257,11 @@ class Pipeline:
             return e + 1
 
         i = 0
+        while src.engine is None and i < n:  # auto-detect: the first lines tell the engine
+            i = one(i)
+        if src.engine != ev.SGLANG or n - i < CHUNK_MIN * 128:
+            self.feed_lines(source, _split(text[i:] if i else text))
+            return
         while i < n:
             sp = scan_spec()
             if sp is None:  # both batch shapes not learned yet (start of a log)
