@@ -14,11 +14,12 @@ scrape time (:meth:`Pipeline.sync`), so a gauge always shows the newest line tha
 Buckets come from the log's own timestamps, so ``replay`` and ``serve`` sample the same lines
 whatever the read chunking, and reach the same verdicts.
 
-``feed_lines`` goes further for the steady state: :func:`exporter.scan.scan` (a C extension, or
-its pure-Python twin) walks runs of batch lines of the learned shapes and uvicorn lines and returns
-per-run aggregates (counts, token sums, first and last line of each bucket), which
-:meth:`Pipeline._apply_scan` turns into the same state; the line that ends a run goes through
-:meth:`Pipeline.feed`. Both paths give the same state (tests/test_hot_path.py).
+``feed_lines`` (a list, from the tailers) and ``feed_text`` (a block of lines, from ``replay``)
+go further for the steady state: :mod:`exporter.scan` (a C extension, or its pure-Python twin)
+walks runs of batch lines of the learned shapes and uvicorn lines and returns per-run aggregates
+(counts, token sums, first and last line of each bucket), which :meth:`Pipeline._apply_scan` turns
+into the same state; the line that ends a run goes through :meth:`Pipeline.feed`. All paths give
+the same state (tests/test_hot_path.py).
 """
 
 from __future__ import annotations
