@@ -30,6 +30,7 @@
 #define BUCKET_LEN 17 /* 'YYYY-MM-DD HH:MM' + tens digit of the seconds */
 #define MAX_KEYS 64
 #define MAX_DIGITS 18
+#define RECENT_GROUPS 16 /* groups searched for a line's (kind, tags, bucket) */
 
 typedef struct {
     const char *head;
@@ -220,9 +221,15 @@ static int scan_line(Scan *sc, const char *s, Py_ssize_t n, Py_ssize_t at)
     (groups[G].kind == kind && groups[G].tags_len == tags_len && memcmp(groups[G].bucket_buf, s + 1, 16) == 0 &&            \
      groups[G].bucket_buf[16] == s[18] && memcmp(groups[G].tags, tags, tags_len) == 0)
         if (g < 0 || !SAME(g)) {
-            for (g = sc->ng - 1; g >= 0; g--)
+            /* only the newest groups: buckets come in time order, so an older match is rare, and a
+             * duplicate group it causes is merged by scan_result (a sparse log, one line per
+             * bucket, would otherwise make every new group search them all) */
+            Py_ssize_t floor = sc->ng > RECENT_GROUPS ? sc->ng - RECENT_GROUPS : 0;
+            for (g = sc->ng - 1; g >= floor; g--)
                 if (SAME(g))
                     break;
+            if (g < floor)
+                g = -1;
         }
 #undef SAME
         Group *gr;
@@ -305,6 +312,16 @@ static int dict_set_index(PyObject *d, PyObject *key, Py_ssize_t v)
     return r;
 }
 
+static int dict_first_index(PyObject *d, PyObject *key, Py_ssize_t v)
+{
+    PyObject *x = PyLong_FromSsize_t(v);
+    if (x == NULL)
+        return -1;
+    PyObject *r = PyDict_SetDefault(d, key, x); /* borrowed */
+    Py_DECREF(x);
+    return r == NULL ? -1 : 0;
+}
+
 /* (stop, n_info, top, counts, new_sums, cached_sums, first, last) */
 static PyObject *scan_result(Scan *sc, Py_ssize_t stop)
 {
@@ -320,7 +337,9 @@ static PyObject *scan_result(Scan *sc, Py_ssize_t stop)
         PyObject *bucket = PyUnicode_DecodeLatin1(gr->bucket_buf, BUCKET_LEN, NULL);
         PyObject *ck = (k && tags) ? PyTuple_Pack(2, k, tags) : NULL;
         PyObject *bk = (k && tags && bucket) ? PyTuple_Pack(3, k, tags, bucket) : NULL;
-        if (ck && bk && dict_add(counts, ck, gr->count) == 0 && dict_set_index(first, bk, gr->first) == 0 &&
+        /* groups are in order of their first line: for a key with two groups the earlier one
+         * holds its first line and the later one its last */
+        if (ck && bk && dict_add(counts, ck, gr->count) == 0 && dict_first_index(first, bk, gr->first) == 0 &&
             dict_set_index(last, bk, gr->last) == 0) {
             ok = 1;
             if (gr->kind == 'P')

@@ -241,3 +241,26 @@ def test_native_rejects_bad_arguments() -> None:
     with pytest.raises(TypeError):
         scan_mod.native.scan_text(b"[2026", 0, SPEC)
     assert scan_mod.native.scan([D.format(s="34"), 7], 0, SPEC)[0] == 1  # a non-str item stops the run
+
+
+@requires_native
+def test_native_matches_python_on_sparse_and_revisited_buckets() -> None:
+    """A quiet server: every line in a bucket of its own (thousands of groups per run), with lines
+    of long-past buckets coming back (a DP rank whose clock lags): the same aggregates as the
+    reference, however far back the bucket lies."""
+    import datetime
+
+    rnd = random.Random(9)
+    t0 = datetime.datetime(2026, 8, 14, 8, 0, 0)
+    lines = []
+    for i in range(3000):
+        back = rnd.choice([0] * 20 + [1, 5, 17, 40, 400])
+        ts = (t0 + datetime.timedelta(seconds=10 * (i - back))).strftime("%Y-%m-%d %H:%M:%S")
+        tags = rnd.choice([" TP0", " TP0", " DP1 TP1"])
+        line = rnd.choice([D, P]).replace("2026-08-14 08:17:{s} TP0", ts + tags)
+        lines.append(line.format(new=rnd.randint(0, 9000), cached=rnd.randint(0, 9000)))
+    want = scan_py(lines, 0, SPEC)
+    assert want[0] == len(lines) and len(want[6]) > 2000
+    assert scan_mod.native.scan(lines, 0, SPEC) == want
+    text = "".join(line + "\n" for line in lines)
+    assert scan_mod.native.scan_text(text, 0, SPEC) == scan_text_py(text, 0, SPEC)
