@@ -36,7 +36,7 @@ from parsers import parse_line
 from parsers.prefix import SGLANG_HEADER_RE, minute_epoch, sglang_tags
 from parsers.sglang import LINE_TEMPLATES, check_batch
 
-from .scan import ScanResult, line_at, scan, scan_text
+from .scan import ScanResult, Spec, line_at, scan, scan_text
 from .scan import spec as scan_spec
 from .state import ServerState, SourceState
 
@@ -45,6 +45,7 @@ Observer = Callable[[SourceState, ServerState, ev.Line, str], None]
 
 # a sample bucket is 10 s of log clock: the header's 'YYYY-MM-DD HH:MM' plus the tens of seconds
 CHUNK_MIN = 32  # lists shorter than this are fed line by line (the scanner's set-up costs more)
+RUN_MIN, BACKOFF_MAX = 16, 1024  # see Pipeline._scan_loop
 IDLE_SAMPLE_SECONDS = 10.0  # a source quiet this long (wall time) has its pending lines sampled
 _G0 = itemgetter(0)
 
@@ -263,37 +264,60 @@ class Pipeline:
         if src.engine != ev.SGLANG or n - i < CHUNK_MIN * 128:
             self.feed_lines(source, _split(text[i:] if i else text))
             return
+        self._scan_loop(src, i, n, partial(scan_text, text), one, partial(line_at, text), lambda a, b: _split(text[a:b]))
+
+    def _feed_scanned(self, src: SourceState, lines: list[str]) -> None:
+        """A list through the bulk scanner (positions are list indices)."""
+        feed, name = self.feed, src.name
+
+        def one(i: int) -> int:
+            feed(name, lines[i])
+            return i + 1
+
+        self._scan_loop(src, 0, len(lines), partial(scan, lines), one, lines.__getitem__, lambda a, b: lines[a:b])
+
+    def _scan_loop(
+        self,
+        src: SourceState,
+        i: int,
+        n: int,
+        scan_from: Callable[[int, Spec], ScanResult],
+        one: Callable[[int], int],
+        line: Callable[[int], str],
+        between: Callable[[int, int], list[str]],
+    ) -> None:
+        """Feed positions ``i`` to ``n`` of a list (indices) or a block (offsets) through the bulk
+        scanner: runs of steady-state lines are applied from the scanner's aggregates
+        (:meth:`_apply_scan`), the line that ends a run goes down the line path (``one`` feeds the
+        line at a position and returns the next position).
+
+        Where runs stay short (a log that mixes other lines in between the batch lines), the
+        scanner's per-run cost exceeds what it saves: after a run of fewer than ``RUN_MIN`` lines
+        the next lines take the line path, ``RUN_MIN`` at first and twice as many after every
+        further short run (at most ``BACKOFF_MAX``). Both paths give the same state."""
+        feed, name = self.feed, src.name
+        backoff = 0
         while i < n:
             sp = scan_spec()
             if sp is None:  # both batch shapes not learned yet (start of a log)
                 i = one(i)
                 continue
-            r = scan_text(text, i, sp)
+            r = scan_from(i, sp)
             stop = r[0]
-            if stop > i and not self._apply_scan(src, partial(line_at, text), i, r):
-                for line in _split(text[i:stop]):
-                    feed(name, line)
-            i = one(stop) if stop < n else n
-
-    def _feed_scanned(self, src: SourceState, lines: list[str]) -> None:
-        """Feed a list through the bulk scanner: runs of steady-state lines are applied from the
-        scanner's aggregates (:meth:`_apply_scan`), every other line goes through :meth:`feed`."""
-        feed, name = self.feed, src.name
-        i, n = 0, len(lines)
-        while i < n:
-            sp = scan_spec()
-            if sp is None:  # both batch shapes not learned yet (start of a log)
-                feed(name, lines[i])
-                i += 1
-                continue
-            r = scan(lines, i, sp)
-            stop = r[0]
-            if stop > i and not self._apply_scan(src, lines.__getitem__, i, r):
-                for line in lines[i:stop]:
-                    feed(name, line)
-            if stop < n:
-                feed(name, lines[stop])
-            i = stop + 1
+            if stop > i and not self._apply_scan(src, line, i, r):
+                for ln in between(i, stop):
+                    feed(name, ln)
+            if stop >= n:
+                return
+            i = one(stop)
+            if r[1] + sum(r[3].values()) < RUN_MIN:  # lines in the run: uvicorn + batch
+                backoff = min(max(2 * backoff, RUN_MIN), BACKOFF_MAX)
+                for _ in range(backoff):
+                    if i >= n:
+                        return
+                    i = one(i)
+            else:
+                backoff = 0
 
     def _apply_scan(self, src: SourceState, line: Callable[[int], str], lo: int, r: ScanResult) -> bool:
         """Apply the run from ``lo`` to the scanner's stop from its aggregates; same state as

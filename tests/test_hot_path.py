@@ -100,6 +100,21 @@ def test_busy_log_same_state_and_chunk_path_is_taken(tmp_path: Path, scan) -> No
     assert src.lines["parsed"] - before == sum("batch" in ln for ln in steady)
 
 
+def test_batch_lines_mixed_with_other_lines_same_state(tmp_path: Path) -> None:
+    """Runs cut short by other lines send the scanner into back-off (the next lines take the line
+    path): the state must not depend on where that happens."""
+    lines = list(read_lines(bench_log(tmp_path, 3000)))
+    mixed: list[str] = []
+    rnd = random.Random(4)
+    for i, line in enumerate(lines):
+        mixed.append(line)
+        if i > 50 and rnd.random() < (0.9 if (i // 500) % 2 else 0.02):  # stretches of both kinds
+            mixed.append(line.split("]", 1)[0] + "] Scheduler: a debug line that is not a batch line")
+    want = by_line(mixed)
+    for seed in range(3):
+        assert by_chunks(mixed, seed) == want
+
+
 def test_pending_samples_wait_for_the_next_bucket_or_an_idle_source() -> None:
     pipe = new_pipeline(None)
     rules = pipe.rules
