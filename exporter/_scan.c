@@ -302,24 +302,15 @@ static int dict_add(PyObject *d, PyObject *key, long long v)
     return r;
 }
 
-static int dict_set_index(PyObject *d, PyObject *key, Py_ssize_t v)
+/* d[key] = v, or (keep_first) only if key is not there yet */
+static int dict_set_index(PyObject *d, PyObject *key, Py_ssize_t v, int keep_first)
 {
     PyObject *x = PyLong_FromSsize_t(v);
     if (x == NULL)
         return -1;
-    int r = PyDict_SetItem(d, key, x);
+    int r = keep_first ? (PyDict_SetDefault(d, key, x) == NULL ? -1 : 0) : PyDict_SetItem(d, key, x);
     Py_DECREF(x);
     return r;
-}
-
-static int dict_first_index(PyObject *d, PyObject *key, Py_ssize_t v)
-{
-    PyObject *x = PyLong_FromSsize_t(v);
-    if (x == NULL)
-        return -1;
-    PyObject *r = PyDict_SetDefault(d, key, x); /* borrowed */
-    Py_DECREF(x);
-    return r == NULL ? -1 : 0;
 }
 
 /* (stop, n_info, top, counts, new_sums, cached_sums, first, last) */
@@ -339,8 +330,8 @@ static PyObject *scan_result(Scan *sc, Py_ssize_t stop)
         PyObject *bk = (k && tags && bucket) ? PyTuple_Pack(3, k, tags, bucket) : NULL;
         /* groups are in order of their first line: for a key with two groups the earlier one
          * holds its first line and the later one its last */
-        if (ck && bk && dict_add(counts, ck, gr->count) == 0 && dict_first_index(first, bk, gr->first) == 0 &&
-            dict_set_index(last, bk, gr->last) == 0) {
+        if (ck && bk && dict_add(counts, ck, gr->count) == 0 && dict_set_index(first, bk, gr->first, 1) == 0 &&
+            dict_set_index(last, bk, gr->last, 0) == 0) {
             ok = 1;
             if (gr->kind == 'P')
                 ok = (sc->tp.i_new < 0 || dict_add(news, tags, gr->new_sum) == 0) &&
