@@ -18,7 +18,7 @@
  *   cached_sums  {tags: sum of the prefill cached-token values}  (empty if no such key)
  *   first, last  {(kind, tags, bucket): index of the first / last line}, bucket = 'YYYY-MM-DD HH:MM' + tens of seconds
  *
- * The pure-Python path (the multi-line regex in exporter/scan.py) gives the same result; tests
+ * The pure-Python twin (exporter/scan.py, one fullmatch per line) gives the same result; tests
  * compare the two. A line with a character past U+00FF stops the scan, as does a prefill value
  * of more than 18 digits or one that would take the call's sum past 2**63 - 1: the line-by-line path handles them.
  */
@@ -45,8 +45,7 @@ typedef struct {
     char kind;
     const char *tags;
     Py_ssize_t tags_len;
-    const char *bucket; /* BUCKET_LEN bytes: ymdhm (16) + tens digit */
-    char bucket_buf[BUCKET_LEN];
+    char bucket_buf[BUCKET_LEN]; /* ymdhm (16) + tens digit of the seconds */
     Py_ssize_t count, first, last;
     long long new_sum, cached_sum;
 } Group;
@@ -210,6 +209,9 @@ static int scan_line(Scan *sc, const char *s, Py_ssize_t n, Py_ssize_t at)
         sc->n_info++;
     else
         return 0;
+    /* every sum of this call is at most the call's total: stop before that overflows */
+    if (kind == 'P' && (new_v > LLONG_MAX - sc->total_new || cached_v > LLONG_MAX - sc->total_cached))
+        return 0;
 
     if (kind != 'I') {
         /* find or add the group (kind, tags, bucket) */
@@ -234,8 +236,6 @@ static int scan_line(Scan *sc, const char *s, Py_ssize_t n, Py_ssize_t at)
 #undef SAME
         Group *gr;
         if (g < 0) {
-            if (kind == 'P' && (new_v > LLONG_MAX - sc->total_new || cached_v > LLONG_MAX - sc->total_cached))
-                return 0;
             if (sc->ng == sc->cap) {
                 Group *bigger = PyMem_Realloc(sc->groups, 2 * sc->cap * sizeof(Group));
                 if (bigger == NULL) {
@@ -259,9 +259,6 @@ static int scan_line(Scan *sc, const char *s, Py_ssize_t n, Py_ssize_t at)
         else
             gr = &groups[g];
         if (kind == 'P') {
-            /* every sum of this call is at most the call's total: stop before that overflows */
-            if (new_v > LLONG_MAX - sc->total_new || cached_v > LLONG_MAX - sc->total_cached)
-                return 0;
             sc->total_new += new_v;
             sc->total_cached += cached_v;
             gr->new_sum += new_v;
