@@ -33,7 +33,7 @@ from operator import itemgetter
 
 from parsers import events as ev
 from parsers import parse_line
-from parsers.prefix import SGLANG_HEADER_RE, minute_epoch, sglang_tags
+from parsers.prefix import SGLANG_HEADER_RE, sglang_tags, sglang_ts
 from parsers.sglang import LINE_TEMPLATES, check_batch
 
 from .scan import ScanResult, Spec, line_at, scan, scan_text
@@ -178,7 +178,7 @@ class Pipeline:
             if h is None:
                 return None
             ymdhm, sec, _, _ = h.groups()
-            ts = minute_epoch(ymdhm) + int(sec)
+            ts = sglang_ts(ymdhm, sec, None)
             with self.lock:
                 src.lines[ev.IGNORED] += 1
                 if src.last_ts is None or ts > src.last_ts:
@@ -188,9 +188,7 @@ class Pipeline:
 
     def _batch_line(self, src: SourceState, line: str, c: str, ymdhm: str, sec: str, ms: str | None, tags: str, new, cached) -> str:
         """Count one valid batch line and make it its server's pending line of kind ``c``."""
-        ts = minute_epoch(ymdhm) + int(sec)
-        if ms:
-            ts += int(ms) / 1000.0
+        ts = sglang_ts(ymdhm, sec, ms)
         dp, tp, pp = sglang_tags(tags) if tags else ("0", None, None)
         with self.lock:
             src.lines[ev.PARSED] += 1
@@ -253,10 +251,9 @@ class Pipeline:
 
         def one(at: int) -> int:
             """Feed the line at offset ``at`` down the line path; the offset of the next line."""
-            e = text.find("\n", at)
-            e = n if e < 0 else e
-            feed(name, text[at:e])
-            return e + 1
+            line = line_at(text, at)
+            feed(name, line)
+            return at + len(line) + 1
 
         i = 0
         while src.engine is None and i < n:  # auto-detect: the first lines tell the engine
@@ -335,7 +332,7 @@ class Pipeline:
                     return False
                 dps[dp] = rank
                 ranks[tags] = (dp, rank)
-        ts = minute_epoch(top[0]) + int(top[1]) + (int(top[2]) / 1000.0 if top[2] else 0.0)
+        ts = sglang_ts(*top)
         n_batch = sum(counts.values())
         with self.lock:
             src.lines[ev.PARSED] += n_batch

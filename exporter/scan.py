@@ -16,7 +16,7 @@ the same over the lines of one string (``replay`` reads blocks of lines without 
 its indices are the offsets where lines start.
 
 Two implementations with one contract: the C extension ``exporter._scan`` (built by ``pip
-install`` when a compiler is there, ~40x faster) and :func:`scan_py`, a per-line loop used when
+install`` when a compiler is there, ~20x faster) and :func:`scan_py`, a per-line loop used when
 the extension is missing and as the oracle in the tests. ``HCE_PURE_PYTHON=1`` forces the pure
 one. Both stop at a line that is not a one-byte (Latin-1) string and before a prefill value of
 more than 18 digits or one that takes the call's sum past 2**63 - 1, which the line path handles instead.
@@ -29,14 +29,13 @@ import re
 from collections.abc import Iterator
 from itertools import islice
 
-from parsers.sglang import LINE_SHAPES
+from parsers.sglang import LINE_HEADER, LINE_SHAPES
 
 Template = tuple[str, tuple[str, ...], "int | None", "int | None"]  # (head, keys, i_new, i_cached)
 Spec = tuple[Template, Template]  # (decode, prefill)
 ScanResult = tuple[int, int, "tuple[str, str, str] | None", dict, dict, dict, dict, dict]
 
 _INT64_MAX = (1 << 63) - 1
-HEADER = r"\[([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}):([0-9]{2})(?:\.([0-9]{3}))?([^\]\[\n]*)\] "
 
 try:
     if os.environ.get("HCE_PURE_PYTHON"):
@@ -56,8 +55,9 @@ _REGEXES: dict[Spec, re.Pattern[str]] = {}
 
 
 def _regex(sp: Spec) -> re.Pattern[str]:
-    """One whole-line regex for the spec: header, then a decode body, a prefill body or ``INFO:``.
-    Groups: ymdhm, sec, ms, tags, 'D', 'P', new, cached, 'I'."""
+    """One whole-line regex for the spec: the line templates' header, then a decode body, a prefill
+    body or ``INFO:``. Groups: ymdhm, sec, ms, tags, 'D', 'P', new, cached, 'I'. (The header's
+    ``\\d`` is ``[0-9]`` for the Latin-1 lines that reach it, as in the C scanner.)"""
     rx = _REGEXES.get(sp)
     if rx is None:
 
@@ -73,7 +73,7 @@ def _regex(sp: Spec) -> re.Pattern[str]:
             return re.escape(head[1:]) + ", ".join(vals) + "(?:, )?"
 
         d, p = sp
-        pattern = rf"{HEADER}(?:(D){body(d)}|(P){body(p)}|(I)NFO:[^\n]*)"
+        pattern = rf"{LINE_HEADER}(?:(D){body(d)}|(P){body(p)}|(I)NFO:[^\n]*)"
         if "(?P<new>" not in pattern:
             pattern += "(?P<new>)?"
         if "(?P<cached>" not in pattern:
@@ -141,13 +141,10 @@ def scan_py(lines: list[str], start: int, sp: Spec) -> ScanResult:
 
 
 def _text_lines(text: str, pos: int) -> Iterator[tuple[int, str]]:
-    n = len(text)
-    while pos < n:
-        e = text.find("\n", pos)
-        if e < 0:
-            e = n
-        yield pos, text[pos:e]
-        pos = e + 1
+    while pos < len(text):
+        line = line_at(text, pos)
+        yield pos, line
+        pos += len(line) + 1
 
 
 def scan_text_py(text: str, pos: int, sp: Spec) -> ScanResult:

@@ -108,7 +108,7 @@ LINE_TEMPLATES: dict[str, tuple[re.Pattern, int | None, int | None]] = {}
 # the shape of each as (head, keys, index of #new-token, index of #cached-token): what the bulk
 # scanner (exporter/scan.py) accepts
 LINE_SHAPES: dict[str, tuple[str, tuple[str, ...], int | None, int | None]] = {}
-_HEADER = r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}):(\d{2})(?:\.(\d{3}))?([^\]\[\n]*)\] "
+LINE_HEADER = r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}):(\d{2})(?:\.(\d{3}))?([^\]\[\n]*)\] "
 
 
 def _learn(kind: str, head: str, items: list[str]) -> None:
@@ -137,7 +137,7 @@ def _learn(kind: str, head: str, items: list[str]) -> None:
         body = re.escape(head) + ", ".join(re.escape(k) + r": ([^,\n]*)" for k in keys) + r"(?:, )?"
         entry = _TEMPLATES[(head, *keys)] = (
             (re.compile(body), tuple(plan), i_new, i_cached),
-            (re.compile(_HEADER + body), None if i_new is None else i_new + 4, None if i_cached is None else i_cached + 4),
+            (re.compile(LINE_HEADER + body), None if i_new is None else i_new + 4, None if i_cached is None else i_cached + 4),
             (head, keys, i_new, i_cached),
         )
     _LAST_TEMPLATE[kind], LINE_TEMPLATES[kind], LINE_SHAPES[kind] = entry
