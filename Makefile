@@ -20,11 +20,15 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(BIN)/hybrid-cache-exporter serve --log demo=fixtures/demo/sglang-mamba-bound.log --from-beginning --listen $(HOST):$(PORT)
 
-## Debian tools the tests need: promtool + prometheus (real server), mtail (bench smoke)
+## Debian tools the tests use for real: promtool + prometheus (real server), mtail (bench),
+## logrotate (rotation), chromium (status page and HTML report, headless); kubectl ships with the image
+TOOLS_CMDS = promtool prometheus mtail logrotate chromium
+TOOLS_PKGS = prometheus mtail logrotate chromium
 tools:
-	@command -v promtool >/dev/null && command -v prometheus >/dev/null && command -v mtail >/dev/null || { \
+	@missing=; for c in $(TOOLS_CMDS); do command -v $$c >/dev/null || [ -x /usr/sbin/$$c ] || missing=1; done; \
+	[ -z "$$missing" ] || { \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus mtail >/dev/null; }
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $(TOOLS_PKGS) >/dev/null; }
 
 ## set up the same environment and run every test
 test: $(STAMP) tools
