@@ -1,6 +1,6 @@
 """``plan`` subcommand: capacity plan for a hybrid model from its HF config.json (no server needed).
 
-Usage (through the lead's CLI, which calls :func:`register` then ``args.func(args)``)::
+Usage (the command line is ``exporter/cli/plan.py``; :func:`build` takes its parsed arguments)::
 
     hybrid-cache-exporter plan --config fixtures/configs/kimi-k3.json --engine sglang --tp 8 \\
         --kv-budget 27.3 --kv-cache-dtype fp8_e4m3 --mamba-ssm-dtype bfloat16 --mamba-full-memory-ratio 0.15 \\
@@ -14,94 +14,47 @@ Exit codes: 0 ok, 2 bad input (missing/invalid config, bad option combination).
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from dataclasses import asdict
 from typing import Any
 
 from exporter import capacity as cap
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``plan`` subcommand to an ``argparse`` subparsers object; sets ``func=run``."""
-    p = subparsers.add_parser(
-        "plan",
-        help="capacity plan (KV/token, state/request, pool sizes, request caps, flag effects) from a config.json",
-        description="Capacity plan for a hybrid linear-attention model from its HuggingFace config.json.",
-    )
-    p.add_argument("--config", required=True, metavar="PATH", help="HF config.json (top level or nested text_config)")
-    p.add_argument("--engine", choices=("sglang", "vllm"), default="sglang")
-    p.add_argument("--tp", type=int, default=1, metavar="N", help="tensor parallel size (default 1)")
-    mem = p.add_mutually_exclusive_group()
-    mem.add_argument("--kv-budget", type=float, metavar="GiB", help="per-GPU memory for KV + linear state")
-    mem.add_argument("--gpu-memory", type=float, metavar="GiB", help="per-GPU memory; budget = this × --mem-fraction − --weights/tp")
-    p.add_argument("--mem-fraction", type=float, default=0.9, help="with --gpu-memory: static fraction (default 0.9)")
-    p.add_argument("--weights", type=float, default=None, metavar="GiB", help="with --gpu-memory: total weight GiB over all GPUs")
-    p.add_argument("--kv-cache-dtype", default="auto", help="auto|bfloat16|fp8|fp8_e4m3|… (default auto = model dtype)")
-    p.add_argument(
-        "--mamba-ssm-dtype",
-        "--mamba-ssm-cache-dtype",
-        dest="mamba_ssm_dtype",
-        default=None,
-        help="float32|bfloat16|float16 (default: config, else engine default)",
-    )
-    p.add_argument("--mamba-full-memory-ratio", type=float, default=0.9, metavar="R", help="SGLang mamba:KV byte ratio (default 0.9)")
-    p.add_argument("--max-mamba-cache-size", type=int, default=None, metavar="N", help="SGLang explicit mamba slot count")
-    p.add_argument(
-        "--radix-strategy",
-        default="auto",
-        choices=("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy", "disable"),
-        help="SGLang --mamba-radix-cache-strategy, or 'disable' for --disable-radix-cache",
-    )
-    p.add_argument("--disable-overlap-schedule", action="store_true", help="SGLang: overlap scheduler off")
-    p.add_argument("--skip-decode-lock", action="store_true", help="SGLang: SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1")
-    p.add_argument("--sglang-version", default=None, help="SGLang version for the slots table (default latest, 0.5.23)")
-    p.add_argument("--mamba-cache-mode", choices=("none", "align"), default="none", help="vLLM mamba cache mode (align = prefix caching)")
-    p.add_argument("--context-len", type=int, default=None, metavar="TOKENS", help="tokens per request (vLLM: max_model_len)")
-    p.add_argument("--max-running-requests", "--max-num-seqs", dest="max_running_requests", type=int, default=None, metavar="N")
-    p.add_argument(
-        "--spec-draft-tokens", type=int, default=0, metavar="D", help="speculative draft tokens (SGLang D / vLLM num_speculative_tokens)"
-    )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=run)
-    return p
-
-
-class _UsageError(Exception):
-    pass
+class UsageError(Exception):
+    """A bad option value or combination (exit code 2, one line on stderr)."""
 
 
 def _budget_bytes(args: argparse.Namespace, notes: list[str]) -> int:
     if args.kv_budget is not None:
         if args.kv_budget <= 0:
-            raise _UsageError("--kv-budget must be > 0")
+            raise UsageError("--kv-budget must be > 0")
         return int(args.kv_budget * cap.GiB)
     if args.gpu_memory is not None:
         if args.gpu_memory <= 0:
-            raise _UsageError("--gpu-memory must be > 0")
+            raise UsageError("--gpu-memory must be > 0")
         b = args.gpu_memory * args.mem_fraction
         if args.weights is None:
             notes.append("weights not subtracted from --gpu-memory (pass --weights GiB or use --kv-budget)")
         else:
             b -= args.weights / max(1, args.tp)
         if b <= 0:
-            raise _UsageError("no memory left for KV + state after weights")
+            raise UsageError("no memory left for KV + state after weights")
         return int(b * cap.GiB)
     return 0
 
 
 def build(args: argparse.Namespace) -> tuple[cap.Plan | None, list[cap.Effect], list[str]]:
-    """Model + plan + effects from parsed args. Raises ``cap.ConfigError`` / ``_UsageError``."""
+    """Model + plan + effects from parsed args. Raises ``cap.ConfigError`` / ``UsageError``."""
     model = cap.load_model(args.config)
     notes: list[str] = []
     if args.tp < 1:
-        raise _UsageError("--tp must be ≥ 1")
+        raise UsageError("--tp must be ≥ 1")
     budget = _budget_bytes(args, notes)
     try:
         kv_dtype = None if args.kv_cache_dtype in (None, "auto") else cap.normalize_dtype(args.kv_cache_dtype)
         ssm = None if args.mamba_ssm_dtype in (None, "auto") else cap.normalize_dtype(args.mamba_ssm_dtype)
     except ValueError as e:
-        raise _UsageError(str(e)) from None
+        raise UsageError(str(e)) from None
     inputs = cap.PlanInputs(
         engine=args.engine,
         tp=args.tp,
@@ -125,7 +78,7 @@ def build(args: argparse.Namespace) -> tuple[cap.Plan | None, list[cap.Effect], 
     try:
         plan = cap.make_plan(model, inputs)
     except ValueError as e:
-        raise _UsageError(str(e)) from None
+        raise UsageError(str(e)) from None
     return plan, cap.all_flag_effects(model, inputs), notes
 
 
@@ -143,7 +96,7 @@ def _per_unit_only(model: cap.ModelSpec, inputs: cap.PlanInputs) -> cap.Plan:
                 skip_decode_lock=inputs.skip_decode_lock,
             )
         except ValueError as e:
-            raise _UsageError(str(e)) from None
+            raise UsageError(str(e)) from None
     return cap.Plan(model, inputs, kvt, kvt * inputs.tp, st, spr)
 
 
@@ -242,17 +195,3 @@ def render(plan: cap.Plan, effects: list[cap.Effect], notes: list[str]) -> str:
         out.extend(f"  {e.summary}" for e in effects)
     out.extend(f"note: {n}" for n in notes)
     return "\n".join(out)
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        plan, effects, notes = build(args)
-    except (cap.ConfigError, _UsageError) as e:
-        print(f"plan: error: {e}", file=sys.stderr)
-        return 2
-    assert plan is not None
-    if args.json:
-        print(json.dumps(to_dict(plan, effects, notes), indent=2, ensure_ascii=False))
-    else:
-        print(render(plan, effects, notes))
-    return 0

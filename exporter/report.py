@@ -1,7 +1,7 @@
 """``hybrid-cache-exporter report FILE...``: what an operator reads after an incident.
 
-The files go through the same pipeline as ``replay`` and ``serve`` (``cli.new_pipeline`` +
-``cli.replay_files``, rules attached), then the state and the rules' bounded memory are rendered:
+The files go through the same pipeline as ``replay`` and ``serve`` (``app.replay``, rules
+attached), then the state and the rules' bounded memory are rendered:
 
 * capacity facts (pool sizes, slots per request, the effective request cap and where it came from)
 * usage distributions of both pools (min/p50/p90/max over batch lines, a text histogram weighted
@@ -10,21 +10,17 @@ The files go through the same pipeline as ``replay`` and ``serve`` (``cli.new_pi
 * findings, live or past, with the log lines that prove them (timestamp + raw line)
 * recommendations with their expected effect (``capacity.project_effect``)
 
-Terminal text by default, ``--json`` or ``--markdown``.
+Terminal text by default, ``--json`` or ``--markdown`` (options in ``exporter/cli/report.py``).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
 
 from . import recommend
 from .rules import (
     RULE_IDS,
     RulesConfig,
-    load_config,
     mamba_cap,
     requested_max_running,
     rules_of,
@@ -328,49 +324,4 @@ def render_markdown(rep: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-# --------------------------------------------------------------------------------------------
-# command
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from .cli import engine_of, new_pipeline, replay_files
-    from .rules import attach
-
-    try:
-        cfg = load_config(args.rules_config)
-    except (OSError, ValueError) as e:
-        print(f"hybrid-cache-exporter: --rules-config: {e}", file=sys.stderr)
-        return 2
-    pipe = new_pipeline(engine_of(args))
-    attach(pipe, cfg)
-    failed = replay_files(pipe, args.files, args.source)
-    pipe.finish()  # nothing more will come: the last pending batch lines become samples too
-    rep = build_report(pipe, cfg)
-    if args.json:
-        text = json.dumps(rep, indent=2, default=str) + "\n"
-    elif args.markdown:
-        text = render_markdown(rep)
-    else:
-        text = render_text(rep)
-    sys.stdout.write(text)
-    sys.stdout.flush()
-    return 1 if failed else 0
-
-
-def register(subparsers) -> None:
-    from .cli import add_pipeline_args
-
-    p = subparsers.add_parser(
-        "report",
-        help="post-incident report: capacity, usage distributions, binding pool, findings with evidence, recommendations",
-    )
-    p.add_argument("files", nargs="+", metavar="FILE", help="log files ('-' for stdin)")
-    p.add_argument("--source", help="source label for all files (default: each file's stem)")
-    add_pipeline_args(p)
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="machine-readable JSON")
-    fmt.add_argument("--markdown", action="store_true", help="Markdown (for an incident ticket)")
-    p.set_defaults(func=cmd_report)
-
-
-__all__ = ["build_report", "render_markdown", "render_text", "register"]
+__all__ = ["build_report", "render_markdown", "render_text"]

@@ -24,7 +24,6 @@ Evidence (timestamped raw lines), usage histograms and binding-time shares are k
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import re
 from bisect import bisect_left
@@ -118,23 +117,6 @@ def load_config(path: str | None) -> RulesConfig:
     if data is not None and not isinstance(data, dict):
         raise ValueError(f"{path}: rules config must be a mapping")
     return RulesConfig.from_mapping(data)
-
-
-def add_rules_args(parser: argparse.ArgumentParser) -> None:
-    """``--rules-config FILE`` for replay / serve / report."""
-    parser.add_argument(
-        "--rules-config",
-        metavar="FILE",
-        default=None,
-        help="YAML file with rule thresholds and windows (see docs/rules.md); default: built-in defaults",
-    )
-
-
-def configure(pipe, args: argparse.Namespace) -> None:
-    """Apply ``--rules-config`` from parsed args to a pipeline built by ``cli.new_pipeline``."""
-    path = getattr(args, "rules_config", None)
-    if path:
-        rules_of(pipe, create=True).config = load_config(path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -934,9 +916,7 @@ __all__ = [
     "RULE_IDS",
     "Rules",
     "RulesConfig",
-    "add_rules_args",
     "attach",
-    "configure",
     "load_config",
     "mamba_cap",
     "slots_per_request",

@@ -1,164 +1,100 @@
-"""``serve``: tail log files (or stdin) next to an SGLang/vLLM server and serve /metrics.
+"""The ``serve`` wiring: tailers (and stdin) feed one pipeline; HTTP serves its collectors.
 
-The README (section "serve") documents the flags, the sidecar pattern and the failure semantics.
+Half of the composition root (``exporter/app.py`` is the other): it is a module of its own so
+that ``replay`` and ``report`` do not load the tailers, watchdog, bcrypt and the web server.
+``docs/serve.md`` documents the flags, the endpoints and the sidecar pattern.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
-import re
-import signal
 import sys
 import threading
+from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 
-from . import DEFAULT_PORT
-from .cli import add_pipeline_args, engine_of, new_pipeline, source_name
+from .app import new_pipeline
 from .collector import HybridCacheCollector
 from .lines import DEFAULT_MAX_LINE
+from .rules import RulesConfig
+from .selfmetrics import SelfCollector
+from .sources import Manager, Positions, StdinSource
+from .web import App, WebConfig, make_server
 
 log = logging.getLogger("hybrid_cache_exporter")
 
-NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]*$")
+
+@dataclass
+class ServeConfig:
+    """What ``serve`` runs, already checked by the face (paths are not opened yet)."""
+
+    listen: str
+    files: list[tuple[str | None, str]] = field(default_factory=list)  # (source name or None, path or glob)
+    stdin_name: str | None = None  # the source label of ``--log -``, None = no stdin
+    engine: str | None = None
+    rules: RulesConfig | None = None
+    web: WebConfig | None = None
+    from_beginning: bool = False
+    positions: str | None = None
+    positions_interval: float = 5.0
+    poll_interval: float = 0.0
+    rotate_wait: float = 5.0
+    max_line: int = DEFAULT_MAX_LINE
 
 
-def parse_log_spec(arg: str) -> tuple[str | None, str]:
-    """``PATH`` or ``NAME=PATH`` (``NAME`` becomes the ``source`` label)."""
-    if "=" in arg and not os.path.exists(arg):
-        name, path = arg.split("=", 1)
-        if NAME_RE.match(name) and path:
-            return name, path
-    return None, arg
+class Service:
+    """The running sidecar: tailers (and stdin) feed one pipeline; HTTP serves its collectors.
 
+    Built by :func:`build_service` (which may raise ``OSError`` when the address cannot be bound);
+    :meth:`start` begins reading and serving, :meth:`stop` writes the positions and closes all.
+    """
 
-def register(sub) -> None:
-    p = sub.add_parser(
-        "serve",
-        help="tail log files or stdin and serve /metrics (sidecar mode)",
-        description="Tail SGLang/vLLM logs and serve Prometheus metrics. See README.md.",
-    )
-    p.add_argument(
-        "--log",
-        action="append",
-        required=True,
-        metavar="[NAME=]PATH",
-        help="log file, glob (quoted; files that appear later are picked up) or '-' for stdin; repeatable. "
-        "NAME sets the source label (default: the file name without extension)",
-    )
-    add_pipeline_args(p)
-    p.add_argument(
-        "--listen", default=f":{DEFAULT_PORT}", metavar="HOST:PORT", help=f"HTTP listen address (default :{DEFAULT_PORT}, all interfaces)"
-    )
-    p.add_argument("--web.config.file", dest="web_config", metavar="FILE", help="exporter-toolkit web config (TLS, mTLS, basic auth)")
-    p.add_argument(
-        "--from-beginning", action="store_true", help="read files that exist at start from their beginning (default: from the end)"
-    )
-    p.add_argument("--positions", metavar="FILE", help="persist read offsets here and resume from them after a restart")
-    p.add_argument(
-        "--positions-interval",
-        type=float,
-        default=5.0,
-        metavar="SECONDS",
-        help="how often the positions file is written (default 5; also at shutdown)",
-    )
-    p.add_argument(
-        "--poll-interval",
-        type=float,
-        default=0.0,
-        metavar="SECONDS",
-        help="poll files every SECONDS instead of waiting for inotify events (for NFS, some overlay/FUSE mounts); default 0 = inotify",
-    )
-    p.add_argument(
-        "--rotate-wait",
-        type=float,
-        default=5.0,
-        metavar="SECONDS",
-        help="keep reading a rotated/deleted file this long after its last write (default 5)",
-    )
-    p.add_argument(
-        "--max-line-bytes", type=int, default=DEFAULT_MAX_LINE, metavar="BYTES", help="cut longer lines to this length (default 1 MiB)"
-    )
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="exporter's own log level (stderr)")
-    p.set_defaults(func=cmd_serve)
+    def __init__(self, cfg: ServeConfig) -> None:
+        self.cfg = cfg
+        self.pipe = new_pipeline(cfg.engine, cfg.rules)
+        self.positions = Positions(cfg.positions) if cfg.positions else None
+        self.manager = Manager(
+            self.pipe,
+            cfg.files,
+            from_beginning=cfg.from_beginning,
+            positions=self.positions,
+            positions_interval=cfg.positions_interval,
+            poll_interval=cfg.poll_interval,
+            rotate_wait=cfg.rotate_wait,
+            max_line=cfg.max_line,
+        )
+        self.stdin_src = None
+        if cfg.stdin_name is not None:
+            self.stdin_src = StdinSource(self.pipe, cfg.stdin_name, sys.stdin.fileno(), cfg.max_line)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(HybridCacheCollector(self.pipe))
+        self.registry.register(SelfCollector(self.all_sources, self.positions))
+        ProcessCollector(registry=self.registry)
+        self.web = cfg.web or WebConfig()
+        self.server = make_server(cfg.listen, App(self.registry, self.ready, self.rows, self.web))
+        self._http: threading.Thread | None = None
 
-
-def _err(msg: str) -> int:
-    print(f"hybrid-cache-exporter serve: {msg}", file=sys.stderr)
-    return 2
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    # the tailers and the web server load here, not when `replay` builds the argument parser
-    from .selfmetrics import SelfCollector
-    from .sources import Manager, Positions, StdinSource
-    from .web import App, WebConfigError, load_web_config, make_server, parse_listen
-
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
-    try:
-        parse_listen(args.listen)
-    except ValueError as e:
-        return _err(str(e))
-    for flag in ("poll_interval", "positions_interval", "rotate_wait"):
-        if getattr(args, flag) < 0:
-            return _err(f"--{flag.replace('_', '-')} must not be negative")
-    if args.max_line_bytes < 1:
-        return _err("--max-line-bytes must be positive")
-    try:
-        webcfg = load_web_config(args.web_config)
-    except WebConfigError as e:
-        return _err(str(e))
-
-    specs = [parse_log_spec(a) for a in args.log]
-    stdin_specs = [s for s in specs if s[1] == "-"]
-    if len(stdin_specs) > 1:
-        return _err("--log - (stdin) can be given only once")
-    file_specs = [s for s in specs if s[1] != "-"]
-
-    try:
-        pipe = new_pipeline(engine_of(args), args)
-    except (OSError, ValueError) as e:
-        return _err(f"--rules-config: {e}")
-    positions = Positions(args.positions) if args.positions else None
-    manager = Manager(
-        pipe,
-        file_specs,
-        from_beginning=args.from_beginning,
-        positions=positions,
-        positions_interval=args.positions_interval,
-        poll_interval=args.poll_interval,
-        rotate_wait=args.rotate_wait,
-        max_line=args.max_line_bytes,
-    )
-    stdin_src = None
-    if stdin_specs:
-        name = stdin_specs[0][0] or source_name("-")
-        stdin_src = StdinSource(pipe, name, sys.stdin.fileno(), args.max_line_bytes)
-
-    def all_sources() -> list:
-        out: list = list(manager.snapshot())
-        if stdin_src is not None:
-            out.append(stdin_src)
+    def all_sources(self) -> list:
+        out: list = list(self.manager.snapshot())
+        if self.stdin_src is not None:
+            out.append(self.stdin_src)
         return out
 
-    def ready() -> tuple[bool, list[str]]:
+    def ready(self) -> tuple[bool, list[str]]:
         reasons = []
-        if file_specs and not manager.started:
+        if self.cfg.files and not self.manager.started:
             reasons.append("tailer not started yet")
-        for t in manager.snapshot():
+        for t in self.manager.snapshot():
             if t.state not in ("open", "waiting"):
                 reasons.append(f"{t.path}: {t.error or t.state}")
         return not reasons, reasons
 
-    def rows() -> list[dict]:
+    def rows(self) -> list[dict]:
         out = []
-        with pipe.lock:
-            engines = {n: s.engine for n, s in pipe.sources.items()}
-        for s in all_sources():
+        with self.pipe.lock:
+            engines = {n: s.engine for n, s in self.pipe.sources.items()}
+        for s in self.all_sources():
             out.append(
                 {
                     "source": s.source,
@@ -172,48 +108,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
             )
         return out
 
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(HybridCacheCollector(pipe))
-    registry.register(SelfCollector(all_sources, positions))
-    ProcessCollector(registry=registry)
+    def start(self) -> None:
+        self.manager.start()
+        if self.stdin_src is not None:
+            self.stdin_src.start()
+        self._http = threading.Thread(target=self.server.serve_forever, name="http", daemon=True)
+        self._http.start()
+        host, port = self.server.server_address[:2]
+        scheme = "https" if self.web.ssl_context else "http"
+        log.info(
+            "listening on %s://%s:%d (%s mode, %d file spec(s)%s)",
+            scheme,
+            host,
+            port,
+            self.manager.mode,
+            len(self.cfg.files),
+            ", stdin" if self.stdin_src else "",
+        )
 
-    try:
-        server = make_server(args.listen, App(registry, ready, rows, webcfg))
-    except OSError as e:
-        print(f"hybrid-cache-exporter serve: cannot listen on {args.listen}: {e.strerror or e}", file=sys.stderr)
-        return 1
-
-    stop = threading.Event()
-
-    def on_signal(signum, _frame) -> None:
-        log.info("received %s; stopping", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-
-    manager.start()
-    if stdin_src is not None:
-        stdin_src.start()
-    http_thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
-    http_thread.start()
-    host, port = server.server_address[:2]
-    scheme = "https" if webcfg.ssl_context else "http"
-    log.info(
-        "listening on %s://%s:%d (%s mode, %d file spec(s)%s)",
-        scheme,
-        host,
-        port,
-        manager.mode,
-        len(file_specs),
-        ", stdin" if stdin_src else "",
-    )
-    try:
-        while not stop.wait(1.0):
-            pass
-    finally:
-        manager.stop()  # stops reading and writes the positions file
-        server.shutdown()
-        server.server_close()
+    def stop(self) -> None:
+        self.manager.stop()  # stops reading and writes the positions file
+        self.server.shutdown()
+        self.server.server_close()
         log.info("stopped")
-    return 0
+
+
+__all__ = ["ServeConfig", "Service"]

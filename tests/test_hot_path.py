@@ -13,7 +13,8 @@ import pytest
 
 import exporter.pipeline as pipeline_mod
 from exporter import scan as scan_mod
-from exporter.cli import exposition, new_pipeline, read_lines
+from exporter.app import exposition, new_pipeline
+from exporter.reading import read_lines
 from exporter.scan import spec as scan_spec
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter import plan
+from exporter.cli import plan
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "fixtures" / "configs"
@@ -179,7 +179,7 @@ def test_bad_options_exit_2(capsys, extra, needle):
 def test_subprocess_bad_config_no_traceback(tmp_path):
     code = (
         "import argparse, sys\n"
-        "from exporter import plan\n"
+        "from exporter.cli import plan\n"
         "ap = argparse.ArgumentParser(); sub = ap.add_subparsers()\n"
         "plan.register(sub)\n"
         "a = ap.parse_args(sys.argv[1:])\n"
@@ -200,7 +200,7 @@ def test_subprocess_bad_config_no_traceback(tmp_path):
 def test_subprocess_ok():
     code = (
         "import argparse, sys\n"
-        "from exporter import plan\n"
+        "from exporter.cli import plan\n"
         "ap = argparse.ArgumentParser(); sub = ap.add_subparsers()\n"
         "plan.register(sub)\n"
         "a = ap.parse_args(sys.argv[1:])\n"

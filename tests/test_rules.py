@@ -362,14 +362,16 @@ def test_rules_config_yaml(tmp_path):
 def test_attach_is_idempotent_and_configure_from_args(tmp_path):
     import argparse
 
+    from exporter.cli.common import add_rules_args, rules_config
+
     pipe = Pipeline()
     r1 = attach(pipe)
     assert attach(pipe) is r1 and pipe.observers.count(r1) == 1
     p = tmp_path / "r.yaml"
     p.write_text("kv_high: 0.8\n")
     ap = argparse.ArgumentParser()
-    rules.add_rules_args(ap)
-    rules.configure(pipe, ap.parse_args(["--rules-config", str(p)]))
+    add_rules_args(ap)
+    attach(pipe, rules_config(ap.parse_args(["--rules-config", str(p)])))
     assert r1.config.kv_high == 0.8
 
 

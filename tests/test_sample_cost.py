@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from exporter import recommend
-from exporter.cli import new_pipeline, read_lines
+from exporter.app import new_pipeline
+from exporter.reading import read_lines
 from exporter.rules import UsageStats
 from parsers import events as ev
 from parsers import parse_line, sglang

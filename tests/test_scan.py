@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from exporter import scan as scan_mod
-from exporter.cli import new_pipeline, read_lines
+from exporter.app import new_pipeline
+from exporter.reading import read_lines
 from exporter.scan import line_at, scan_py, scan_text_py
 
 ROOT = Path(__file__).resolve().parents[1]

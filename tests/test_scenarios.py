@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.cli import new_pipeline, read_lines, replay_files
+from exporter.app import new_pipeline
 from exporter.pipeline import Pipeline
+from exporter.reading import read_lines, replay_files
 from exporter.rules import RULE_IDS, attach
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.cli import exposition
+from exporter.app import exposition
 from exporter.pipeline import Pipeline
 
 BOOT_TP = [

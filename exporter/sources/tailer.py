@@ -31,9 +31,9 @@ import stat
 import threading
 import time
 
-from ..cli import source_name
 from ..lines import DEFAULT_MAX_LINE, LineSplitter
 from ..pipeline import Pipeline
+from ..reading import source_name
 from .container import Unwrapper, detect
 from .positions import Positions
 

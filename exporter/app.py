@@ -1,0 +1,49 @@
+"""Composition root: the one place that wires pipeline, observers and collectors.
+
+The command line (``exporter/cli/``) parses arguments and prints; everything it runs is built
+here (and, for the long-running ``serve``, in ``exporter/serve.py``, which adds the tailers and
+the web server) from plain values: no ``argparse.Namespace`` below the face. Only the face
+imports these two modules (tests/test_layers.py checks), so the layers below know no wiring.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from .collector import HybridCacheCollector
+from .pipeline import Pipeline
+from .reading import replay_files
+from .rules import RulesConfig, attach
+
+
+def new_pipeline(engine: str | None = None, config: RulesConfig | None = None) -> Pipeline:
+    """A pipeline with the diagnosis rules attached (``config`` None = built-in thresholds)."""
+    pipe = Pipeline(engine)
+    attach(pipe, config)
+    return pipe
+
+
+def exposition(pipe: Pipeline, *extra) -> bytes:
+    """The text exposition of ``pipe`` (plus any ``extra`` collectors), as ``/metrics`` serves it."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(HybridCacheCollector(pipe))
+    for c in extra:
+        reg.register(c)
+    return generate_latest(reg)
+
+
+def replay(
+    paths: Iterable[str], source: str | None, engine: str | None, config: RulesConfig | None, err=sys.stderr
+) -> tuple[Pipeline, int]:
+    """Read complete files through a new pipeline; returns it finished, and the count of files
+    that could not be read (reported on ``err``)."""
+    pipe = new_pipeline(engine, config)
+    failed = replay_files(pipe, paths, source, err)
+    pipe.finish()  # the files are complete: their last batch lines are samples too
+    return pipe, failed
+
+
+__all__ = ["exposition", "new_pipeline", "replay"]

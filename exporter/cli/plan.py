@@ -1,0 +1,73 @@
+"""``plan``: capacity plan for a hybrid model from its HF config.json (no server needed).
+
+Exit codes: 0 ok, 2 bad input (missing/invalid config, bad option combination).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .. import capacity as cap
+from ..plan import UsageError, build, render, to_dict
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``plan`` subcommand to an ``argparse`` subparsers object; sets ``func=run``."""
+    p = subparsers.add_parser(
+        "plan",
+        help="capacity plan (KV/token, state/request, pool sizes, request caps, flag effects) from a config.json",
+        description="Capacity plan for a hybrid linear-attention model from its HuggingFace config.json.",
+    )
+    p.add_argument("--config", required=True, metavar="PATH", help="HF config.json (top level or nested text_config)")
+    p.add_argument("--engine", choices=("sglang", "vllm"), default="sglang")
+    p.add_argument("--tp", type=int, default=1, metavar="N", help="tensor parallel size (default 1)")
+    mem = p.add_mutually_exclusive_group()
+    mem.add_argument("--kv-budget", type=float, metavar="GiB", help="per-GPU memory for KV + linear state")
+    mem.add_argument("--gpu-memory", type=float, metavar="GiB", help="per-GPU memory; budget = this × --mem-fraction − --weights/tp")
+    p.add_argument("--mem-fraction", type=float, default=0.9, help="with --gpu-memory: static fraction (default 0.9)")
+    p.add_argument("--weights", type=float, default=None, metavar="GiB", help="with --gpu-memory: total weight GiB over all GPUs")
+    p.add_argument("--kv-cache-dtype", default="auto", help="auto|bfloat16|fp8|fp8_e4m3|… (default auto = model dtype)")
+    p.add_argument(
+        "--mamba-ssm-dtype",
+        "--mamba-ssm-cache-dtype",
+        dest="mamba_ssm_dtype",
+        default=None,
+        help="float32|bfloat16|float16 (default: config, else engine default)",
+    )
+    p.add_argument("--mamba-full-memory-ratio", type=float, default=0.9, metavar="R", help="SGLang mamba:KV byte ratio (default 0.9)")
+    p.add_argument("--max-mamba-cache-size", type=int, default=None, metavar="N", help="SGLang explicit mamba slot count")
+    p.add_argument(
+        "--radix-strategy",
+        default="auto",
+        choices=("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy", "disable"),
+        help="SGLang --mamba-radix-cache-strategy, or 'disable' for --disable-radix-cache",
+    )
+    p.add_argument("--disable-overlap-schedule", action="store_true", help="SGLang: overlap scheduler off")
+    p.add_argument("--skip-decode-lock", action="store_true", help="SGLang: SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1")
+    p.add_argument("--sglang-version", default=None, help="SGLang version for the slots table (default latest, 0.5.23)")
+    p.add_argument("--mamba-cache-mode", choices=("none", "align"), default="none", help="vLLM mamba cache mode (align = prefix caching)")
+    p.add_argument("--context-len", type=int, default=None, metavar="TOKENS", help="tokens per request (vLLM: max_model_len)")
+    p.add_argument("--max-running-requests", "--max-num-seqs", dest="max_running_requests", type=int, default=None, metavar="N")
+    p.add_argument(
+        "--spec-draft-tokens", type=int, default=0, metavar="D", help="speculative draft tokens (SGLang D / vLLM num_speculative_tokens)"
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        plan, effects, notes = build(args)
+    except (cap.ConfigError, UsageError) as e:
+        print(f"plan: error: {e}", file=sys.stderr)
+        return 2
+    assert plan is not None
+    if args.json:
+        print(json.dumps(to_dict(plan, effects, notes), indent=2, ensure_ascii=False))
+    else:
+        print(render(plan, effects, notes))
+    return 0

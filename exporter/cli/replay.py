@@ -1,0 +1,29 @@
+"""``replay``: read log files to the end and print the final exposition (like mtail --one_shot)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..app import exposition, replay
+from .common import add_pipeline_args, engine_of, rules_config
+
+
+def register(sub) -> None:
+    r = sub.add_parser("replay", help="read log files to the end and print the final exposition (like mtail --one_shot)")
+    r.add_argument("files", nargs="+", metavar="FILE", help="log files ('-' for stdin)")
+    r.add_argument("--source", help="source label for all files (default: each file's stem)")
+    add_pipeline_args(r)
+    r.set_defaults(func=cmd_replay)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    try:
+        cfg = rules_config(args)
+    except (OSError, ValueError) as e:
+        print(f"hybrid-cache-exporter: --rules-config: {e}", file=sys.stderr)
+        return 2
+    pipe, failed = replay(args.files, args.source, engine_of(args), cfg)
+    sys.stdout.buffer.write(exposition(pipe))
+    sys.stdout.flush()
+    return 1 if failed else 0
