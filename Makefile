@@ -6,7 +6,7 @@ HOST   ?= 127.0.0.1
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: run test venv lint dashboards bench bench-smoke tools clean
+.PHONY: run test venv lint dashboards bench bench-smoke tools clean golden
 
 $(STAMP): pyproject.toml setup.py exporter/_scan.c
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ tools:
 test: $(STAMP) tools
 	$(BIN)/ruff check .
 	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest
+
+## regenerate tests/golden/*.prom (the replay output of every fixture; `make test` diffs against them)
+golden: $(STAMP)
+	$(BIN)/python tests/test_golden.py
 
 ## regenerate the Grafana dashboard JSON and the PrometheusRule from their sources
 dashboards: $(STAMP)
