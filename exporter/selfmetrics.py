@@ -14,18 +14,41 @@ from collections.abc import Callable, Iterable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from . import buildinfo
+
 P = "hybrid_cache_exporter_"
 
 
 class SelfCollector(Collector):
     """``sources()`` returns the live source objects (file tailers and stdin); ``positions`` is the
-    :class:`exporter.sources.Positions` or None."""
+    :class:`exporter.sources.Positions` or None; ``missing()`` -> {source: missing?} for the
+    configured paths (see exporter.watch); ``web`` the ReloadingWebConfig when a file is given;
+    ``over_limit()`` -> container logs not tailed because of ``--kubernetes-max-sources``."""
 
-    def __init__(self, sources: Callable[[], Iterable], positions=None) -> None:
+    def __init__(
+        self,
+        sources: Callable[[], Iterable],
+        positions=None,
+        *,
+        missing: Callable[[], dict[str, bool]] | None = None,
+        web=None,
+        over_limit: Callable[[], int] | None = None,
+    ) -> None:
         self.sources = sources
         self.positions = positions
+        self.missing = missing
+        self.web = web
+        self.over_limit = over_limit
 
     def collect(self) -> Iterator:
+        build = GaugeMetricFamily(
+            P + "build_info",
+            "1, with the exporter's version, git revision and Python version as labels.",
+            labels=["version", "revision", "python_version"],
+        )
+        b = buildinfo.labels()
+        build.add_metric([b["version"], b["revision"], b["python_version"]], 1)
+        yield build
         read = CounterMetricFamily(P + "read_bytes", "Bytes read from the source (files: all generations).", labels=["source"])
         lag = GaugeMetricFamily(
             P + "read_lag_bytes", "Bytes in the source's open files not yet fed to the parser (size minus offset).", labels=["source"]
@@ -78,3 +101,24 @@ class SelfCollector(Collector):
         yield CounterMetricFamily(
             P + "positions_corrupt", "Positions file found unreadable or corrupt at start (replaced).", value=pos.corrupt if pos else 0
         )
+        if self.missing is not None:
+            miss = GaugeMetricFamily(
+                P + "source_missing",
+                "1 while a configured --log path (or glob) has not appeared for --source-missing-after seconds (a typo?), else 0.",
+                labels=["source"],
+            )
+            for name, is_missing in sorted(self.missing().items()):
+                miss.add_metric([name], 1.0 if is_missing else 0.0)
+            yield miss
+        if self.over_limit is not None:
+            yield GaugeMetricFamily(
+                P + "sources_over_limit",
+                "Container logs found under --kubernetes-pods but not read because --kubernetes-max-sources is reached.",
+                value=self.over_limit(),
+            )
+        if self.web is not None:
+            yield GaugeMetricFamily(
+                P + "web_config_last_reload_successful",
+                "1 if the web config files (--web.config.file and the certificates it names) in force are the newest on disk, 0 if a change failed to load.",
+                value=0.0 if self.web.failing else 1.0,
+            )

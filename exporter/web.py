@@ -14,7 +14,14 @@ docs/web-configuration.md):
 
 Anything else (unknown keys, ``cipher_suites``, ``curve_preferences``, inline ``cert``/``key``,
 ``rate_limit``, ``RequestClientCert``/``RequireAnyClientCert``) is rejected at start with a clear
-message rather than silently ignored. The file is read once at start (restart to rotate certs).
+message rather than silently ignored.
+
+Reloading (certificate rotation): like the exporter-toolkit, which re-reads the configuration for
+every TLS handshake, each new connection looks at the web-config file and the files it names
+(cert, key, client CA) and re-reads them all when one changed (mtime, size or inode). A change that
+does not load (a cert swapped before its key, a YAML typo) is logged once and the configuration in
+force stays; it is retried on the next connection. Whether TLS is on is fixed at start: a reload
+that would switch it is refused (restart for that).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import base64
 import hashlib
 import html
 import logging
+import os
 import socket
 import ssl
 import threading
@@ -34,6 +42,7 @@ from urllib.parse import parse_qs, urlsplit
 import bcrypt
 import yaml
 from prometheus_client import exposition
+from prometheus_client.metrics_core import Metric
 
 from . import DEFAULT_PORT
 
@@ -76,6 +85,7 @@ class WebConfig:
     allowed_sans: list[str] = field(default_factory=list)
     users: dict[str, bytes] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    files: tuple[str, ...] = ()  # the config file and the files it names: a change to any reloads
     _ok: dict[bytes, bool] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -118,6 +128,7 @@ def load_web_config(path: str | None) -> WebConfig:
         raise WebConfigError(f"cannot read web config {path}: {e.strerror or e}") from e
     except yaml.YAMLError as e:
         raise WebConfigError(f"web config {path} is not valid YAML: {e}") from e
+    cfg.files = (path,)
     if doc is None:
         return cfg
     if not isinstance(doc, dict):
@@ -130,6 +141,8 @@ def load_web_config(path: str | None) -> WebConfig:
     tls = doc.get("tls_server_config")
     if tls is not None:
         cfg.ssl_context, cfg.allowed_sans = _tls(path, tls)
+        if isinstance(tls, dict):
+            cfg.files += tuple(str(tls[k]) for k in ("cert_file", "key_file", "client_ca_file") if tls.get(k))
     httpc = doc.get("http_server_config")
     if httpc is not None:
         if not isinstance(httpc, dict):
@@ -214,6 +227,63 @@ def _tls(path: str, tls: object) -> tuple[ssl.SSLContext | None, list[str]]:
     return ctx, sans
 
 
+def _stamp(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+class ReloadingWebConfig:
+    """The web configuration in force, re-read when its files change (looked at per connection)."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.current = load_web_config(path)  # WebConfigError at start: the caller exits 2
+        self.reloads = 0
+        self.failures = 0
+        self._stamps = self._stamp_of(self.current)
+        self._failed: tuple | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def failing(self) -> bool:
+        """True while the files on disk hold a change that did not load."""
+        return self._failed is not None
+
+    def _stamp_of(self, cfg: WebConfig) -> tuple:
+        return tuple(_stamp(f) for f in cfg.files)
+
+    def get(self) -> WebConfig:
+        """The configuration for a new connection (reloaded first if a file changed)."""
+        cfg = self.current
+        if not self.path:
+            return cfg
+        stamps = self._stamp_of(cfg)
+        if stamps == self._stamps or stamps == self._failed:
+            return cfg
+        with self._lock:
+            if self.current is not cfg:  # another connection reloaded meanwhile
+                return self.current
+            try:
+                new = load_web_config(self.path)
+                if (new.ssl_context is None) != (cfg.ssl_context is None):
+                    raise WebConfigError(f"web config {self.path}: TLS cannot be switched on or off by a reload; restart the exporter")
+            except WebConfigError as e:
+                self._failed = stamps
+                self.failures += 1
+                log.error("web config not reloaded, the previous one stays in force: %s", e)
+                return cfg
+            # stamps of the files the new config names (a new cert path, say), taken after reading them
+            self._stamps = self._stamp_of(new)
+            self._failed = None
+            self.current = new
+            self.reloads += 1
+            log.info("web config %s reloaded (files changed)", self.path)
+            return new
+
+
 def parse_listen(s: str) -> tuple[str, int]:
     """``HOST:PORT``, ``:PORT`` (all interfaces), ``[v6]:PORT``; port defaults to 19833."""
     host, port = s, str(DEFAULT_PORT)
@@ -226,6 +296,8 @@ def parse_listen(s: str) -> tuple[str, int]:
             if not rest.startswith(":"):
                 raise ValueError(f"bad listen address {s!r}")
             port = rest[1:]
+    elif s.count(":") > 1:
+        raise ValueError(f"bad listen address {s!r}: write an IPv6 address in brackets, e.g. [::1]:{DEFAULT_PORT}")
     elif ":" in s:
         host, port = s.rsplit(":", 1)
     try:
@@ -237,21 +309,115 @@ def parse_listen(s: str) -> tuple[str, int]:
     return host, p
 
 
-class App:
-    """What the handler serves. ``registry`` is a CollectorRegistry; ``ready()`` -> (ok, reasons);
-    ``sources()`` -> rows for the landing page."""
+@dataclass(frozen=True)
+class BindAddress:
+    """Where one listener binds. ``dual_stack``: an IPv6 socket that takes IPv4 too (``:PORT``, ``[::]:PORT``)."""
 
-    def __init__(self, registry, ready: Callable[[], tuple[bool, list[str]]], sources: Callable[[], list[dict]], config: WebConfig):
+    family: int
+    host: str
+    port: int
+    dual_stack: bool = False
+
+
+def resolve_listen(s: str) -> BindAddress:
+    """A listen address as Go's ``net.Listen`` reads it: ``:PORT`` and ``[::]:PORT`` are every
+    interface, IPv4 and IPv6 (IPv4 only where the host has no IPv6); ``0.0.0.0:PORT`` is IPv4 only;
+    ``[::1]:PORT`` IPv6 only; a host name binds its first address."""
+    host, port = parse_listen(s)
+    if host in ("", "::"):
+        if socket.has_ipv6 and _ipv6_usable():
+            return BindAddress(socket.AF_INET6, "::", port, dual_stack=True)
+        if host == "::":
+            raise ValueError(f"cannot listen on {s!r}: this host has no IPv6")
+        return BindAddress(socket.AF_INET, "0.0.0.0", port)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise ValueError(f"cannot resolve listen address {s!r}: {e.strerror or e}") from None
+    family, _, _, _, addr = infos[0]
+    return BindAddress(family, addr[0], port)
+
+
+def _ipv6_usable() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as sk:
+            sk.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+class _NameFilter:
+    """``/metrics?name[]=a&name[]=b``: only the families with a sample named so, or named so
+    themselves (``hybrid_cache_decode_batches`` or ``..._total``). prometheus_client's own filter
+    needs collectors that describe themselves; ours build their families at scrape time."""
+
+    def __init__(self, registry, names: list[str]) -> None:
+        self.registry = registry
+        self.names = set(names)
+
+    def collect(self):
+        for fam in self.registry.collect():
+            if fam.name in self.names:
+                yield fam
+                continue
+            samples = [s for s in fam.samples if s.name in self.names]
+            if samples:
+                out = Metric(fam.name, fam.documentation, fam.type, fam.unit)
+                out.samples = samples
+                yield out
+
+
+class App:
+    """What the handler serves. ``registry`` has ``collect()``; ``ready()`` -> (ok, reasons);
+    ``sources()`` -> rows for the landing page; ``web`` the (reloading) web config;
+    ``telemetry_path`` where the metrics are; ``version`` the build for the landing page."""
+
+    def __init__(
+        self,
+        registry,
+        ready: Callable[[], tuple[bool, list[str]]],
+        sources: Callable[[], list[dict]],
+        config: WebConfig | ReloadingWebConfig,
+        telemetry_path: str = "/metrics",
+        version: str = "",
+    ):
         self.registry = registry
         self.ready = ready
         self.sources = sources
-        self.config = config
+        self.web = config if isinstance(config, ReloadingWebConfig) else _Fixed(config)
+        self.telemetry_path = telemetry_path
+        self.version = version
+
+    @property
+    def config(self) -> WebConfig:
+        return self.web.current
+
+
+class _Fixed:
+    def __init__(self, cfg: WebConfig) -> None:
+        self.current = cfg
+
+    def get(self) -> WebConfig:
+        return self.current
+
+
+def check_telemetry_path(path: str) -> str:
+    if not path.startswith("/") or path in ("/", "/healthz", "/readyz") or "?" in path or "#" in path:
+        raise ValueError(f"bad telemetry path {path!r}: it starts with / and is not /, /healthz or /readyz")
+    return path
 
 
 class Handler(BaseHTTPRequestHandler):
     server_version = "hybrid-cache-exporter"
     protocol_version = "HTTP/1.1"
     app: App  # set on the subclass made by make_server
+
+    @property
+    def config(self) -> WebConfig:
+        """The web config in force (a reload's users and headers apply to open connections too;
+        its certificates to new ones)."""
+        return self.app.config
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002
         log.debug("%s " + format, self.address_string(), *args)
@@ -262,7 +428,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         for k, v in headers:
             self.send_header(k, v)
-        for k, v in self.app.config.headers.items():
+        for k, v in self.config.headers.items():
             self.send_header(k, v)
         self.end_headers()
         if self.command != "HEAD":
@@ -277,10 +443,10 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         url = urlsplit(self.path)
         path = url.path
-        if path not in ("/healthz", "/readyz") and not self.app.config.check_auth(self.headers.get("Authorization")):
+        if path not in ("/healthz", "/readyz") and not self.config.check_auth(self.headers.get("Authorization")):
             self._send(401, b"unauthorized\n", headers=[("WWW-Authenticate", 'Basic realm="hybrid-cache-exporter"')])
             return
-        if path == "/metrics":
+        if path == self.app.telemetry_path:
             self._metrics(url.query)
         elif path == "/healthz":
             self._send(200, b"ok\n")
@@ -297,9 +463,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def _metrics(self, query: str) -> None:
         params = parse_qs(query)
+        registry = self.app.registry
+        names = params.pop("name[]", None)
+        if names:
+            registry = _NameFilter(registry, names)
         try:
             status, headers, body = exposition._bake_output(
-                self.app.registry, self.headers.get("Accept"), self.headers.get("Accept-Encoding"), params, False
+                registry, self.headers.get("Accept"), self.headers.get("Accept-Encoding"), params, False
             )
         except Exception:
             log.exception("collecting metrics failed")
@@ -318,10 +488,12 @@ class Handler(BaseHTTPRequestHandler):
             )
             rows.append(f"<tr>{cells}</tr>")
         ok, reasons = self.app.ready()
+        metrics = html.escape(self.app.telemetry_path, quote=True)
         return (
             "<!DOCTYPE html><html><head><title>hybrid-cache-exporter</title></head><body>"
             "<h1>hybrid-cache-exporter</h1>"
-            '<p><a href="/metrics">Metrics</a> &middot; <a href="/healthz">healthz</a> &middot; <a href="/readyz">readyz</a></p>'
+            f"<p>Version: {html.escape(self.app.version)}</p>"
+            f'<p><a href="{metrics}">Metrics</a> &middot; <a href="/healthz">healthz</a> &middot; <a href="/readyz">readyz</a></p>'
             f"<p>Ready: {'yes' if ok else 'no: ' + html.escape('; '.join(reasons))}</p>"
             "<table border=1 cellpadding=4><tr><th>source</th><th>path</th><th>engine</th><th>state</th>"
             "<th>offset</th><th>lag (bytes)</th><th>open files</th></tr>" + "".join(rows) + "</table></body></html>\n"
@@ -331,24 +503,32 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
-    ssl_context: ssl.SSLContext | None = None
-    allowed_sans: list[str] = []
+    app: App
+    bind: BindAddress
+
+    def server_bind(self) -> None:
+        if self.bind.family == socket.AF_INET6:
+            # dual stack for :PORT / [::]:PORT, IPv6 only for a specific v6 address (whatever the sysctl says)
+            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0 if self.bind.dual_stack else 1)
+        super().server_bind()
 
     def get_request(self):
         sock, addr = super().get_request()
-        if self.ssl_context is not None:
-            sock = self.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        cfg = self.app.web.get()  # reloads the web config (certificates) when its files changed
+        if cfg.ssl_context is not None:
+            sock = cfg.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         return sock, addr
 
     def finish_request(self, request, client_address) -> None:
         request.settimeout(30)
+        cfg = self.app.config
         if isinstance(request, ssl.SSLSocket):
             try:
                 request.do_handshake()
             except (OSError, ssl.SSLError) as e:
                 log.debug("TLS handshake with %s failed: %s", client_address, e)
                 return
-            if self.allowed_sans and not _san_allowed(request.getpeercert(), self.allowed_sans):
+            if cfg.allowed_sans and not _san_allowed(request.getpeercert(), cfg.allowed_sans):
                 log.info("client certificate of %s has no allowed SAN; connection closed", client_address)
                 return
         super().finish_request(request, client_address)
@@ -364,14 +544,28 @@ def _san_allowed(cert: dict | None, allowed: list[str]) -> bool:
 
 
 def make_server(listen: str, app: App) -> Server:
-    host, port = parse_listen(listen)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    """One listener. Raises ValueError for a bad address, OSError when it cannot bind."""
+    bind = resolve_listen(listen)
     handler = type("BoundHandler", (Handler,), {"app": app})
+    cls = type("BoundServer", (Server,), {"address_family": bind.family, "app": app, "bind": bind})
+    return cls((bind.host, bind.port), handler)
 
-    class _S(Server):
-        address_family = family
 
-    srv = _S((host or ("::" if family == socket.AF_INET6 else "0.0.0.0"), port), handler)
-    srv.ssl_context = app.config.ssl_context
-    srv.allowed_sans = app.config.allowed_sans
-    return srv
+def make_servers(listens: list[str], app: App) -> list[Server]:
+    """A listener per address (``--web.listen-address`` is repeatable); all or none."""
+    servers: list[Server] = []
+    try:
+        for a in listens:
+            servers.append(make_server(a, app))
+    except BaseException:
+        for s in servers:
+            s.server_close()
+        raise
+    return servers
+
+
+def url_of(server: Server, tls: bool) -> str:
+    host, port = server.server_address[:2]
+    if server.bind.family == socket.AF_INET6:
+        host = f"[{host}]"
+    return f"{'https' if tls else 'http'}://{host}:{port}"
