@@ -13,12 +13,12 @@ from pathlib import Path
 
 from grafanalib._gen import DashboardEncoder
 
-from . import hybrid_cache
+from . import fleet, hybrid_cache
 
 HERE = Path(__file__).resolve().parent
 
 # output file name -> dashboard factory
-DASHBOARDS = {"hybrid-cache.json": hybrid_cache.dashboard}
+DASHBOARDS = {"hybrid-cache.json": hybrid_cache.dashboard, "hybrid-cache-fleet.json": fleet.dashboard}
 
 
 def render(factory) -> str:

@@ -2,7 +2,11 @@
 
 Regenerate the JSON with ``python -m dashboards.build``; ``tests/test_dashboards.py`` fails when the
 checked-in JSON is stale. Every panel carries a description saying what to look for; the same
-text is rendered into the README's panel list.
+text is in docs/dashboards.md's panel list.
+
+Fleet-ready: the job/namespace/pod/instance variables filter every query, and every panel keeps
+those labels (see ``identity.py``), so two pods that both call their log ``server`` stay two
+series and two table rows.
 """
 
 from __future__ import annotations
@@ -19,16 +23,22 @@ from grafanalib.core import (
     TimeSeries,
 )
 
+from .identity import SERVER, STREAM, TARGET_VARS, by, regex_sel
+
 UID = "hybrid-cache-pools"
 TITLE = "Hybrid cache: KV vs mamba pools"
 DS = {"type": "prometheus", "uid": "${datasource}"}
 RATE = "$__rate_interval"
 CACHED = 'kind="cached"'
 
-SERVER_SEL = 'engine=~"$engine", source=~"$source", dp_rank=~"$dp_rank"'
-ES_SEL = 'engine=~"$engine", source=~"$source"'
-SRC_SEL = 'source=~"$source"'
-SERVER_BY = "engine, source, dp_rank"
+# every selector filters by the target variables (job/namespace/pod/instance) and the exporter's own
+TGT_SEL = regex_sel(TARGET_VARS)
+SERVER_SEL = regex_sel([*TARGET_VARS, "engine", "source", "dp_rank"])
+ES_SEL = regex_sel([*TARGET_VARS, "engine", "source"])
+SRC_SEL = regex_sel([*TARGET_VARS, "source"])
+# ... and every aggregation keeps all identity labels, so two pods never merge into one series/row
+SERVER_BY = by(SERVER)
+STREAM_BY = by(STREAM)
 
 
 def s(metric: str, extra: str = "", sel: str = SERVER_SEL) -> str:
@@ -41,7 +51,10 @@ def tgt(expr: str, legend: str = "", ref: str = "A", instant: bool = False, fmt:
     return Target(expr=expr, legendFormat=legend, refId=ref, instant=instant, format=fmt, datasource=DS)
 
 
-LEG = "{{source}} dp{{dp_rank}}"
+# legends name the pod (namespace, pod; both empty on a VM) and the target, then the stream and rank
+WHO = "{{namespace}} {{pod}} {{instance}}"
+LEG = WHO + " {{source}} dp{{dp_rank}}"
+SLEG = WHO + " {{source}}"
 
 
 def timeseries(title: str, description: str, targets: list[Target], unit: str = "short", **kw) -> TimeSeries:
@@ -73,7 +86,7 @@ def organize(exclude: list[str], rename: dict[str, str] | None = None) -> dict:
 POOLS = [
     timeseries(
         "KV pool vs mamba pool usage",
-        "The two capacity pools of a hybrid model side by side, per source and DP rank: the full-attention KV pool "
+        "The two capacity pools of a hybrid model side by side, per server (pod or instance, log source, DP rank): the full-attention KV pool "
         "(grows with every token) and the mamba/linear-attention state pool (a fixed number of slots per running "
         "request). Look for one line pinned near 1.0 while the other stays low: that pool limits concurrency and the "
         "memory given to the other is wasted. SGLang's own token_usage is max(full, mamba), so it cannot show this split.",
@@ -149,7 +162,7 @@ POOLS = [
 CAPACITY = [
     table(
         "Capacity facts (from the startup log)",
-        "What the server allocated at startup, per source and DP rank: KV pool tokens, mamba slots, slots each request "
+        "What each server allocated at startup, one row per pod/instance, source and DP rank: KV pool tokens, mamba slots, slots each request "
         "holds, the effective max running requests, vLLM's max concurrency and the context length. These facts are "
         "printed only in the boot log (e.g. SGLang's mamba cap, sglang#38846); compare the effective cap with what "
         "you configured and with the concurrency your benchmark assumes.",
@@ -260,7 +273,7 @@ TRAFFIC = [
 DIAGNOSIS = [
     table(
         "Active findings",
-        "Every diagnosis rule currently firing (hybrid_cache_finding == 1), per source and DP rank. Empty is good. "
+        "Every diagnosis rule currently firing (hybrid_cache_finding == 1), per pod/instance, source and DP rank. Empty is good. "
         "mamba_capped means the mamba pool lowered max_running_requests at startup.",
         [tgt(f"{s('hybrid_cache_finding')} == 1")],
         transformations=[organize(["Time", "Value", "__name__"])],
@@ -290,7 +303,12 @@ HEALTH = [
         "Log lines per second by outcome: parsed, ignored (not a line the exporter needs) and unrecognized (a known "
         "marker that failed to parse). Any unrecognized lines mean the engine's log format drifted: the gauges fed by "
         "those lines stop updating. See the HybridCacheFormatDrift runbook.",
-        [tgt(f"sum by (source, outcome) (rate({s('hybrid_cache_exporter_lines_total', sel=SRC_SEL)}[{RATE}]))", "{{source}} {{outcome}}")],
+        [
+            tgt(
+                f"sum by ({STREAM_BY}, outcome) (rate({s('hybrid_cache_exporter_lines_total', sel=SRC_SEL)}[{RATE}]))",
+                SLEG + " {{outcome}}",
+            )
+        ],
         axisLabel="lines/s",
     ),
     timeseries(
@@ -299,8 +317,8 @@ HEALTH = [
         "a busy server means the exporter is not reading (wrong path, rotation not followed). Idle servers print "
         "nothing, so a growing age alone is not an error.",
         [
-            tgt(f"time() - {s('hybrid_cache_last_line_timestamp_seconds', sel=ES_SEL)}", "{{source}} last line"),
-            tgt(f"time() - {s('hybrid_cache_exporter_file_modified_timestamp_seconds', sel=SRC_SEL)}", "{{source}} file modified"),
+            tgt(f"time() - {s('hybrid_cache_last_line_timestamp_seconds', sel=ES_SEL)}", SLEG + " last line"),
+            tgt(f"time() - {s('hybrid_cache_exporter_file_modified_timestamp_seconds', sel=SRC_SEL)}", SLEG + " file modified"),
         ],
         unit="s",
     ),
@@ -309,8 +327,8 @@ HEALTH = [
         "Bytes of the log not yet read (should hover near 0) and bytes read per second. A lag that keeps growing "
         "means the exporter cannot keep up with the log.",
         [
-            tgt(s("hybrid_cache_exporter_read_lag_bytes", sel=SRC_SEL), "{{source}} lag"),
-            tgt(f"rate({s('hybrid_cache_exporter_read_bytes_total', sel=SRC_SEL)}[{RATE}])", "{{source}} read/s"),
+            tgt(s("hybrid_cache_exporter_read_lag_bytes", sel=SRC_SEL), SLEG + " lag"),
+            tgt(f"rate({s('hybrid_cache_exporter_read_bytes_total', sel=SRC_SEL)}[{RATE}])", SLEG + " read/s"),
         ],
         unit="bytes",
     ),
@@ -319,9 +337,9 @@ HEALTH = [
         "Log rotations and truncations the tailer followed, and server restarts seen in the log, over the last hour. "
         "Restarts reset capacity facts; frequent ones usually mean OOM or crash loops.",
         [
-            tgt(f"increase({s('hybrid_cache_exporter_rotations_total', sel=SRC_SEL)}[1h])", "{{source}} rotations"),
-            tgt(f"increase({s('hybrid_cache_exporter_truncations_total', sel=SRC_SEL)}[1h])", "{{source}} truncations"),
-            tgt(f"increase({s('hybrid_cache_server_restarts_total', sel=ES_SEL)}[1h])", "{{source}} server restarts"),
+            tgt(f"increase({s('hybrid_cache_exporter_rotations_total', sel=SRC_SEL)}[1h])", SLEG + " rotations"),
+            tgt(f"increase({s('hybrid_cache_exporter_truncations_total', sel=SRC_SEL)}[1h])", SLEG + " truncations"),
+            tgt(f"increase({s('hybrid_cache_server_restarts_total', sel=ES_SEL)}[1h])", SLEG + " server restarts"),
         ],
     ),
     Stat(
@@ -329,7 +347,7 @@ HEALTH = [
         description="1 when the exporter can open and read the log source, 0 when it cannot (missing file, permissions). "
         "Anything red here means every other panel for that source is stale.",
         dataSource=DS,
-        targets=[tgt(s("hybrid_cache_exporter_source_up", sel=SRC_SEL), "{{source}}")],
+        targets=[tgt(s("hybrid_cache_exporter_source_up", sel=SRC_SEL), SLEG)],
         reduceCalc="lastNotNull",
         graphMode="none",
         colorMode="background",
@@ -386,6 +404,22 @@ def _var(name: str, label: str, query: str) -> Template:
     return t
 
 
+TARGET_VAR_LABELS = {"job": "Job", "namespace": "Namespace", "pod": "Pod", "instance": "Instance"}
+
+
+def target_vars() -> list[Template]:
+    """job -> namespace -> pod -> instance, each narrowed by the ones before. The values come from
+    ``hybrid_cache_exporter_source_up``, which every exporter exposes from its first scrape (before the
+    engine is known). A label a deployment lacks (no ``pod`` on a VM) yields no values: the variable
+    stays on All, whose value ``.*`` also matches the absent label."""
+    out = []
+    for i, name in enumerate(TARGET_VARS):
+        sel = regex_sel(TARGET_VARS[:i])
+        metric = f"hybrid_cache_exporter_source_up{{{sel}}}" if sel else "hybrid_cache_exporter_source_up"
+        out.append(_var(name, TARGET_VAR_LABELS[name], f"label_values({metric}, {name})"))
+    return out
+
+
 def dashboard() -> Dashboard:
     return Dashboard(
         title=TITLE,
@@ -399,9 +433,14 @@ def dashboard() -> Dashboard:
         templating=Templating(
             list=[
                 Template(name="datasource", label="Data source", query="prometheus", type="datasource", default="Prometheus"),
-                _var("engine", "Engine", "label_values(hybrid_cache_server_info, engine)"),
-                _var("source", "Source", 'label_values(hybrid_cache_server_info{engine=~"$engine"}, source)'),
-                _var("dp_rank", "DP rank", 'label_values(hybrid_cache_running_requests{engine=~"$engine", source=~"$source"}, dp_rank)'),
+                *target_vars(),
+                _var("engine", "Engine", f"label_values(hybrid_cache_server_info{{{TGT_SEL}}}, engine)"),
+                _var("source", "Source", f'label_values(hybrid_cache_server_info{{{TGT_SEL}, engine=~"$engine"}}, source)'),
+                _var(
+                    "dp_rank",
+                    "DP rank",
+                    f'label_values(hybrid_cache_running_requests{{{TGT_SEL}, engine=~"$engine", source=~"$source"}}, dp_rank)',
+                ),
             ]
         ),
     ).auto_panel_ids()

@@ -1,5 +1,6 @@
-"""Alert rules: promtool check + promtool unit tests, coverage of every alert, metadata, and that
-every expression (and every annotation query) names only metrics the exporter exposes."""
+"""Alert and recording rules: promtool check + promtool unit tests, coverage of every alert and every
+recorded series, metadata, naming (level:metric:operations), and that every expression (and every
+annotation query) names only metrics the exporter exposes (or the recording rules record)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dashboards import identity
 from dashboards.metrics import CONTRACT, SYNTHETIC, selectors
+from dashboards.rules import RECORDING, recorded, rules
 
 ROOT = Path(__file__).resolve().parents[1]
 DASH = ROOT / "dashboards"
@@ -21,7 +24,8 @@ RULE_FILES = [p for p in (ALERTS, DASH / "recording.yml") if p.exists()]
 TEST_FILES = sorted((DASH / "tests").glob("*.yml"))
 RUNBOOK = ROOT / "docs" / "runbook.md"
 RUNBOOK_URL = "https://github.com/hybrid-cache-exporter/hybrid-cache-exporter/blob/main/docs/runbook.md#"
-TARGET_LABELS = {"job", "instance"}
+TARGET_LABELS = set(identity.TARGET)
+RECORDED = recorded()
 
 
 def promtool() -> str:
@@ -115,15 +119,47 @@ def _exprs() -> list[tuple[str, str]]:
     return out
 
 
-@pytest.mark.parametrize(("where", "expr"), _exprs())
+def _recording_exprs() -> list[tuple[str, str]]:
+    return [(r["record"], r["expr"]) for r in rules(RECORDING)]
+
+
+@pytest.mark.parametrize(("where", "expr"), _exprs() + _recording_exprs())
 def test_rules_use_only_exported_metrics(where, expr):
     sels = selectors(expr)
     assert sels, where
+    known = {**CONTRACT, **RECORDED}
     for name, labels in sels:
-        assert name in CONTRACT or name in SYNTHETIC, f"{where}: {name} is not a metric the exporter exposes"
-        if name in CONTRACT:
-            unknown = labels - CONTRACT[name] - TARGET_LABELS
+        assert name in known or name in SYNTHETIC, f"{where}: {name} is not a metric the exporter exposes"
+        if name in known:
+            unknown = labels - known[name] - TARGET_LABELS
             assert not unknown, f"{where}: {name} has no label(s) {sorted(unknown)}"
+
+
+def test_recording_rule_names_and_coverage():
+    """level:metric:operations names; the level lists the labels the result keeps; every recorded
+    series has a promtool expectation."""
+    tested = set()
+    for f in TEST_FILES:
+        for t in yaml.safe_load(f.read_text())["tests"]:
+            for e in t.get("promql_expr_test", []):
+                tested |= {name for name, _ in selectors(e["expr"])}
+    for r in rules(RECORDING):
+        name = r["record"]
+        assert re.fullmatch(r"[a-z_]+:hybrid_cache_[a-z_]+:[a-z0-9_]+", name), name
+        assert name in tested, f"{name} has no promql_expr_test in dashboards/tests/"
+        level = name.split(":")[0]
+        if level != "server":
+            by = re.search(r"\b(?:count|sum|avg|max|min) by \(([^)]*)\)", r["expr"])
+            assert by and {x.strip() for x in by.group(1).split(",")} == RECORDED[name], (name, r["expr"])
+
+
+@pytest.mark.parametrize(("where", "expr"), _exprs() + _recording_exprs())
+def test_joins_keep_the_target_labels(where, expr):
+    """A join on (instance, job, engine, source) alone would match two pods of a DaemonSet exporter or
+    many-to-many; every on(...) that names a server keeps all target labels."""
+    for m in re.finditer(r"\bon\s*\(([^)]*)\)", expr):
+        labels = {x.strip() for x in m.group(1).split(",")}
+        assert set(identity.TARGET) <= labels, f"{where}: on ({m.group(1)}) drops {sorted(set(identity.TARGET) - labels)}"
 
 
 def test_selector_parser():
