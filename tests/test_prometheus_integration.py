@@ -393,7 +393,11 @@ def test_fleet_dashboards_recording_rules_and_alerts_against_real_prometheus(tmp
         assert firing["annotations"]["runbook_url"].endswith("runbook.md#hybridcachemambabound")
         assert not [a for a in alerts_now if a["labels"].get("pod") == "sglang-balanced-0" and a["labels"]["alertname"].endswith("Bound")]
 
-        # ---- recording rules: per server, then per namespace/model
+        # ---- recording rules: every rule evaluates without error (a many-to-many join would not) ...
+        evaluated = [r for g in prom.api("rules")["groups"] for r in g["rules"]]
+        assert {r["name"] for r in evaluated if r["type"] == "recording"} == {r["record"] for r in rules(RECORDING)}
+        assert all(r["health"] == "ok" for r in evaluated), [(r["name"], r.get("lastError")) for r in evaluated if r["health"] != "ok"]
+        # ... per server, then per namespace/model
         by_inst = {e.instance: e for e in exporters}
         codes = {by_inst[s["metric"]["instance"]].key: float(s["value"][1]) for s in prom.query("server:hybrid_cache_binding_pool:code")}
         assert codes == {"mamba": 1, "balanced": 0, "kv": 2, "vm": 3}, codes
