@@ -6,7 +6,7 @@ HOST   ?= 127.0.0.1
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: run test venv lint dashboards bench bench-smoke tools clean golden
+.PHONY: run test venv lint dashboards docs bench bench-smoke tools clean golden
 
 $(STAMP): pyproject.toml setup.py exporter/_scan.c
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ golden: $(STAMP)
 dashboards: $(STAMP)
 	$(BIN)/python -m dashboards.build
 	$(BIN)/python deploy/build_prometheusrule.py
+
+## regenerate docs/metrics.md from the metric contract (exporter/contract.py); a test checks it is current
+docs: $(STAMP)
+	$(BIN)/python docs/gen_metrics.py
 
 ## the benchmark against mtail, side by side in one run (results in bench/out/, method in docs/performance.md)
 bench: $(STAMP) tools

@@ -15,8 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from . import buildinfo
-
-P = "hybrid_cache_exporter_"
+from . import contract as C
 
 
 class SelfCollector(Collector):
@@ -41,30 +40,16 @@ class SelfCollector(Collector):
         self.over_limit = over_limit
 
     def collect(self) -> Iterator:
-        build = GaugeMetricFamily(
-            P + "build_info",
-            "1, with the exporter's version, git revision and Python version as labels.",
-            labels=["version", "revision", "python_version"],
-        )
+        def fam(m: C.Metric, **kw):
+            cls = CounterMetricFamily if m.type == C.COUNTER else GaugeMetricFamily
+            return cls(m.family, m.help, **kw) if kw else cls(m.family, m.help, labels=list(m.labels))
+
+        build = fam(C.BUILD_INFO)
         b = buildinfo.labels()
-        build.add_metric([b["version"], b["revision"], b["python_version"]], 1)
+        build.add_metric([b[k] for k in C.BUILD_INFO.labels], 1)
         yield build
-        read = CounterMetricFamily(P + "read_bytes", "Bytes read from the source (files: all generations).", labels=["source"])
-        lag = GaugeMetricFamily(
-            P + "read_lag_bytes", "Bytes in the source's open files not yet fed to the parser (size minus offset).", labels=["source"]
-        )
-        rot = CounterMetricFamily(P + "rotations", "File replaced at its path (rename+create, delete+recreate).", labels=["source"])
-        trunc = CounterMetricFamily(P + "truncations", "File truncated or rewritten in place (copytruncate, : > file).", labels=["source"])
-        open_files = GaugeMetricFamily(
-            P + "open_files", "Open file descriptors (current file plus rotated ones being drained).", labels=["source"]
-        )
-        overlong = CounterMetricFamily(P + "overlong_lines", "Lines longer than --max-line-bytes, cut to that length.", labels=["source"])
-        mtime = GaugeMetricFamily(
-            P + "file_modified_timestamp_seconds",
-            "Modification time of the source's current file (stdin: time of the last read). Compare with time() to tell idle from dead.",
-            labels=["source"],
-        )
-        up = GaugeMetricFamily(P + "source_up", "1 while the source's file is open (stdin: connected), else 0.", labels=["source"])
+        read, lag, rot, trunc = fam(C.READ_BYTES), fam(C.READ_LAG_BYTES), fam(C.ROTATIONS), fam(C.TRUNCATIONS)
+        open_files, overlong, mtime, up = fam(C.OPEN_FILES), fam(C.OVERLONG_LINES), fam(C.FILE_MODIFIED), fam(C.SOURCE_UP)
 
         agg: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         mt: dict[str, float] = {}
@@ -95,30 +80,14 @@ class SelfCollector(Collector):
                 mtime.add_metric([name], mt[name])
         yield from (read, lag, rot, trunc, open_files, overlong, mtime, up)
         pos = self.positions
-        yield CounterMetricFamily(
-            P + "positions_write_errors", "Failed writes of the positions file (--positions).", value=pos.write_errors if pos else 0
-        )
-        yield CounterMetricFamily(
-            P + "positions_corrupt", "Positions file found unreadable or corrupt at start (replaced).", value=pos.corrupt if pos else 0
-        )
+        yield fam(C.POSITIONS_WRITE_ERRORS, value=pos.write_errors if pos else 0)
+        yield fam(C.POSITIONS_CORRUPT, value=pos.corrupt if pos else 0)
         if self.missing is not None:
-            miss = GaugeMetricFamily(
-                P + "source_missing",
-                "1 while a configured --log path (or glob) has not appeared for --source-missing-after seconds (a typo?), else 0.",
-                labels=["source"],
-            )
+            miss = fam(C.SOURCE_MISSING)
             for name, is_missing in sorted(self.missing().items()):
                 miss.add_metric([name], 1.0 if is_missing else 0.0)
             yield miss
         if self.over_limit is not None:
-            yield GaugeMetricFamily(
-                P + "sources_over_limit",
-                "Container logs found under --kubernetes-pods but not read because --kubernetes-max-sources is reached.",
-                value=self.over_limit(),
-            )
+            yield fam(C.SOURCES_OVER_LIMIT, value=self.over_limit())
         if self.web is not None:
-            yield GaugeMetricFamily(
-                P + "web_config_last_reload_successful",
-                "1 if the web config files (--web.config.file and the certificates it names) in force are the newest on disk, 0 if a change failed to load.",
-                value=0.0 if self.web.failing else 1.0,
-            )
+            yield fam(C.WEB_CONFIG_RELOAD, value=0.0 if self.web.failing else 1.0)

@@ -20,25 +20,10 @@ from dataclasses import dataclass, field
 
 from parsers import events as ev
 
-# runtime gauges: BatchStats field -> metric short name (hybrid_cache_<name>)
-BATCH_GAUGES: tuple[tuple[str, str], ...] = (
-    ("running", "running_requests"),
-    ("queued", "queued_requests"),
-    ("kv_usage", "kv_usage_ratio"),
-    ("kv_used_tokens", "kv_used_tokens"),
-    ("mamba_usage", "mamba_usage_ratio"),
-    ("mamba_used", "mamba_used_slots"),
-    ("swa_usage", "swa_usage_ratio"),
-    ("swa_used_tokens", "swa_used_tokens"),
-    ("gen_throughput", "generation_throughput_tokens_per_second"),
-    ("input_throughput", "input_throughput_tokens_per_second"),
-    ("accept_length", "spec_accept_length"),
-    ("accept_rate", "spec_accept_ratio"),
-    ("prefix_hit_ratio", "prefix_cache_hit_ratio"),
-    ("pending_tokens", "pending_prefill_tokens"),
-    ("cpu_kv_usage", "cpu_kv_usage_ratio"),
-    ("swapped", "swapped_requests"),
-)
+from . import contract
+
+# runtime gauges: BatchStats field -> state key (the metric of that key: exporter/contract.py)
+BATCH_GAUGES: tuple[tuple[str, str], ...] = tuple((m.event_field, m.key) for m in contract.RUNTIME)
 
 RUNTIME_EVENTS = (ev.BatchStats, ev.Retraction, ev.Preemption, ev.SpecDecoding)
 # events that only a booting server prints: seeing one after runtime lines means a restart

@@ -27,6 +27,7 @@ that would switch it is refused (restart for that).
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import html
 import logging
@@ -462,22 +463,25 @@ class Handler(BaseHTTPRequestHandler):
             self._send(404, b"not found\n")
 
     def _metrics(self, query: str) -> None:
+        # prometheus_client's public API picks the format the Accept header asks for (text or
+        # OpenMetrics) and whether gzip is accepted; the name[] filter is ours (_NameFilter)
         params = parse_qs(query)
+        encoder, ctype = exposition.choose_encoder(self.headers.get("Accept"))
         registry = self.app.registry
         names = params.pop("name[]", None)
         if names:
             registry = _NameFilter(registry, names)
         try:
-            status, headers, body = exposition._bake_output(
-                registry, self.headers.get("Accept"), self.headers.get("Accept-Encoding"), params, False
-            )
+            body = encoder(registry)
         except Exception:
             log.exception("collecting metrics failed")
             self._send(500, b"collecting metrics failed\n")
             return
-        ctype = dict(headers).get("Content-Type", "text/plain")
-        extra = [(k, v) for k, v in headers if k != "Content-Type"]
-        self._send(int(status.split()[0]), body, ctype, extra)
+        extra = []
+        if exposition.gzip_accepted(self.headers.get("Accept-Encoding")):
+            body = gzip.compress(body)
+            extra.append(("Content-Encoding", "gzip"))
+        self._send(200, body, ctype, extra)
 
     def _landing(self) -> bytes:
         rows = []

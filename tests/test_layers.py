@@ -168,3 +168,9 @@ def test_the_face_parses_and_prints_only():
         if mod.startswith(FACE):
             text = path.read_text(encoding="utf-8")
             assert not [b for b in built if b in text], f"{path.relative_to(ROOT)} wires components itself"
+
+
+def test_the_contract_is_a_leaf():
+    """exporter/contract.py imports nothing of the project: every layer may read it."""
+    top, deferred = _graph()
+    assert top["exporter.contract"] <= {"exporter"} and not [d for d in deferred if d[0] == "exporter.contract"]

@@ -1,0 +1,571 @@
+"""The metric contract: every family the exporter exposes, in one place.
+
+Metric names and labels are public API (dashboards, alert rules and users' queries depend on
+them). This module is the only place that spells them: the collectors build their families from
+these entries, ``dashboards/metrics.py`` re-exports them for the dashboard and alert tests,
+``docs/gen_metrics.py`` writes ``docs/metrics.md`` from them, and
+``tests/test_contract.py`` checks that what the collectors emit on every fixture is exactly this.
+
+An entry's ``name`` is the series name a query uses (counters end in ``_total``, info metrics in
+``_info``); ``family`` is the name prometheus_client's family classes take. ``source`` is the log
+line the value comes from, in the words of ``docs/formats/``. ``engines`` are the engines whose
+logs carry it; ``absent`` says why a server of those engines may still have no series of it
+(empty: present once the line was seen). ``key`` is the field of the per-server state
+(``ServerState.gauges``/``capacity``/``counters``) it reads. ``group`` orders the reference page;
+the ``exporter`` and ``process`` groups exist in ``serve`` only.
+
+Leaf module: it imports nothing of the project, so every layer may read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PREFIX = "hybrid_cache_"
+GAUGE, COUNTER, INFO = "gauge", "counter", "info"
+
+SERVER = ("engine", "source", "dp_rank")
+ENGINE_SOURCE = ("engine", "source")
+SOURCE = ("source",)
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    type: str
+    help: str
+    labels: tuple[str, ...]
+    source: str
+    group: str
+    absent: str = ""
+    key: str = ""
+    info_labels: tuple[str, ...] = ()  # info metrics: the labels of the value
+    event_field: str = ""  # runtime gauges: the field of ``parsers.events.BatchStats`` they show
+    engines: tuple[str, ...] = ("sglang", "vllm")  # the engines whose logs have this fact
+
+    @property
+    def family(self) -> str:
+        """The name prometheus_client's ``*MetricFamily`` takes (without ``_total``/``_info``)."""
+        for suffix in ("_total", "_info"):
+            if self.name.endswith(suffix) and self.type in (COUNTER, INFO):
+                return self.name[: -len(suffix)]
+        return self.name
+
+    @property
+    def all_labels(self) -> tuple[str, ...]:
+        return self.labels + self.info_labels
+
+
+def _engines(absent: str) -> tuple[str, tuple[str, ...]]:
+    """``"sglang: why"`` / ``"vllm: why"`` -> (why, that engine); otherwise both engines."""
+    for eng in ("sglang", "vllm"):
+        if absent == eng or absent.startswith(eng + ":"):
+            return absent[len(eng) + 1 :].strip(), (eng,)
+    return absent, ("sglang", "vllm")
+
+
+def _runtime(key: str, event_field: str, help: str, source: str, absent: str = "") -> Metric:
+    why, engines = _engines(absent)
+    return Metric(PREFIX + key, GAUGE, help, SERVER, source, "runtime", why, key, event_field=event_field, engines=engines)
+
+
+def _capacity(key: str, help: str, source: str, absent: str = "") -> Metric:
+    why, engines = _engines(absent)
+    return Metric(PREFIX + key, GAUGE, help, SERVER, source, "capacity", why, key, engines=engines)
+
+
+def _counter(key: str, name: str, help: str, source: str, absent: str = "") -> Metric:
+    why, engines = _engines(absent)
+    return Metric(PREFIX + name, COUNTER, help, SERVER, source, "counters", why, key, engines=engines)
+
+
+# --------------------------------------------------------------------------------------------
+# runtime gauges: the newest batch/stats line that carried the field (state key = short name)
+
+RUNTIME: tuple[Metric, ...] = (
+    _runtime(
+        "running_requests",
+        "running",
+        "Running requests (SGLang #running-req, vLLM Running).",
+        "SGLang batch line `#running-req`; vLLM stats line `Running: N reqs`",
+    ),
+    _runtime(
+        "queued_requests",
+        "queued",
+        "Waiting requests (SGLang #queue-req, vLLM Waiting/Pending).",
+        "SGLang batch line `#queue-req`; vLLM stats line `Waiting`/`Pending`",
+    ),
+    _runtime(
+        "kv_usage_ratio",
+        "kv_usage",
+        "Full-attention KV pool usage 0-1 (SGLang 'full token usage' or 'token usage'; vLLM 'GPU KV cache usage'/100, "
+        "which for hybrids also holds mamba blocks).",
+        "SGLang batch line `full token usage` or `token usage`; vLLM stats line `GPU KV cache usage`/100 (one pool shared with mamba blocks)",
+    ),
+    _runtime(
+        "kv_used_tokens",
+        "kv_used_tokens",
+        "Tokens held in the full-attention KV pool (SGLang '#full token' / '#token').",
+        "SGLang batch line `#full token` / `#token`",
+        "sglang",
+    ),
+    _runtime(
+        "mamba_usage_ratio",
+        "mamba_usage",
+        "Mamba (linear-attention state) pool usage 0-1 (SGLang 'mamba usage').",
+        "SGLang batch line `mamba usage`",
+        "sglang",
+    ),
+    _runtime(
+        "mamba_used_slots",
+        "mamba_used",
+        "Mamba state slots in use, excluding evictable cached states (SGLang 'mamba num').",
+        "SGLang batch line `mamba num`",
+        "sglang",
+    ),
+    _runtime(
+        "swa_usage_ratio",
+        "swa_usage",
+        "Sliding-window KV pool usage 0-1 (SGLang 'swa token usage').",
+        "SGLang batch line `swa token usage`",
+        "sglang: hybrid-SWA models only",
+    ),
+    _runtime(
+        "swa_used_tokens",
+        "swa_used_tokens",
+        "Tokens held in the sliding-window KV pool (SGLang '#swa token').",
+        "SGLang batch line `#swa token`",
+        "sglang: hybrid-SWA models only",
+    ),
+    _runtime(
+        "generation_throughput_tokens_per_second",
+        "gen_throughput",
+        "Decode throughput (SGLang 'gen throughput', vLLM 'Avg generation throughput').",
+        "SGLang decode line `gen throughput (token/s)`; vLLM stats line `Avg generation throughput`",
+    ),
+    _runtime(
+        "input_throughput_tokens_per_second",
+        "input_throughput",
+        "Prefill throughput (SGLang 'input throughput', vLLM 'Avg prompt throughput').",
+        "SGLang prefill line `input throughput (token/s)`; vLLM stats line `Avg prompt throughput`",
+        "SGLang prints it on prefill lines of some versions only",
+    ),
+    _runtime(
+        "spec_accept_length",
+        "accept_length",
+        "Speculative decoding mean accepted length (SGLang 'accept len', vLLM 'Mean acceptance length').",
+        "SGLang decode line `accept len`; vLLM `SpecDecoding metrics` line `Mean acceptance length`",
+        "speculative decoding only",
+    ),
+    _runtime(
+        "spec_accept_ratio",
+        "accept_rate",
+        "Speculative decoding acceptance rate 0-1.",
+        "SGLang decode line `accept rate`; vLLM `SpecDecoding metrics` line `Draft acceptance rate`/100",
+        "speculative decoding only",
+    ),
+    _runtime(
+        "prefix_cache_hit_ratio",
+        "prefix_hit_ratio",
+        "Prefix cache hit rate 0-1 (vLLM 'Prefix cache hit rate'/100).",
+        "vLLM stats line `Prefix cache hit rate`/100",
+        "vllm",
+    ),
+    _runtime(
+        "pending_prefill_tokens",
+        "pending_tokens",
+        "Tokens waiting for prefill (SGLang '#pending-token').",
+        "SGLang batch line `#pending-token`",
+        "sglang: SGLang versions that print it only",
+    ),
+    _runtime(
+        "cpu_kv_usage_ratio",
+        "cpu_kv_usage",
+        "vLLM V0 CPU (swap) KV cache usage 0-1.",
+        "vLLM V0 stats line `CPU KV cache usage`",
+        "vllm: vLLM V0 only",
+    ),
+    _runtime("swapped_requests", "swapped", "vLLM V0 swapped requests.", "vLLM V0 stats line `Swapped: N reqs`", "vllm: vLLM V0 only"),
+)
+
+# --------------------------------------------------------------------------------------------
+# capacity facts: startup lines, reset when the log shows a server restart
+
+CAPACITY: tuple[Metric, ...] = (
+    _capacity(
+        "kv_capacity_tokens",
+        "Full-attention KV pool size in tokens (SGLang max_total_num_tokens / KV Cache #tokens; vLLM 'GPU KV cache size').",
+        "SGLang `max_total_num_tokens=` / `KV Cache is allocated. #tokens`; vLLM `GPU KV cache size: N tokens`",
+    ),
+    _capacity(
+        "kv_capacity_bytes",
+        "Full-attention KV pool size in bytes (SGLang K+V or KV size; vLLM 'Available KV cache memory').",
+        "SGLang `K size + V size` / `KV size` (GB = GiB); vLLM `Available KV cache memory`",
+        "only when the engine logs the pool size in bytes",
+    ),
+    _capacity(
+        "mamba_capacity_slots",
+        "Mamba state pool size in slots per DP rank (SGLang max_mamba_cache_size).",
+        "SGLang `Mamba Cache is allocated. max_mamba_cache_size`",
+        "sglang",
+    ),
+    _capacity(
+        "mamba_slots_per_request",
+        "Mamba state slots each running request holds (SGLang cap warning).",
+        "SGLang cap warning `N state slots per request`",
+        "sglang: only when SGLang logs the mamba cap warning",
+    ),
+    _capacity(
+        "max_concurrency",
+        "vLLM 'Maximum concurrency for N tokens per request'.",
+        "vLLM `Maximum concurrency for X tokens per request: Y.YYx`",
+        "vllm",
+    ),
+    _capacity(
+        "swa_capacity_tokens",
+        "Sliding-window KV pool size in tokens.",
+        "SGLang `SWAKVPool ... swa size`",
+        "sglang: hybrid-SWA models only",
+    ),
+    _capacity(
+        "context_length_tokens",
+        "Context length (SGLang context_len, vLLM max model len).",
+        "SGLang `context_len=`; vLLM `Maximum concurrency for X tokens`",
+    ),
+    _capacity(
+        "chunked_prefill_size_tokens",
+        "SGLang chunked_prefill_size.",
+        "SGLang `chunked_prefill_size=` (scheduler summary or server_args)",
+        "sglang",
+    ),
+    _capacity(
+        "available_memory_bytes",
+        "SGLang available_gpu_mem after pools and graphs.",
+        "SGLang `available_gpu_mem=`",
+        "sglang",
+    ),
+    _capacity(
+        "weights_bytes",
+        "Model weight memory per GPU.",
+        "SGLang `Load weight end ... mem usage`; vLLM `Model loading took X GiB`",
+    ),
+    _capacity(
+        "replayssm_record_length",
+        "SGLang GDN ReplaySSM ring depth (L / record_len).",
+        "SGLang `GDN ReplaySSM ring buffers allocated` (`L=` / `record_len=`)",
+        "sglang: GDN models with --enable-linear-replayssm only",
+    ),
+    _capacity(
+        "kv_blocks",
+        "vLLM KV cache blocks (# GPU blocks / num_gpu_blocks).",
+        "vLLM `# GPU blocks` / `num_gpu_blocks is`",
+        "vllm",
+    ),
+    _capacity(
+        "mamba_blocks",
+        "vLLM Mamba cache blocks (from 'exceeds available Mamba cache blocks').",
+        "vLLM error `exceeds available Mamba cache blocks (M)`",
+        "vllm: only when vLLM reports too few Mamba cache blocks",
+    ),
+    _capacity(
+        "attention_block_size_tokens",
+        "vLLM hybrid attention block size after page-size unification.",
+        "vLLM `Setting attention block size to N tokens`",
+        "vllm",
+    ),
+    _capacity(
+        "mamba_page_padding_ratio",
+        "vLLM mamba page padding 0-1.",
+        "vLLM `Padding mamba page size by X%`",
+        "vllm",
+    ),
+    _capacity(
+        "requested_max_running_requests",
+        "Requested max running requests before the engine lowered it.",
+        "SGLang cap warning `reduced from the requested A`; vLLM `max_num_seqs` of the Mamba blocks error",
+        "only when the engine lowered the request cap",
+    ),
+    _capacity(
+        "draft_kv_capacity_tokens",
+        "Speculative draft model KV pool size in tokens.",
+        "SGLang `KV Cache is allocated` of the draft model's pool",
+        "sglang: speculative decoding with a draft model only",
+    ),
+)
+
+MAX_RUNNING = Metric(
+    PREFIX + "max_running_requests",
+    GAUGE,
+    "Effective max running requests per DP rank (SGLang summary line or mamba cap warning; vLLM max_num_seqs from args or the engine default).",
+    SERVER,
+    "SGLang `max_total_num_tokens=..., max_running_requests=N` or the cap warning; vLLM `max_num_seqs` from `non-default args`, "
+    "the `Defaulting max_num_seqs` line, or the engine default (256; 1024 on 0.8.0-0.8.4)",
+    "capacity",
+)
+MAMBA_STATE_BYTES = Metric(
+    PREFIX + "mamba_state_bytes",
+    GAUGE,
+    "Mamba state pool memory per GPU by state buffer (SGLang 'Mamba Cache is allocated').",
+    (*SERVER, "state"),
+    "SGLang `Mamba Cache is allocated` (`state` = conv, ssm, intermediate_ssm, intermediate_conv)",
+    "capacity",
+    engines=("sglang",),
+)
+REPLAYSSM_BUFFER_BYTES = Metric(
+    PREFIX + "replayssm_buffer_bytes",
+    GAUGE,
+    "SGLang GDN ReplaySSM ring buffer memory per GPU.",
+    (*SERVER, "buffer"),
+    "SGLang `GDN ReplaySSM ring buffers allocated` (`buffer` = d, k, g, rawv, rawk, beta)",
+    "capacity",
+    "GDN models with --enable-linear-replayssm only",
+    engines=("sglang",),
+)
+
+# --------------------------------------------------------------------------------------------
+# counters of lines and events (state key in ServerState.counters)
+
+COUNTERS: tuple[Metric, ...] = (
+    _counter("decode_batches", "decode_batches_total", "SGLang 'Decode batch' lines.", "SGLang `Decode batch` lines", "sglang"),
+    _counter("prefill_batches", "prefill_batches_total", "SGLang 'Prefill batch' lines.", "SGLang `Prefill batch` lines", "sglang"),
+    _counter("stats_lines", "stats_lines_total", "vLLM periodic stats lines.", "vLLM stats lines `Avg prompt throughput: ...`", "vllm"),
+    _counter(
+        "preempted_requests",
+        "preempted_requests_total",
+        "Requests retracted (SGLang '#retracted_reqs') or preempted (vLLM 'Preemptions' / V0 cumulative count).",
+        "SGLang `#retracted_reqs`; vLLM `Preemptions: N`, V0 `total_num_cumulative_preemption` deltas",
+        "only after the first retraction/preemption",
+    ),
+    _counter(
+        "retraction_events",
+        "retractions_total",
+        "SGLang retraction events ('KV cache pool is full. Retract requests.').",
+        "SGLang `KV cache pool is full. Retract requests.` (`Testing retraction.` is not counted)",
+        "sglang: only after the first retraction",
+    ),
+    _counter(
+        "retracted_mamba_slots",
+        "retracted_mamba_slots_total",
+        "Mamba slots freed by retractions (SGLang '#mamba_num_gained').",
+        "SGLang retraction line `#mamba_num_gained`",
+        "sglang: only after the first retraction of a hybrid model",
+    ),
+    _counter(
+        "spec_accepted_tokens",
+        "spec_accepted_tokens_total",
+        "vLLM speculative accepted tokens.",
+        "vLLM `SpecDecoding metrics: ... Accepted: N tokens`",
+        "vllm: speculative decoding only",
+    ),
+    _counter(
+        "spec_drafted_tokens",
+        "spec_drafted_tokens_total",
+        "vLLM speculative drafted tokens.",
+        "vLLM `SpecDecoding metrics: ... Drafted: M tokens`",
+        "vllm: speculative decoding only",
+    ),
+)
+
+PREFILL_TOKENS = Metric(
+    PREFIX + "prefill_tokens_total",
+    COUNTER,
+    "Prompt tokens in SGLang prefill batches, new (computed) or cached (prefix hit).",
+    (*SERVER, "kind"),
+    "SGLang prefill line `#new-token` (`kind=new`), `#cached-token` (`kind=cached`)",
+    "counters",
+    engines=("sglang",),
+)
+
+# --------------------------------------------------------------------------------------------
+# diagnosis: the rules (docs/rules.md) and the recommendations
+
+FINDING = Metric(
+    PREFIX + "finding",
+    GAUGE,
+    "1 while a diagnosis rule fires for this server, else 0 (rules: docs/rules.md).",
+    (*SERVER, "rule"),
+    "the diagnosis rules over the lines above (docs/rules.md); one series per rule",
+    "diagnosis",
+)
+RECOMMENDATION = Metric(
+    PREFIX + "recommendation_info",
+    INFO,
+    "A flag that fixes a firing finding, with its value.",
+    (*SERVER, "rule", "flag", "value"),
+    "the recommendations of the firing findings (docs/rules.md)",
+    "diagnosis",
+    "only while a finding fires",
+)
+RECOMMENDED_RATIO = Metric(
+    PREFIX + "recommended_mamba_full_memory_ratio",
+    GAUGE,
+    "--mamba-full-memory-ratio that would balance the observed usage of both pools.",
+    SERVER,
+    "the observed usage of both pools (docs/rules.md)",
+    "diagnosis",
+    "only when the pools are imbalanced",
+)
+
+# --------------------------------------------------------------------------------------------
+# per source: the server's configuration and the log itself
+
+SERVER_INFO = Metric(
+    PREFIX + "server_info",
+    INFO,
+    "Server configuration as logged at startup.",
+    ENGINE_SOURCE,
+    "SGLang `server_args=`; vLLM `non-default args`, `Initializing ... engine (vX) with config`, the version banner",
+    "source",
+    info_labels=("model", "kv_cache_dtype", "mamba_ssm_dtype", "radix_cache_strategy", "tp_size", "dp_size", "speculative", "version"),
+)
+SERVER_RESTARTS = Metric(
+    PREFIX + "server_restarts_total",
+    COUNTER,
+    "Server starts seen in the log after runtime lines.",
+    ENGINE_SOURCE,
+    "a startup line after runtime lines in the same log",
+    "source",
+)
+LAST_LINE_TIMESTAMP = Metric(
+    PREFIX + "last_line_timestamp_seconds",
+    GAUGE,
+    "Log timestamp of the newest line read from the source.",
+    ENGINE_SOURCE,
+    "the header time of every line",
+    "source",
+)
+EXPORTER_LINES = Metric(
+    PREFIX + "exporter_lines_total",
+    COUNTER,
+    "Log lines read, by outcome (unrecognized = known marker that failed to parse).",
+    (*SOURCE, "outcome"),
+    "every line (`outcome` = parsed, ignored, unrecognized: a known marker that failed to parse, i.e. format drift)",
+    "source",
+)
+
+# --------------------------------------------------------------------------------------------
+# serve only: the tailers and the positions file (exporter/selfmetrics.py)
+
+_E = PREFIX + "exporter_"
+
+
+def _self(name: str, type_: str, help: str, source: str, labels: tuple[str, ...] = SOURCE, absent: str = "") -> Metric:
+    return Metric(_E + name, type_, help, labels, source, "exporter", absent)
+
+
+READ_BYTES = _self("read_bytes_total", COUNTER, "Bytes read from the source (files: all generations).", "the tailer")
+READ_LAG_BYTES = _self(
+    "read_lag_bytes",
+    GAUGE,
+    "Bytes in the source's open files not yet fed to the parser (size minus offset).",
+    "the tailer (stdin: 0)",
+)
+ROTATIONS = _self("rotations_total", COUNTER, "File replaced at its path (rename+create, delete+recreate).", "the tailer")
+TRUNCATIONS = _self("truncations_total", COUNTER, "File truncated or rewritten in place (copytruncate, : > file).", "the tailer")
+OPEN_FILES = _self("open_files", GAUGE, "Open file descriptors (current file plus rotated ones being drained).", "the tailer")
+OVERLONG_LINES = _self("overlong_lines_total", COUNTER, "Lines longer than --max-line-bytes, cut to that length.", "the tailer")
+FILE_MODIFIED = _self(
+    "file_modified_timestamp_seconds",
+    GAUGE,
+    "Modification time of the source's current file (stdin: time of the last read). Compare with time() to tell idle from dead.",
+    "the tailer (stat of the current file)",
+)
+SOURCE_UP = _self("source_up", GAUGE, "1 while the source's file is open (stdin: connected), else 0.", "the tailer")
+POSITIONS_WRITE_ERRORS = _self(
+    "positions_write_errors_total", COUNTER, "Failed writes of the positions file (--positions).", "the positions file", ()
+)
+POSITIONS_CORRUPT = _self(
+    "positions_corrupt_total", COUNTER, "Positions file found unreadable or corrupt at start (replaced).", "the positions file", ()
+)
+
+BUILD_INFO = _self(
+    "build_info",
+    GAUGE,
+    "1, with the exporter's version, git revision and Python version as labels.",
+    "the exporter itself",
+    ("version", "revision", "python_version"),
+)
+SOURCE_MISSING = _self(
+    "source_missing",
+    GAUGE,
+    "1 while a configured --log path (or glob) has not appeared for --source-missing-after seconds (a typo?), else 0.",
+    "the tailer (configured paths that do not exist)",
+    absent="only when serve watches its --log paths for missing files",
+)
+SOURCES_OVER_LIMIT = _self(
+    "sources_over_limit",
+    GAUGE,
+    "Container logs found under --kubernetes-pods but not read because --kubernetes-max-sources is reached.",
+    "the container log discovery (--kubernetes-pods)",
+    (),
+    "only with --kubernetes-pods",
+)
+WEB_CONFIG_RELOAD = _self(
+    "web_config_last_reload_successful",
+    GAUGE,
+    "1 if the web config files (--web.config.file and the certificates it names) in force are the newest on disk, 0 if a change failed to load.",
+    "the web config file and its certificates (--web.config.file)",
+    (),
+    "only with --web.config.file",
+)
+
+SELF: tuple[Metric, ...] = (
+    BUILD_INFO,
+    READ_BYTES,
+    READ_LAG_BYTES,
+    ROTATIONS,
+    TRUNCATIONS,
+    OPEN_FILES,
+    OVERLONG_LINES,
+    FILE_MODIFIED,
+    SOURCE_UP,
+    POSITIONS_WRITE_ERRORS,
+    POSITIONS_CORRUPT,
+    SOURCE_MISSING,
+    SOURCES_OVER_LIMIT,
+    WEB_CONFIG_RELOAD,
+)
+
+# --------------------------------------------------------------------------------------------
+# serve only: prometheus_client's standard process collector (not ours to name; listed because
+# dashboards query some of them)
+
+
+def _process(name: str, type_: str, help: str) -> Metric:
+    return Metric(name, type_, help, (), "prometheus_client's ProcessCollector (/proc of the exporter)", "process")
+
+
+PROCESS: tuple[Metric, ...] = (
+    _process("process_virtual_memory_bytes", GAUGE, "Virtual memory size in bytes."),
+    _process("process_resident_memory_bytes", GAUGE, "Resident memory size in bytes."),
+    _process("process_start_time_seconds", GAUGE, "Start time of the process since unix epoch in seconds."),
+    _process("process_cpu_seconds_total", COUNTER, "Total user and system CPU time spent in seconds."),
+    _process("process_open_fds", GAUGE, "Number of open file descriptors."),
+    _process("process_max_fds", GAUGE, "Maximum number of open file descriptors."),
+)
+
+# --------------------------------------------------------------------------------------------
+
+# every family HybridCacheCollector (replay, report, serve) may emit
+LOG_METRICS: tuple[Metric, ...] = (
+    EXPORTER_LINES,
+    LAST_LINE_TIMESTAMP,
+    SERVER_RESTARTS,
+    SERVER_INFO,
+    *RUNTIME,
+    *CAPACITY,
+    MAX_RUNNING,
+    MAMBA_STATE_BYTES,
+    REPLAYSSM_BUFFER_BYTES,
+    *COUNTERS,
+    PREFILL_TOKENS,
+    FINDING,
+    RECOMMENDATION,
+    RECOMMENDED_RATIO,
+)
+
+METRICS: tuple[Metric, ...] = (*LOG_METRICS, *SELF, *PROCESS)
+BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
+assert len(BY_NAME) == len(METRICS), "a metric name is listed twice"
+
+__all__ = ["BY_NAME", "COUNTER", "GAUGE", "INFO", "LOG_METRICS", "METRICS", "Metric", "PREFIX"]
