@@ -6,7 +6,7 @@ HOST   ?= 127.0.0.1
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: run test venv lint dashboards docs bench bench-smoke tools clean golden
+.PHONY: run test venv lint dashboards docs bench bench-smoke tools clean golden oracle
 
 $(STAMP): pyproject.toml setup.py exporter/_scan.c
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,12 @@ bench: $(STAMP) tools
 ## the small version CI runs (also part of `make test`)
 bench-smoke: $(STAMP) tools
 	$(BIN)/python bench/run.py --quick
+
+## the capacity model against the oracle re-implementation of SGLang 0.5.23 / vLLM 0.33.0 sizing; downloads both
+## wheels (no deps, into .oracle-wheels/) to check that every engine file/function the oracle cites exists
+oracle: $(STAMP)
+	$(BIN)/python -m tests.oracle.check_citations --cache .oracle-wheels
+	$(BIN)/python -m pytest -q tests/test_oracle.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -118,8 +118,29 @@ class ModelSpec:
     mamba_d_state: int = 0
     mamba_intermediate: int = 0
     model_dtype: str = "bfloat16"
-    config_ssm_dtype: str | None = None
+    config_ssm_dtype: str | None = None  # ``mamba_ssm_dtype`` (text_config first), as SGLang / Qwen3.5 hooks read it
+    config_ssm_cache_dtype: str | None = None  # ``mamba_ssm_cache_dtype`` (vLLM's NemotronH hook reads only this)
     vision_params: int | None = None  # rough parameter count of the vision tower, if any
+    architecture: str = ""  # ``architectures[0]`` of the top-level config
+    model_type: str = ""  # ``model_type`` of the text config (``kimi_linear``, ``qwen3_next``, ``nemotron_h`` …)
+    kda_bounded_gate: bool = False  # ``linear_attn_config.gate_lower_bound`` set (vLLM's FlashKDA needs it)
+    context_length: int = 2048  # SGLang's ``get_context_length`` of the text config (``--context-length`` unset)
+
+    @property
+    def family(self) -> str:
+        """Which engine config class reads this model: ``kimi`` | ``qwen3_5`` | ``qwen3_next`` | ``nemotron_h`` | ``other``.
+
+        The engines take the SSM dtype from a different place per family (see :func:`resolve_ssm_dtype`)."""
+        a, t = self.architecture.lower(), self.model_type.lower()
+        if "kimi" in a or t.startswith("kimi") or self.linear_kind == "kda":
+            return "kimi"
+        if "qwen3_5" in a or t.startswith("qwen3_5"):
+            return "qwen3_5"
+        if "qwen3next" in a or t == "qwen3_next":
+            return "qwen3_next"
+        if "nemotronh" in a or t.startswith("nemotron_h") or self.linear_kind == "mamba2":
+            return "nemotron_h"
+        return "other"
 
     @property
     def is_hybrid(self) -> bool:
@@ -185,6 +206,40 @@ def _layer_types(cfg: dict[str, Any], n_layers: int | None) -> list[str] | None:
     return None
 
 
+def _config_dtype(text: dict[str, Any], top: dict[str, Any], key: str) -> str | None:
+    """``key`` from the text config, else the top level (SGLang's ``mamba2_state_dtype`` order); normalised."""
+    v = text.get(key) if key in text else top.get(key)
+    if v in (None, "", "auto"):
+        return None
+    try:
+        return normalize_dtype(v)
+    except ValueError:
+        raise ConfigError(f"config field {key!r} is not a dtype: {v!r}") from None
+
+
+# SGLang ``utils/hf_transformers/common.py::CONTEXT_LENGTH_KEYS`` (0.5.23), first match wins
+_CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
+
+
+def context_length_of(text_config: dict[str, Any]) -> int:
+    """The context length SGLang derives without ``--context-length``: the first of its context keys in the text
+    config, times the rope-scaling factor (1 for llama3 / ``original_max_position_embeddings``); 2048 if none."""
+    rs = text_config.get("rope_scaling")
+    factor = 1.0
+    if isinstance(rs, dict) and rs:
+        factor = float(rs.get("factor", 1) or 1)
+        if "original_max_position_embeddings" in rs or rs.get("rope_type") == "llama3":
+            factor = 1.0
+    for k in _CONTEXT_LENGTH_KEYS:
+        v = text_config.get(k)
+        if v is not None and not isinstance(v, bool):
+            try:
+                return int(factor * int(v))
+            except (TypeError, ValueError):
+                raise ConfigError(f"config field {k!r} is not a number: {v!r}") from None
+    return 2048
+
+
 def model_from_config(config: dict[str, Any], name: str | None = None) -> ModelSpec:
     """Build a :class:`ModelSpec` from a HF config dict (top level, or nested ``text_config``).
 
@@ -201,8 +256,9 @@ def model_from_config(config: dict[str, Any], name: str | None = None) -> ModelS
 
     n_layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
     model_dtype = normalize_dtype(cfg.get("torch_dtype") or cfg.get("dtype") or top.get("torch_dtype") or "bfloat16")
-    ssm_cfg = cfg.get("mamba_ssm_dtype") or cfg.get("mamba_ssm_cache_dtype")
-    config_ssm_dtype = normalize_dtype(ssm_cfg) if ssm_cfg else None
+    text = tc if isinstance(tc, dict) else top
+    ssm_cfg = _config_dtype(text, top, "mamba_ssm_dtype")
+    ssm_cache_cfg = _config_dtype(text, top, "mamba_ssm_cache_dtype")
 
     kv: dict[str, Any] = {}
     kv_lora = _int(cfg, "kv_lora_rank")
@@ -239,6 +295,7 @@ def model_from_config(config: dict[str, Any], name: str | None = None) -> ModelS
             lin_k_dim=_int(lac, "head_k_dim", default=hd),
             lin_v_dim=hd,
             conv_kernel=_int(lac, "short_conv_kernel_size", "conv_kernel", default=4),
+            kda_bounded_gate=lac.get("gate_lower_bound") is not None,
         )
         n_layers = n_layers or n_full + n_lin
     elif isinstance(pattern, str) and pattern:  # Nemotron-H (mamba2)
@@ -291,9 +348,9 @@ def model_from_config(config: dict[str, Any], name: str | None = None) -> ModelS
     vision_params = None
     vc = top.get("vision_config")
     if isinstance(vc, dict):
-        depth = _int(vc, "depth", "num_hidden_layers", default=0) or 0
-        h = _int(vc, "hidden_size", "embed_dim", default=0) or 0
-        inter = _int(vc, "intermediate_size", default=4 * h) or 4 * h
+        depth = _int(vc, "depth", "num_hidden_layers", "vt_num_hidden_layers", default=0) or 0
+        h = _int(vc, "hidden_size", "embed_dim", "vt_hidden_size", default=0) or 0
+        inter = _int(vc, "intermediate_size", "vt_intermediate_size", default=4 * h) or 4 * h
         # attention (qkv + proj = 4h^2) + MLP (2*h*inter) per block; embeddings/merger ignored -> lower bound
         vision_params = depth * (4 * h * h + 2 * h * inter) or None
 
@@ -303,8 +360,12 @@ def model_from_config(config: dict[str, Any], name: str | None = None) -> ModelS
         full_layers=n_full,
         linear_layers=n_lin if lin else 0,
         model_dtype=model_dtype,
-        config_ssm_dtype=config_ssm_dtype,
+        config_ssm_dtype=ssm_cfg,
+        config_ssm_cache_dtype=ssm_cache_cfg,
         vision_params=vision_params,
+        architecture=str((top.get("architectures") or [""])[0]),
+        model_type=str(text.get("model_type") or top.get("model_type") or ""),
+        context_length=context_length_of(text),
         linear_kind=lin.pop("linear_kind", None),
         **kv,
         **lin,
@@ -348,19 +409,32 @@ def kv_bytes_per_token(model: ModelSpec, kv_dtype: str | None = None, tp: int = 
 
 
 def resolve_ssm_dtype(model: ModelSpec, engine: str = "sglang", override: str | None = None) -> str:
-    """SSM (temporal) state dtype.
+    """SSM (temporal) state dtype, from where each engine reads it for this model family.
 
-    ``override`` (``--mamba-ssm-dtype`` / ``--mamba-ssm-cache-dtype``) wins, then the config's ``mamba_ssm_dtype``.
-    Otherwise SGLang defaults to float32; vLLM defaults to float32 for KDA and Nemotron-H (mamba2) and to the model
-    dtype (conv dtype) for others (Qwen3-Next: bf16, as in the vLLM ref §4.5 worked check).
+    ``override`` (``--mamba-ssm-dtype`` / ``--mamba-ssm-cache-dtype``) always wins. Otherwise:
+
+    * SGLang 0.5.23 (``configs/mamba_utils.py::mamba2_state_dtype``): the config's ``mamba_ssm_dtype``
+      (``text_config`` first) for the families that pass their config (Qwen3-Next, Qwen3.5, Nemotron-H), else
+      float32. ``configs/kimi_linear.py::KimiLinearConfig.mamba2_cache_params`` passes no config, so a Kimi
+      ``mamba_ssm_dtype`` is ignored: float32 unless ``--mamba-ssm-dtype``.
+    * vLLM 0.33.0 (``model_executor/models/config.py`` hooks, ``layers/mamba/mamba_utils.py``): Qwen3.5 takes the
+      text config's ``mamba_ssm_dtype``; Nemotron-H takes ``mamba_ssm_cache_dtype`` else float32; KDA (Kimi) is
+      float32 on ``auto``; anything else (Qwen3-Next GDN) follows the conv dtype, i.e. the model dtype.
     """
     if override is not None and str(override).lower() != "auto":
         return normalize_dtype(override)
-    if model.config_ssm_dtype:
-        return model.config_ssm_dtype
-    if engine == "vllm" and model.linear_kind not in ("kda", "mamba2"):
+    fam = model.family
+    if engine == "vllm":
+        if fam == "qwen3_5" and model.config_ssm_dtype:
+            return model.config_ssm_dtype
+        if fam == "nemotron_h":
+            return model.config_ssm_cache_dtype or "float32"
+        if fam == "kimi":
+            return "float32"
         return model.model_dtype
-    return "float32"
+    if fam == "kimi":
+        return "float32"
+    return model.config_ssm_dtype or "float32"
 
 
 @dataclass(frozen=True)
@@ -424,7 +498,12 @@ def linear_state(
     if not model.is_hybrid:
         conv = ssm = 0
     elif kind == "gdn":
-        conv = (2 * model.lin_k_heads * model.lin_k_dim + model.lin_v_heads * model.lin_v_dim) // tp * k1
+        # SGLang builds GDN state with Mamba2StateShape.create(n_groups=k_heads), which pads the groups to a
+        # multiple of TP; vLLM's gated_delta_net_state_shape does not (identical when TP divides k_heads)
+        kh = model.lin_k_heads
+        if engine == "sglang" and kh % tp:
+            kh += tp - kh
+        conv = (2 * kh * model.lin_k_dim + model.lin_v_heads * model.lin_v_dim) // tp * k1
         ssm = model.lin_v_heads // tp * model.lin_v_dim * model.lin_k_dim
     elif kind == "kda":
         conv = (model.lin_v_heads * model.lin_v_dim + 2 * model.lin_k_heads * model.lin_k_dim) // tp * k1
@@ -570,6 +649,7 @@ def sglang_pool(
     spec_draft_tokens: int = 0,
     context_len: int | None = None,
     version: str | tuple[int, ...] | None = None,
+    page_size: int = 1,
 ) -> SGLangPool:
     """Split ``rest_bytes`` (per-rank memory left for KV + mamba) between the two pools like SGLang does.
 
@@ -577,7 +657,11 @@ def sglang_pool(
     else ``budget = rest·R/(1+R)``, ``S = floor((budget − per_req)/per_req)`` (no spec) or
     ``floor((budget − per_req(1+D))/(per_req(1+D/spr)))`` (spec). KV = ``rest − (S+1)·per_req − intermediate``.
     Older versions use ``S = floor(budget/(per_req(1+D)))`` and no padding slot in the budget.
-    Cap (§7.2): ``min(requested or estimate, kv_tokens // 2, S // spr)``.
+    KV tokens are floored to whole pages (``page_size``: 1 on Hopper, 64 with the Blackwell TRT-LLM backends).
+    Cap (``kv_cache_configurator.py::resolve_max_num_reqs``): ``min(requested or estimate, kv_tokens // 2,
+    S // spr)`` with the estimate ``clamp(int(kv_tokens / context_len * 512), 2048, 4096)``; ``context_len`` is
+    ``--context-length`` or the model's (``make_plan`` passes ``ModelSpec.context_length``), so without
+    ``--max-running-requests`` SGLang never runs more than 4,096 requests.
     """
     v = parse_version(version)
     rest = int(rest_bytes)
@@ -611,6 +695,8 @@ def sglang_pool(
     kv_bytes = rest - mamba_bytes
     fits = kv_bytes > 0 and (per_req <= 0 or S > 0)
     kv_tokens = max(0, kv_bytes) // kv_bytes_per_tok if kv_bytes_per_tok else 0
+    page = max(1, int(page_size))
+    kv_tokens = kv_tokens // page * page
     mamba_cap = S // spr if per_req > 0 else 10**9
     kv_cap = kv_tokens // 2
     if max_running_requests:
@@ -664,16 +750,128 @@ def balanced_ratio_for_context(per_req: int, slots_per_request: int, kv_bytes_pe
 # --------------------------------------------------------------------------------------------------------------
 
 
-def vllm_blocks_per_request(mode: str = "none", spec_tokens: int = 0, version: str | tuple[int, ...] | None = None) -> int:
-    """Mamba blocks per request per mamba group (vLLM ref §4.3): none → ``1 + spec`` (0.10–0.14: 1),
-    align → ``2 + spec``. ``all`` mode depends on the length; not modelled (raises)."""
-    v = parse_version(version) if version is not None else (0, 33, 0, 0)
+VLLM_LATEST = (0, 33, 0, 0)
+PLATFORMS = ("hopper", "blackwell")
+
+
+@dataclass(frozen=True)
+class VLLMRelease:
+    """What a vLLM release does with a hybrid model's cache, by release (the version table).
+
+    Verified against the 0.33.0 wheel (files cited per field); the older gates come from the release notes of
+    docs/sizing.md ("vLLM by release") and are kept as they were when not re-verified."""
+
+    version: tuple[int, int, int, int]
+
+    @property
+    def prefix_caching_default(self) -> bool:
+        """``config/model.py::ModelConfig.is_prefix_caching_supported`` returns True for generative hybrids from
+        0.26.0 and ``engine/arg_utils.py::_set_default_chunked_prefill_and_prefix_caching_args`` takes it."""
+        return self.version >= (0, 26, 0, 0)
+
+    @property
+    def has_modes(self) -> bool:
+        """``mamba_cache_mode`` none/align exists from 0.15.0."""
+        return self.version >= (0, 15, 0, 0)
+
+    @property
+    def spec_blocks_in_none_mode(self) -> bool:
+        return self.version >= (0, 15, 0, 0)
+
+    @property
+    def checkpoint_blocks(self) -> bool:
+        """``kv_cache_interface.py::MambaSpec.max_memory_usage_bytes`` adds ``num_prefill_checkpoint_blocks`` in
+        align mode (0.33.0)."""
+        return self.version >= (0, 33, 0, 0)
+
+    @property
+    def backend_alignment(self) -> bool:
+        """``platforms/interface.py::_align_hybrid_block_size`` takes the backend's kernel block (MLA ≥128) and, in
+        align mode, the prefill-checkpoint alignment from 0.20; before, A was 16 (64 for MLA)."""
+        return self.version >= (0, 20, 0, 0)
+
+
+def vllm_release(version: str | tuple[int, ...] | None) -> VLLMRelease:
+    return VLLMRelease(parse_version(version) if version is not None else VLLM_LATEST)
+
+
+def vllm_default_mode(version: str | tuple[int, ...] | None = None, prefix_caching: bool | None = None) -> str:
+    """``model_executor/models/config.py::MambaModelConfig.verify_and_update_config``: prefix caching switches the
+    mode to ``align``; prefix caching is on by default for hybrids from 0.26.0."""
+    rel = vllm_release(version)
+    pc = rel.prefix_caching_default if prefix_caching is None else prefix_caching
+    return "align" if pc and rel.has_modes else "none"
+
+
+def vllm_checkpoint_blocks(model: ModelSpec, mode: str, version: str | tuple[int, ...] | None = None, platform: str = "hopper") -> int:
+    """Prefill checkpoint blocks a mamba group holds per request in align mode (0.33.0):
+
+    * Mamba2: always 1 (``layers/mamba/mamba_mixer2.py::MambaMixer2.get_kv_cache_spec``);
+    * GDN: 1 when the FlashInfer GDN prefill runs (``layers/mamba/gdn/qwen_gdn_linear_attn.py``:
+      ``_resolve_gdn_prefill_backend`` picks it on Hopper, and on Blackwell with ``head_k_dim == 128``);
+    * KDA: 1 only with FlashKDA, which needs a bounded gate (``gate_lower_bound`` in ``linear_attn_config``;
+      ``models/kimi_k3/nvidia/kda.py::is_flashkda_supported``).
+    """
+    if mode != "align" or not vllm_release(version).checkpoint_blocks or not model.is_hybrid:
+        return 0
+    if model.linear_kind == "mamba2":
+        return 1
+    if model.linear_kind == "gdn":
+        return 1 if (platform == "hopper" or model.lin_k_dim == 128) else 0
+    if model.linear_kind == "kda":
+        return 1 if model.kda_bounded_gate and model.lin_v_dim == 128 else 0
+    return 0
+
+
+def vllm_checkpoint_alignment(model: ModelSpec, mode: str, version: str | tuple[int, ...] | None = None, platform: str = "hopper") -> int:
+    """Token alignment of those checkpoints, ``lcm``-ed into the block size in align mode
+    (``layers/mamba/abstract.py::get_mamba_prefill_checkpoint_alignment``): FlashInfer GDN 64
+    (``v1/attention/backends/gdn_attn.py::FLASHINFER_GDN_CHECKPOINT_ALIGNMENT``), FlashKDA 16
+    (``layers/mamba/kda_checkpoint.py``); Mamba2 declares none (1)."""
+    if not vllm_checkpoint_blocks(model, mode, version, platform):
+        return 1
+    return {"gdn": 64, "kda": 16}.get(model.linear_kind or "", 1)
+
+
+def vllm_blocks_per_request(
+    mode: str = "none", spec_tokens: int = 0, version: str | tuple[int, ...] | None = None, checkpoint_blocks: int = 0
+) -> int:
+    """Mamba blocks per request per mamba group (``MambaSpec.max_memory_usage_bytes / page_size``): none →
+    ``1 + spec`` (0.10–0.14: 1), align → ``2 + spec + checkpoint blocks``. ``all`` mode depends on the length;
+    not modelled (raises)."""
+    rel = vllm_release(version)
     m = (mode or "none").lower()
     if m == "none":
-        return 1 if v < (0, 15, 0, 0) else 1 + max(0, spec_tokens)
+        return 1 + max(0, spec_tokens) if rel.spec_blocks_in_none_mode else 1
     if m == "align":
-        return 2 + max(0, spec_tokens)
+        return 2 + max(0, spec_tokens) + (checkpoint_blocks if rel.checkpoint_blocks else 0)
     raise ValueError(f"mamba cache mode {mode!r} not modelled (use none or align)")
+
+
+def vllm_kernel_alignment(
+    model: ModelSpec, mode: str, version: str | tuple[int, ...] | None = None, platform: str = "hopper", block_size: int = 16
+) -> int:
+    """The ``A`` of ``attn_block = A × cdiv(mamba_page, A × attn_page_per_token)``.
+
+    0.20+ (``platforms/interface.py::_align_hybrid_block_size``): the attention backend's smallest kernel block
+    raised to the configured block size (16; the Blackwell default backends prefer 128-token blocks), at least
+    128 for MLA, ``lcm``-ed with the checkpoint alignment in align mode. Before 0.20: 16, or 64 for MLA."""
+    if not vllm_release(version).backend_alignment:
+        return 64 if model.attention == "mla" else 16
+    a = max(128 if platform == "blackwell" else 16, block_size)
+    if model.attention == "mla":
+        a = max(a, 128)
+    return math.lcm(a, vllm_checkpoint_alignment(model, mode, version, platform))
+
+
+def vllm_group_size(n_attn: int, n_mamba: int) -> int:
+    """``v1/core/kv_cache_planning.py::_get_kv_cache_groups_uniform_page_size``: the smaller layer count, or the
+    larger one when it is below 1.5× the smaller (fewer padding layers)."""
+    counts = [x for x in (n_attn, n_mamba) if x > 0]
+    if not counts:
+        return 1
+    lo, hi = min(counts), max(counts)
+    return hi if hi < lo * 1.5 else lo
 
 
 @dataclass(frozen=True)
@@ -698,6 +896,8 @@ class VLLMPool:
     max_num_seqs: int | None
     cap: int  # min(max_num_seqs, mamba-bound, floor(max_concurrency) if known)
     binding_pool: str
+    mode: str = "none"  # mamba cache mode in effect (none | align)
+    checkpoint_blocks: int = 0  # prefill checkpoint blocks per request per mamba group (align, 0.33+)
 
 
 def vllm_pool(
@@ -707,35 +907,48 @@ def vllm_pool(
     tp: int = 1,
     kv_dtype: str | None = None,
     ssm_dtype: str | None = None,
-    mode: str = "none",
+    mode: str | None = None,
     spec_tokens: int = 0,
     max_model_len: int | None = None,
     max_num_seqs: int | None = None,
     user_block_size: int = 16,
+    version: str | tuple[int, ...] | None = None,
+    platform: str = "hopper",
+    prefix_caching: bool | None = None,
+    num_gpu_blocks_override: int | None = None,
 ) -> VLLMPool:
-    """vLLM V1 hybrid pool (ref §4.3/§4.4): page unification, grouping, blocks, concurrency.
+    """vLLM V1 hybrid pool: page unification, grouping, blocks, concurrency (docs/sizing.md, "vLLM").
 
-    Qwen3-Next TP2 bf16 with 47,878,721,024 B → block 544, P 557,056, 7162 blocks, 14.77x at 262,144.
+    ``mode`` ``None`` follows prefix caching (``align`` by default for hybrids from 0.26). ``version`` picks the
+    release behaviour (default 0.33.0). Qwen3-Next TP2 bf16 with 47,878,721,024 B on 0.10.2 → block 544,
+    P 557,056, 7162 blocks, 14.77x at 262,144.
     """
     tp = max(1, tp)
+    if platform not in PLATFORMS:
+        raise ValueError(f"unknown platform {platform!r} (one of {', '.join(PLATFORMS)})")
+    m = (mode or vllm_default_mode(version, prefix_caching)).lower()
     st = linear_state(model, tp, ssm_dtype, engine="vllm", conv_extra_tokens=spec_tokens)
     attn_tok = kv_bytes_per_token_per_layer(model, kv_dtype, tp)
-    A = 64 if model.attention == "mla" else 16
     mamba_page = st.page_bytes
+    block = user_block_size
+    if platform == "blackwell" and vllm_release(version).backend_alignment:
+        block = max(block, 128)
     if model.is_hybrid and attn_tok:
+        A = vllm_kernel_alignment(model, m, version, platform, block)
         attn_block = A * math.ceil(mamba_page / (A * attn_tok))
-        block = max(user_block_size, attn_block)
-    else:
-        block = user_block_size
+        block = max(block, attn_block)
     P = block * attn_tok
     pad_pct = 100.0 * (P - mamba_page) / mamba_page if model.is_hybrid and mamba_page else 0.0
     n_attn, n_mamba = model.full_layers, (model.linear_layers if model.is_hybrid else 0)
-    gs = min(x for x in (n_attn, n_mamba) if x > 0) if (n_attn or n_mamba) else 1
+    gs = vllm_group_size(n_attn, n_mamba)
     g_attn = math.ceil(n_attn / gs) if n_attn else 0
     g_mamba = math.ceil(n_mamba / gs) if n_mamba else 0
     budget = int(budget_bytes)
     num_blocks = budget // (P * gs) if P else 0
-    bpg = vllm_blocks_per_request(mode, spec_tokens) if g_mamba else 0
+    if num_gpu_blocks_override is not None:
+        num_blocks = int(num_gpu_blocks_override)  # kv_cache_planning.py::may_override_num_blocks
+    ckpt = vllm_checkpoint_blocks(model, m, version, platform) if g_mamba else 0
+    bpg = vllm_blocks_per_request(m, spec_tokens, version, ckpt) if g_mamba else 0
     state = g_mamba * gs * P * bpg
     mamba_bound = num_blocks // (g_mamba * bpg) if g_mamba else 10**9
     conc = None
@@ -774,6 +987,8 @@ def vllm_pool(
         max_num_seqs=max_num_seqs,
         cap=cap,
         binding_pool=binding,
+        mode=m,
+        checkpoint_blocks=ckpt,
     )
 
 
@@ -1160,9 +1375,25 @@ class PlanInputs:
     skip_decode_lock: bool = False
     overlap: bool = True
     sglang_version: str | None = None
-    vllm_mode: str = "none"
+    vllm_mode: str | None = None  # None/"auto": follows prefix caching (align by default for hybrids, 0.26+)
     language_model_only: bool = False
     notes: tuple[str, ...] = field(default=())
+    platform: str = "hopper"  # hopper | blackwell: vLLM block alignment, SGLang page size
+    prefix_caching: bool | None = None  # vLLM --enable-prefix-caching / --no-enable-prefix-caching (None: default)
+    vllm_version: str | None = None  # vLLM release for the version table (default 0.33.0)
+    num_gpu_blocks_override: int | None = None
+
+    @property
+    def sglang_page_size(self) -> int:
+        """SGLang 0.5.23 defaults ``page_size`` to 1 on Hopper; the Blackwell TRT-LLM MHA/MLA backends it picks for
+        these models take 64 (``arg_groups/overrides.py::_mla_backend_page_constraints``,
+        ``model_overrides/qwen3_5.py``)."""
+        return 64 if self.platform == "blackwell" else 1
+
+    @property
+    def resolved_vllm_mode(self) -> str:
+        m = (self.vllm_mode or "auto").lower()
+        return vllm_default_mode(self.vllm_version, self.prefix_caching) if m == "auto" else m
 
 
 @dataclass(frozen=True)
@@ -1213,10 +1444,13 @@ def make_plan(model: ModelSpec, inputs: PlanInputs) -> Plan:
             tp=tp,
             kv_dtype=inputs.kv_dtype,
             ssm_dtype=inputs.ssm_dtype,
-            mode=inputs.vllm_mode,
+            mode=inputs.resolved_vllm_mode,
             spec_tokens=inputs.spec_draft_tokens,
-            max_model_len=inputs.context_len,
+            max_model_len=inputs.context_len or model.context_length,
             max_num_seqs=inputs.max_running_requests,
+            version=inputs.vllm_version,
+            platform=inputs.platform,
+            num_gpu_blocks_override=inputs.num_gpu_blocks_override,
         )
         st = linear_state(model, tp, inputs.ssm_dtype, engine="vllm", conv_extra_tokens=inputs.spec_draft_tokens)
         return Plan(model, inputs, kvt, kvt * tp, st, vp.n_mamba_groups * vp.blocks_per_request or None, vllm=vp)
@@ -1239,10 +1473,40 @@ def make_plan(model: ModelSpec, inputs: PlanInputs) -> Plan:
         max_running_requests=inputs.max_running_requests,
         radix=strat != "disable",
         spec_draft_tokens=inputs.spec_draft_tokens,
-        context_len=inputs.context_len,
+        context_len=inputs.context_len or model.context_length,
         version=inputs.sglang_version,
+        page_size=inputs.sglang_page_size,
     )
     return Plan(model, inputs, kvt, kvt * tp, st, spr if model.is_hybrid else None, sglang=sp)
+
+
+def unmodelled_notes(model: ModelSpec, inputs: PlanInputs, *, gpu_memory: bool = False) -> list[str]:
+    """What the engines do that this model does not, said where it changes a number the plan shows."""
+    out: list[str] = []
+    if inputs.engine == "sglang":
+        if model.is_hybrid:
+            out.append(
+                "not modelled: SGLang re-sizes the KV pool after CUDA-graph capture; that can only lower KV tokens and max_running_requests"
+            )
+        if not inputs.context_len:
+            out.append(f"context length {model.context_length:,} from the config (SGLang's fallback without --context-length)")
+        if inputs.spec_draft_tokens:
+            out.append("not modelled: the draft model's weights and KV (only the target's mamba intermediate state is)")
+    else:
+        if not inputs.context_len:
+            out.append(f"max_model_len {model.context_length:,} from the config (vLLM's default without --max-model-len)")
+        if inputs.spec_draft_tokens:
+            out.append("not modelled: the draft model's weights and KV cache (vLLM sizes the pool after loading it)")
+        if model.is_hybrid and inputs.resolved_vllm_mode == "align":
+            out.append("mamba cache mode align (prefix caching on, the default for hybrids): 2+ state blocks per request")
+    if gpu_memory:
+        out.append(
+            "not modelled with --gpu-memory: activation/CUDA-graph memory and the reserve taken before the split "
+            "(SGLang: mamba pre-capture reserve, multimodal reserve); prefer --kv-budget from the log"
+        )
+    if inputs.platform == "blackwell":
+        out.append("blackwell: page/block sizes from the engines' default backends, not checked against a real log")
+    return out
 
 
 def _plan_effect(before: Plan, after: Plan, flag: str, value: str | None, head: str, notes: tuple[str, ...] = ()) -> Effect:

@@ -71,7 +71,12 @@ def build(args: argparse.Namespace) -> tuple[cap.Plan | None, list[cap.Effect], 
         overlap=not args.disable_overlap_schedule,
         sglang_version=args.sglang_version,
         vllm_mode=args.mamba_cache_mode,
+        platform=args.platform,
+        prefix_caching=args.prefix_caching,
+        vllm_version=args.vllm_version,
+        num_gpu_blocks_override=args.num_gpu_blocks_override,
     )
+    notes.extend(cap.unmodelled_notes(model, inputs, gpu_memory=args.gpu_memory is not None))
     if not budget:
         notes.append("no --kv-budget/--gpu-memory: pool sizes and caps not computed")
         return _per_unit_only(model, inputs), [], notes
@@ -181,6 +186,8 @@ def render(plan: cap.Plan, effects: list[cap.Effect], notes: list[str]) -> str:
             f"block size {vp.block_size} tokens, page {vp.page_bytes:,} B (mamba page {vp.mamba_page:,} B, padding {vp.padding_pct:.2f}%), "
             f"group size {vp.group_size}: {vp.n_attn_groups} attention + {vp.n_mamba_groups} mamba groups"
         )
+        ck = f" incl. {vp.checkpoint_blocks} prefill checkpoint block" if vp.checkpoint_blocks else ""
+        out.append(f"mamba cache mode {vp.mode}: {vp.blocks_per_request} state block(s) per request per mamba group{ck}")
         out.append(f"num_blocks: {vp.num_blocks:,}; state per running sequence {_h(vp.state_bytes_per_request)} (padded)")
         out.append(f"mamba-bound concurrency: {vp.mamba_bound_concurrency:,}")
         if vp.max_concurrency is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -227,7 +228,7 @@ def test_qwen3_next_tp2_vllm(qnext):
     assert st.ssm_bytes_per_layer == 524_288
     assert st.page_bytes == 548_864
     assert cap.kv_bytes_per_token_per_layer(qnext, tp=2) == 1_024
-    vp = cap.vllm_pool(qnext, 47_878_721_024, tp=2, max_model_len=262_144)
+    vp = cap.vllm_pool(qnext, 47_878_721_024, tp=2, max_model_len=262_144, version="0.10.2")  # the worked log's release
     assert vp.block_size == 544
     assert vp.page_bytes == 557_056
     assert f"{vp.padding_pct:.2f}" == "1.49"
@@ -245,12 +246,12 @@ def test_qwen36_27b_vllm_page(qwen38):
     st = cap.linear_state(qwen38, engine="vllm")
     assert st.conv_bytes_per_layer == 61_440 and st.ssm_bytes_per_layer == 3_145_728
     assert st.page_bytes == 3_207_168
-    vp = cap.vllm_pool(qwen38, 10 * GiB, kv_dtype="fp8", mode="align", max_model_len=32_768)
+    vp = cap.vllm_pool(qwen38, 10 * GiB, kv_dtype="fp8", mode="align", max_model_len=32_768, version="0.20.0")
     assert vp.block_size == 1568
     assert f"{vp.padding_pct:.2f}" == "0.13"
     assert vp.blocks_per_request == 2
     # ref: concurrency 139 / (cdiv(32768,1568)=21 + 3x2) = 5.15
-    vp139 = cap.vllm_pool(qwen38, 139 * vp.page_bytes * vp.group_size, kv_dtype="fp8", mode="align", max_model_len=32_768)
+    vp139 = cap.vllm_pool(qwen38, 139 * vp.page_bytes * vp.group_size, kv_dtype="fp8", mode="align", max_model_len=32_768, version="0.20.0")
     assert vp139.num_blocks == 139 and f"{vp139.max_concurrency:.2f}" == "5.15"
 
 
@@ -542,3 +543,55 @@ def test_flag_effect_vllm(qwen38):
     assert set(effects) == {"--max-num-seqs", "--kv-cache-dtype", "--mamba-ssm-cache-dtype", "--language-model-only"}
     assert effects["--kv-cache-dtype"].kv_tokens_after > effects["--kv-cache-dtype"].kv_tokens_before
     assert int(effects["--max-num-seqs"].value) < 256
+
+
+# ---------------------------------------------------------------- engine disagreements (issue 15)
+
+
+def test_sglang_ignores_kimi_config_ssm_dtype(kimi):
+    cfg = cap.load_config(CONFIGS / "kimi-k3.json")
+    cfg["text_config"]["mamba_ssm_dtype"] = "bfloat16"
+    m = cap.model_from_config(cfg)
+    assert m.family == "kimi" and m.config_ssm_dtype == "bfloat16"
+    assert cap.linear_state(m, 8, engine="sglang").ssm_dtype == "float32"
+    assert cap.linear_state(m, 8, "bfloat16", engine="sglang").ssm_dtype == "bfloat16"
+    # a Qwen3.5 config's dtype is read by both engines; Qwen3-Next's only by SGLang
+    q = cap.load_config(CONFIGS / "qwen3-next-80b-a3b.json")
+    q["mamba_ssm_dtype"] = "float32"
+    qn = cap.model_from_config(q)
+    assert cap.resolve_ssm_dtype(qn, "sglang") == "float32" and cap.resolve_ssm_dtype(qn, "vllm") == "bfloat16"
+
+
+def test_kimi_fixture_is_nested_like_the_engines_read_it(kimi):
+    cfg = cap.load_config(CONFIGS / "kimi-k3.json")
+    assert cfg["architectures"] == ["KimiK3ForConditionalGeneration"] and "linear_attn_config" in cfg["text_config"]
+    assert "synthetic" in cfg["_fixture"]
+    assert (kimi.full_layers, kimi.linear_layers, kimi.context_length) == (24, 69, 262_144)
+
+
+def test_sglang_context_fallback_and_4096_ceiling(qwen38):
+    inp = cap.PlanInputs(engine="sglang", tp=8, budget_bytes=70 * GiB, kv_dtype="fp8", ssm_dtype="bfloat16", radix_strategy="disable")
+    p = cap.make_plan(qwen38, inp)
+    assert p.sglang.context_len == 262_144  # max_position_embeddings
+    short = cap.make_plan(qwen38, replace(inp, context_len=1024, ratio=1.5))
+    assert short.sglang.mamba_cap > 4096 and short.sglang.kv_tokens // 2 > 4096
+    assert short.sglang.max_running_requests == 4096 and short.sglang.bound_by == "estimate"
+    asked = cap.make_plan(qwen38, replace(inp, context_len=1024, ratio=1.5, max_running_requests=5000))
+    assert asked.sglang.max_running_requests == 5000
+
+
+def test_vllm_defaults_align_with_checkpoint_blocks(qwen38, nemo, kimi):
+    assert cap.vllm_default_mode() == "align" and cap.vllm_default_mode("0.25.0") == "none"
+    assert cap.vllm_default_mode(prefix_caching=False) == "none"
+    assert cap.vllm_pool(nemo, 40 * GiB, max_model_len=8192).blocks_per_request == 3
+    assert cap.vllm_pool(nemo, 40 * GiB, max_model_len=8192, version="0.32.0").blocks_per_request == 2
+    assert cap.vllm_pool(kimi, 27 * GiB, tp=8, kv_dtype="fp8").blocks_per_request == 2  # triton KDA prefill
+    assert cap.vllm_pool(kimi, 27 * GiB, tp=8, kv_dtype="fp8").block_size % 128 == 0
+    assert cap.vllm_pool(kimi, 27 * GiB, tp=8, kv_dtype="fp8", version="0.19.0").block_size % 64 == 0
+    assert cap.vllm_pool(qwen38, 10 * GiB, kv_dtype="fp8", platform="blackwell", mode="none").block_size % 128 == 0
+
+
+def test_vllm_group_size_rule():
+    assert cap.vllm_group_size(16, 48) == 16
+    assert cap.vllm_group_size(20, 28) == 28  # within 1.5x: the larger count, the attention group padded
+    assert cap.vllm_group_size(24, 24) == 24

@@ -122,12 +122,15 @@ def test_qwen3_next_vllm(capsys):
             budget,
             "--context-len",
             "262144",
+            "--vllm-version",
+            "0.10.2",  # the worked log's release: prefix caching off for hybrids, A = 16
             "--json",
         ],
         capsys,
     )
     assert rc == 0
     v = json.loads(out)["vllm"]
+    assert v["mode"] == "none" and v["checkpoint_blocks"] == 0
     assert (v["block_size"], v["page_bytes"], v["num_blocks"], v["kv_cache_tokens_old"]) == (544, 557_056, 7162, 973_760)
     assert round(v["max_concurrency"], 2) == 14.77
 

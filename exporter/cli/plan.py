@@ -48,7 +48,23 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--disable-overlap-schedule", action="store_true", help="SGLang: overlap scheduler off")
     p.add_argument("--skip-decode-lock", action="store_true", help="SGLang: SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1")
     p.add_argument("--sglang-version", default=None, help="SGLang version for the slots table (default latest, 0.5.23)")
-    p.add_argument("--mamba-cache-mode", choices=("none", "align"), default="none", help="vLLM mamba cache mode (align = prefix caching)")
+    p.add_argument("--vllm-version", default=None, help="vLLM version for its release table (default latest, 0.33.0)")
+    p.add_argument(
+        "--mamba-cache-mode",
+        choices=("auto", "none", "align"),
+        default="auto",
+        help="vLLM mamba cache mode (default auto: align when prefix caching is on, the default for hybrids from 0.26)",
+    )
+    p.add_argument(
+        "--no-enable-prefix-caching", dest="prefix_caching", action="store_false", default=None, help="vLLM: prefix caching off (mode none)"
+    )
+    p.add_argument(
+        "--platform",
+        choices=cap.PLATFORMS,
+        default="hopper",
+        help="GPU generation: vLLM block alignment and SGLang page size (default hopper; blackwell: SGLang 64-token pages, vLLM 128-token blocks)",
+    )
+    p.add_argument("--num-gpu-blocks-override", type=int, default=None, metavar="N", help="vLLM: fixed number of KV blocks")
     p.add_argument("--context-len", type=int, default=None, metavar="TOKENS", help="tokens per request (vLLM: max_model_len)")
     p.add_argument("--max-running-requests", "--max-num-seqs", dest="max_running_requests", type=int, default=None, metavar="N")
     p.add_argument(

@@ -1,0 +1,182 @@
+"""vLLM 0.33.0: the V1 hybrid KV/state block pool, step by step (Hopper defaults, default attention backends)."""
+
+from __future__ import annotations
+
+import math
+
+ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
+
+
+def cdiv(a: int, b: int) -> int:
+    """cite: vllm/utils/math_utils.py::cdiv"""
+    return -(a // -b)
+
+
+def text_config(cfg: dict) -> dict:
+    tc = cfg.get("text_config")
+    return tc if isinstance(tc, dict) else cfg
+
+
+def kind(cfg: dict) -> str:
+    tc = text_config(cfg)
+    if "linear_attn_config" in tc:
+        return "kda"
+    if "hybrid_override_pattern" in tc:
+        return "mamba2"
+    return "gdn"
+
+
+def layer_counts(cfg: dict) -> tuple[int, int]:
+    """(attention, mamba) layers, 1-based kda_layers for Kimi (vllm/transformers_utils/configs/kimi_linear.py::
+    KimiLinearConfig.is_kda_layer), 'M'/'*' for Nemotron-H, layer_types / interval for Qwen."""
+    tc = text_config(cfg)
+    n = tc["num_hidden_layers"]
+    k = kind(cfg)
+    if k == "kda":
+        kda = set(tc["linear_attn_config"]["kda_layers"])
+        lin = sum(1 for i in range(n) if (i + 1) in kda)
+        return n - lin, lin
+    if k == "mamba2":
+        p = tc["hybrid_override_pattern"]
+        return p.count("*"), p.count("M")
+    if "layer_types" in tc:
+        full = sum(1 for t in tc["layer_types"] if t == "full_attention")
+        return full, len(tc["layer_types"]) - full
+    full = sum(1 for i in range(n) if (i + 1) % tc["full_attention_interval"] == 0)
+    return full, n - full
+
+
+def ssm_dtype(cfg: dict, mamba_ssm_cache_dtype: str = "auto") -> str:
+    """cite: vllm/model_executor/models/config.py::Qwen3_5ForConditionalGenerationConfig.verify_and_update_config
+    (auto <- text config mamba_ssm_dtype); ::NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype (auto <- hf
+    mamba_ssm_cache_dtype, default float32); vllm/model_executor/layers/mamba/mamba_utils.py::
+    MambaStateDtypeCalculator.kda_state_dtype (auto -> float32) and ::_mamba_state_dtype (auto -> conv dtype)."""
+    if mamba_ssm_cache_dtype != "auto":
+        return mamba_ssm_cache_dtype
+    arch = (cfg.get("architectures") or [""])[0]
+    k = kind(cfg)
+    if arch.startswith("Qwen3_5") and text_config(cfg).get("mamba_ssm_dtype"):
+        return text_config(cfg)["mamba_ssm_dtype"]
+    if k == "mamba2":
+        return cfg.get("mamba_ssm_cache_dtype", "float32")
+    if k == "kda":
+        return "float32"
+    return text_config(cfg).get("torch_dtype") or cfg.get("torch_dtype") or "bfloat16"
+
+
+def mamba_page_size(cfg: dict, tp: int, mamba_ssm_cache_dtype: str = "auto", num_spec: int = 0) -> int:
+    """One mamba layer's state bytes (unpadded). cite: vllm/v1/kv_cache_interface.py::MambaSpec.page_size_bytes over
+    vllm/model_executor/layers/mamba/mamba_utils.py::MambaStateShapeCalculator.{gated_delta_net,mamba2,kda}_state_shape;
+    conv dtype = model dtype (mamba_cache_dtype auto)."""
+    tc = text_config(cfg)
+    k = kind(cfg)
+    if k == "gdn":
+        conv_dim = tc["linear_key_head_dim"] * tc["linear_num_key_heads"] * 2 + tc["linear_value_head_dim"] * tc["linear_num_value_heads"]
+        conv = (conv_dim // tp) * (tc["linear_conv_kernel_dim"] - 1 + num_spec)
+        ssm = tc["linear_num_value_heads"] // tp * tc["linear_value_head_dim"] * tc["linear_key_head_dim"]
+    elif k == "mamba2":
+        g = tc["n_groups"]
+        if g % tp:
+            g += tp - g
+        conv_dim = tc["mamba_num_heads"] * tc["mamba_head_dim"] + 2 * g * tc["ssm_state_size"]
+        conv = conv_dim // tp * (tc["conv_kernel"] - 1 + num_spec)
+        ssm = tc["mamba_num_heads"] // tp * tc["mamba_head_dim"] * tc["ssm_state_size"]
+    else:
+        lac = tc["linear_attn_config"]
+        proj = lac["num_heads"] * lac["head_dim"]
+        conv = (proj + 2 * proj) // tp * (lac["short_conv_kernel_size"] - 1 + num_spec)
+        ssm = lac["num_heads"] // tp * lac["head_dim"] * lac["head_dim"]
+    return conv * 2 + ssm * ITEMSIZE[ssm_dtype(cfg, mamba_ssm_cache_dtype)]
+
+
+def attn_page_size_1_token(cfg: dict, tp: int, cache_dtype: str) -> int:
+    """cite: vllm/platforms/interface.py::Platform._align_hybrid_block_size (MLAAttentionSpec / FullAttentionSpec
+    with block_size=1): MLA (kv_lora_rank + qk_rope_head_dim) * dtype, one latent head; else 2 * heads * head * dtype."""
+    tc = text_config(cfg)
+    size = ITEMSIZE[cache_dtype]
+    if tc.get("kv_lora_rank"):
+        return (tc["kv_lora_rank"] + tc["qk_rope_head_dim"]) * size
+    heads = max(1, tc["num_key_value_heads"] // tp)
+    return 2 * heads * tc["head_dim"] * size
+
+
+def checkpoint(cfg: dict, mode: str) -> tuple[int, int]:
+    """(num_prefill_checkpoint_blocks, checkpoint alignment) of a mamba layer on Hopper.
+    cite: vllm/model_executor/layers/mamba/mamba_mixer2.py::MambaMixer2.get_kv_cache_spec (1, alignment None);
+    vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py::QwenGatedDeltaNetAttention.get_kv_cache_spec
+    (FlashInfer prefill, chosen on SM90 by _resolve_gdn_prefill_backend: 1,
+    vllm/v1/attention/backends/gdn_attn.py::FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64);
+    vllm/models/kimi_k3/nvidia/kda.py::is_flashkda_supported (needs gate_lower_bound; else triton, none)."""
+    if mode != "align":
+        return 0, 1
+    k = kind(cfg)
+    if k == "mamba2":
+        return 1, 1
+    if k == "gdn":
+        return 1, 64
+    lac = text_config(cfg)["linear_attn_config"]
+    if lac.get("gate_lower_bound") is not None and lac["head_dim"] == 128:
+        return 1, 16
+    return 0, 1
+
+
+def size_pool(
+    cfg: dict,
+    *,
+    available_memory: int,
+    tp: int = 1,
+    cache_dtype: str = "bfloat16",
+    mamba_ssm_cache_dtype: str = "auto",
+    enable_prefix_caching: bool = True,
+    max_model_len: int | None = None,
+    max_num_seqs: int | None = None,
+) -> dict:
+    """cite: vllm/model_executor/models/config.py::MambaModelConfig.verify_and_update_config (prefix caching ->
+    mode align; vllm/config/model.py::ModelConfig.is_prefix_caching_supported is True for generative hybrids);
+    vllm/platforms/interface.py::Platform._align_hybrid_block_size (kernel block 16 for FlashAttention, >=128 for
+    MLA, lcm with the checkpoint alignment in align mode); vllm/v1/core/kv_cache_planning.py::
+    _get_kv_cache_groups_uniform_page_size (group size, 1.5x rule); ::get_kv_cache_config_from_groups
+    (num_blocks = available_memory // bytes_per_block); vllm/v1/kv_cache_interface.py::MambaSpec.max_memory_usage_bytes."""
+    mode = "align" if enable_prefix_caching else "none"
+    tc = text_config(cfg)
+    if max_model_len is None:
+        max_model_len = tc["max_position_embeddings"]
+    ck_blocks, ck_align = checkpoint(cfg, mode)
+    mamba_page = mamba_page_size(cfg, tp, mamba_ssm_cache_dtype)
+    attn1 = attn_page_size_1_token(cfg, tp, cache_dtype)
+    block_size = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
+    kernel_align = max(16, block_size)
+    if tc.get("kv_lora_rank"):
+        kernel_align = max(kernel_align, 128)
+    if mode == "align":
+        kernel_align = math.lcm(kernel_align, ck_align)
+    attn_block = kernel_align * cdiv(mamba_page, kernel_align * attn1)
+    attn_block = 16 * cdiv(attn_block, 16)
+    block_size = max(block_size, attn_block)
+    page = block_size * attn1
+    n_attn, n_mamba = layer_counts(cfg)
+    lo, hi = min(n_attn, n_mamba), max(n_attn, n_mamba)
+    group_size = hi if hi < lo * 1.5 else lo
+    g_attn, g_mamba = cdiv(n_attn, group_size), cdiv(n_mamba, group_size)
+    bytes_per_block = group_size * page
+    num_blocks = available_memory // bytes_per_block
+    per_req_mamba = (2 + ck_blocks) if mode == "align" else 1
+    attn_blocks = cdiv(max_model_len, block_size)
+    concurrency = num_blocks / (g_attn * attn_blocks + g_mamba * per_req_mamba)
+    mamba_bound = num_blocks // (g_mamba * per_req_mamba)
+    cap = min(x for x in (mamba_bound, max_num_seqs, math.floor(concurrency)) if x is not None)
+    return {
+        "mode": mode,
+        "mamba_page": mamba_page,
+        "block_size": block_size,
+        "page_bytes": page,
+        "group_size": group_size,
+        "n_attn_groups": g_attn,
+        "n_mamba_groups": g_mamba,
+        "num_blocks": num_blocks,
+        "blocks_per_request": per_req_mamba,
+        "max_concurrency": concurrency,
+        "kv_cache_tokens": int(concurrency * max_model_len),
+        "mamba_bound_concurrency": mamba_bound,
+        "cap": cap,
+    }
