@@ -1,19 +1,334 @@
-"""Whole files into a pipeline: the reading side of ``replay`` and ``report``.
+"""The one reading layer: bytes of a log -> the lines the pipeline parses.
 
-The tailer (``sources/tailer.py``) follows files that grow; this module reads files that are
-complete, in large binary blocks so the pipeline's scanner sees many lines at once.
+Every entry point reads through :class:`Reader` (``replay``, ``report``, ``serve``'s tailers and
+``--log -``), so they all see the same lines for the same bytes, whatever the read chunking.
+
+API::
+
+    r = Reader(max_line=DEFAULT_MAX_LINE)   # format detected from the first line
+    lines = r.feed(chunk)        # the complete lines in the bytes so far (list of str)
+    text = r.feed_text(chunk)    # the same lines as one block, each ending in '\\n' ('' if none)
+    lines = r.flush()            # at the end of a finished input: what was held back
+    r.pending                    # bytes fed but not returned yet: offset of the next line to
+                                 # parse = bytes fed - r.pending (what positions save)
+    r.fmt, r.overlong            # 'plain' / 'docker' / 'cri' (None until the first line); cut lines
+    r.detect_from(head)          # a reader starting mid-file: the format from the file's first bytes
+
+    open_log(path)               # binary file object: '-' = stdin, gzip read transparently
+    read_blocks(path) / read_chunks(path) / read_lines(path)   # a whole file through a Reader
+    replay_files(pipe, paths, source)   # what replay and report do (rotated generations, errors)
+
+What a line is:
+
+* Plain files: a line ends at ``\\n``; a partial last line is held until its newline (or ``flush``).
+* Container formats (:mod:`exporter.sources.container`): records are decoded, Docker records
+  without a final ``\\n`` and CRI ``P`` records are joined with the following ones into one
+  message. The record time is kept: a message that does not start with an SGLang header (which
+  carries its own time) is handed on as ``<record time> <stream> F <message>``, the CRI form the
+  parsers' collector-prefix stripping reads the time from (vLLM's year, lines without a header).
+  A joined message carries the time of its first record.
+* A line (a joined message) longer than ``max_line`` bytes is cut to that length and counted in
+  ``overlong``; memory stays bounded however long a line without newline grows.
+* Invalid UTF-8 is replaced, never raises.
 """
 
 from __future__ import annotations
 
+import gzip
+import io
 import os
 import sys
 from collections.abc import Iterable, Iterator
+from typing import BinaryIO
 
-from .lines import LineSplitter
-from .pipeline import Pipeline
+from parsers.prefix import SGLANG_HEADER_RE
+
+from .lines import DEFAULT_MAX_LINE, LineSplitter
+from .sources.container import CRI, DOCKER, PLAIN, Record, detect, record_parser
 
 CHUNK = 1 << 20
+DETECT_MAX = 1 << 16  # a first line longer than this is classified from its start
+_BOM = b"\xef\xbb\xbf"
+RECORD_SLACK = 1 << 16  # room for the container wrapping around a message of max_line bytes
+
+__all__ = [
+    "CHUNK",
+    "DEFAULT_MAX_LINE",
+    "PLAIN",
+    "DOCKER",
+    "CRI",
+    "Reader",
+    "open_log",
+    "read_blocks",
+    "read_chunks",
+    "read_lines",
+]
+
+
+class Reader:
+    """Bytes -> lines for one input (one file generation, or stdin). See the module docstring."""
+
+    __slots__ = (
+        "max_line",
+        "fmt",
+        "splitter",
+        "_head",
+        "_buf",
+        "_skip",
+        "_parts",
+        "_parts_len",
+        "_part_bytes",
+        "_first",
+        "_cut",
+        "_record",
+        "_overlong",
+    )
+
+    def __init__(self, max_line: int = DEFAULT_MAX_LINE, fmt: str | None = None) -> None:
+        self.max_line = max_line
+        self.fmt: str | None = None
+        self.splitter = LineSplitter(max_line)
+        self._head = b""  # bytes held before the format is known
+        self._buf = b""  # container formats: the raw record without its newline yet
+        self._skip = False  # container formats: inside the unseen tail of an overlong record
+        self._parts: list[bytes] = []  # messages of the records of an unfinished message
+        self._parts_len = 0
+        self._part_bytes = 0  # raw bytes (with newlines) of those records
+        self._first: Record | None = None  # the first record of the unfinished message
+        self._cut = False
+        self._record = None
+        self._overlong = 0
+        if fmt is not None:
+            self._set_fmt(fmt)
+
+    # format --------------------------------------------------------------------------------
+    def _set_fmt(self, fmt: str) -> None:
+        self.fmt = fmt
+        self._record = record_parser(fmt)
+
+    def detect_from(self, head: bytes) -> None:
+        """Decide the format from the first bytes of the file (for a reader that starts mid-file)."""
+        nl = head.find(b"\n")
+        self._set_fmt(detect(head if nl < 0 else head[:nl]))
+
+    # counters ------------------------------------------------------------------------------
+    @property
+    def overlong(self) -> int:
+        return self.splitter.overlong + self._overlong
+
+    @property
+    def pending(self) -> int:
+        """Bytes fed but not returned as complete lines yet."""
+        if self.fmt is None:
+            return len(self._head)
+        if self._record is None:
+            return self.splitter.pending
+        return len(self._buf) + self._part_bytes
+
+    # feeding -------------------------------------------------------------------------------
+    def _detect(self, chunk: bytes) -> bytes | None:
+        """Hold bytes until the first line is complete; then the bytes to feed (None: still held)."""
+        data = self._head + chunk
+        nl = data.find(b"\n")
+        if nl < 0 and len(data) < DETECT_MAX:
+            self._head = data
+            return None
+        self._head = b""
+        if data.startswith(_BOM):  # a byte-order mark is not part of the first line
+            data = data[3:]
+            nl -= 3
+        self._set_fmt(detect(data[: nl if nl >= 0 else DETECT_MAX]))
+        return data
+
+    def feed(self, chunk: bytes) -> list[str]:
+        if self.fmt is None:
+            chunk = self._detect(chunk)
+            if chunk is None:
+                return []
+        if self._record is None:
+            return self.splitter.feed(chunk)
+        return self._feed_records(chunk)
+
+    def feed_text(self, chunk: bytes) -> str:
+        """Like :meth:`feed`, as one block of lines each ending in ``\\n`` (``''`` if none): ``replay``
+        scans a plain block without splitting it into a list first."""
+        if self.fmt is None:
+            chunk = self._detect(chunk)
+            if chunk is None:
+                return ""
+        if self._record is None:
+            return self.splitter.feed_text(chunk)
+        lines = self._feed_records(chunk)
+        return "\n".join(lines) + "\n" if lines else ""
+
+    def flush(self) -> list[str]:
+        """The end of a finished input: the held partial line (or unfinished message), if any."""
+        if self.fmt is None:
+            if not self._head:
+                return []
+            data, self._head = self._head, b""
+            if data.startswith(_BOM):
+                data = data[3:]
+            self._set_fmt(detect(data))
+            self.feed(data)  # no newline in it: nothing comes out before the flush
+        if self._record is None:
+            last = self.splitter.flush()
+            return [] if last is None else [last]
+        out: list[str] = []
+        raw, self._buf = self._buf, b""
+        skip, self._skip = self._skip, False
+        if raw and not skip:
+            self._one(raw, out)
+        self._join(out)
+        return out
+
+    # container records ---------------------------------------------------------------------
+    def _feed_records(self, chunk: bytes) -> list[str]:
+        data = self._buf + chunk if self._buf else chunk
+        nl = data.rfind(b"\n")
+        out: list[str] = []
+        if nl >= 0:
+            self._buf = data[nl + 1 :]
+            raws = data[:nl].split(b"\n")
+            if self._skip:
+                self._skip = False
+                del raws[0]  # the unseen tail of an overlong record
+            one = self._one
+            for raw in raws:
+                one(raw, out)
+        else:
+            self._buf = data
+        if len(self._buf) > self.max_line + RECORD_SLACK:
+            # a record without newline beyond any real one: keep its head as a line, drop the rest
+            if not self._skip:
+                self._overlong += 1
+                self._join(out)
+                out.append(self._buf[: self.max_line].decode("utf-8", "replace"))
+            self._skip = True
+            self._buf = b""
+        return out
+
+    def _one(self, raw: bytes, out: list[str]) -> None:
+        rec = self._record(raw)
+        if rec is None:  # not a record of the format: a plain line, in order
+            self._join(out)
+            if len(raw) > self.max_line:
+                self._overlong += 1
+                raw = raw[: self.max_line]
+            out.append(raw.decode("utf-8", "replace"))
+            return
+        if not rec.final:
+            if self._first is None:
+                self._first = rec
+            self._add(rec.msg)
+            self._part_bytes += len(raw) + 1
+            return
+        if self._first is None:  # the usual case: a whole message in one record
+            msg = rec.msg
+            if len(msg) > self.max_line:
+                self._overlong += 1
+                msg = msg[: self.max_line]
+            self._emit(msg.decode("utf-8", "replace"), rec, out)
+            return
+        self._add(rec.msg)
+        self._join(out)
+
+    def _add(self, msg: bytes) -> None:
+        room = self.max_line - self._parts_len
+        if len(msg) > room:
+            self._cut = True
+            msg = msg[: max(room, 0)]
+        if msg:
+            self._parts.append(msg)
+            self._parts_len += len(msg)
+
+    def _join(self, out: list[str]) -> None:
+        """Hand on the unfinished message (complete now, or ended by a non-record line / EOF)."""
+        first = self._first
+        if first is None:
+            return
+        msg = b"".join(self._parts).decode("utf-8", "replace")
+        if self._cut:
+            self._overlong += 1
+        self._parts, self._parts_len, self._part_bytes, self._first, self._cut = [], 0, 0, None, False
+        self._emit(msg, first, out)
+
+    @staticmethod
+    def _emit(msg: str, rec: Record, out: list[str]) -> None:
+        t = rec.time
+        for part in msg.split("\n") if "\n" in msg else (msg,):
+            if t is None or not part or SGLANG_HEADER_RE.match(part):
+                out.append(part)
+            else:
+                out.append(f"{t} {rec.stream} F {part}")
+
+
+# ----------------------------------------------------------------------------------------
+# whole files (replay, report)
+
+
+def open_log(path: str) -> BinaryIO:
+    """A binary file object for ``path`` (``-`` = stdin); gzip files (by their magic bytes, whatever
+    the name) are decompressed transparently."""
+    if path == "-":
+        return sys.stdin.buffer
+    f = open(path, "rb")  # noqa: SIM115 - the caller closes it
+    try:
+        magic = f.peek(2)[:2] if isinstance(f, io.BufferedReader) else b""
+    except OSError:
+        magic = b""
+    if magic == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
+    return f
+
+
+def read_blocks(path: str, reader: Reader | None = None) -> Iterator[str]:
+    """The lines of a file (or ``-`` for stdin) as blocks of text, one per large binary read, each
+    line ending in ``\\n``."""
+    r = reader or Reader()
+    f = open_log(path)
+    try:
+        while True:
+            chunk = f.read(CHUNK)
+            if not chunk:
+                break
+            text = r.feed_text(chunk)
+            if text:
+                yield text
+        rest = r.flush()
+        if rest:
+            yield "\n".join(rest) + "\n"
+    finally:
+        if f is not sys.stdin.buffer:
+            f.close()
+            raw = getattr(f, "fileobj", None)
+            if raw is not None:
+                raw.close()
+
+
+def read_chunks(path: str, reader: Reader | None = None) -> Iterator[list[str]]:
+    """The lines of a file (or ``-`` for stdin), a list per large binary read."""
+    for text in read_blocks(path, reader):
+        yield text[:-1].split("\n")
+
+
+def read_lines(path: str) -> Iterator[str]:
+    """All lines of a file (or ``-`` for stdin)."""
+    for lines in read_chunks(path):
+        yield from lines
+
+
+def lines_of(data: bytes, chunks: Iterable[int] | None = None, max_line: int = DEFAULT_MAX_LINE) -> list[str]:
+    """All lines of ``data`` through one Reader, fed in pieces of the given sizes (tests, tools)."""
+    r = Reader(max_line)
+    out: list[str] = []
+    pos = 0
+    for n in chunks or ():
+        out += r.feed(data[pos : pos + n])
+        pos += n
+    out += r.feed(data[pos:])
+    out += r.flush()
+    return out
 
 
 def source_name(path: str) -> str:
@@ -25,42 +340,9 @@ def source_name(path: str) -> str:
     return stem or base or path
 
 
-def read_blocks(path: str, splitter: LineSplitter | None = None) -> Iterator[str]:
-    """The lines of a file (or ``-`` for stdin) as blocks of text, one per large binary read, each
-    line ending in ``\\n`` (a last line without one is flushed on its own at EOF)."""
-    sp = splitter or LineSplitter()
-    f = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
-    try:
-        while True:
-            chunk = f.read(CHUNK)
-            if not chunk:
-                break
-            text = sp.feed_text(chunk)
-            if text:
-                yield text
-        last = sp.flush()
-        if last is not None:
-            yield last + "\n"
-    finally:
-        if f is not sys.stdin.buffer:
-            f.close()
-
-
-def read_chunks(path: str, splitter: LineSplitter | None = None) -> Iterator[list[str]]:
-    """The lines of a file (or ``-`` for stdin), a list per large binary read."""
-    for text in read_blocks(path, splitter):
-        yield text[:-1].split("\n")
-
-
-def read_lines(path: str) -> Iterator[str]:
-    """All lines of a file (or ``-`` for stdin)."""
-    for lines in read_chunks(path):
-        yield from lines
-
-
-def replay_files(pipe: Pipeline, paths: Iterable[str], source: str | None, err=sys.stderr) -> int:
-    """Feed whole files into ``pipe``; unreadable ones are reported on ``err`` and skipped (the
-    other files still count). Returns the number of files that could not be read."""
+def replay_files(pipe, paths: Iterable[str], source: str | None, err=sys.stderr) -> int:
+    """Feed whole files into ``pipe``; unreadable ones are reported and skipped. Returns the
+    number of files that could not be read."""
     failed = 0
     for path in paths:
         name = source or source_name(path)
@@ -73,10 +355,7 @@ def replay_files(pipe: Pipeline, paths: Iterable[str], source: str | None, err=s
             feed_text = pipe.feed_text
             for text in read_blocks(path):
                 feed_text(name, text)
-        except OSError as e:
-            print(f"hybrid-cache-exporter: {path}: cannot read: {e.strerror or e}", file=err)
+        except (OSError, EOFError, gzip.BadGzipFile) as e:
+            print(f"hybrid-cache-exporter: {path}: cannot read: {getattr(e, 'strerror', None) or e}", file=err)
             failed += 1
     return failed
-
-
-__all__ = ["CHUNK", "read_blocks", "read_chunks", "read_lines", "replay_files", "source_name"]

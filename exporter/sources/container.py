@@ -1,124 +1,86 @@
-"""Container log formats, unwrapped before parsing.
+"""Container log formats: what a record is, decoded from the raw bytes of one line.
 
 Docker's json-file driver writes ``{"log":"<message>\\n","stream":"stderr","time":"..."}`` per
 line; a message longer than 16 KiB is split into several records and only the last one's ``log``
-ends in ``\\n``. The CRI format (containerd, CRI-O, ``/var/log/pods``) writes
-``<RFC3339> <stream> <P|F> <message>``; ``P`` records are partial and are joined until the ``F``.
-The format is detected per file from its first line; plain files pass through untouched.
+ends in ``\\n``. The CRI format (containerd, CRI-O, kubelet's ``/var/log/pods``) writes
+``<RFC3339> <stream> <P|F> <message>``; ``P`` records are partial and continue until the ``F``.
+The format of a file is detected from its first line (``detect``); plain files pass through.
+
+Joining records into messages, the byte accounting and the line cap live in
+:mod:`exporter.reading`, the one reading layer every entry point uses.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from typing import NamedTuple
 
 PLAIN = "plain"
 DOCKER = "docker"
 CRI = "cri"
 
-CRI_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\S+) (stdout|stderr) ([PF])(?: (.*))?$", re.S)
+_BOM = b"\xef\xbb\xbf"
+_DOCKER_HEAD = re.compile(rb'\{\s*"log"\s*:')
+CRI_RE = re.compile(rb"(\d{4}-\d\d-\d\dT[^ ]+) (stdout|stderr) ([PF])(?: (.*))?", re.S)
 
 
-def detect(first_line: str) -> str:
-    """The format of a file whose first line is ``first_line``."""
-    s = first_line.lstrip("\ufeff")
-    if s.startswith("{") and '"log"' in s:
-        try:
-            obj = json.loads(s)
-        except ValueError:
-            return PLAIN
-        if isinstance(obj, dict) and isinstance(obj.get("log"), str):
-            return DOCKER
-        return PLAIN
-    if CRI_RE.match(s):
+def detect(first_line: bytes | str) -> str:
+    """The format of a file whose first line (raw, without its newline) is ``first_line``. Only the
+    start of the line is looked at, so a first record cut by the line cap is still recognised."""
+    b = first_line.encode("utf-8", "replace") if isinstance(first_line, str) else first_line
+    if b.startswith(_BOM):
+        b = b[3:]
+    if _DOCKER_HEAD.match(b):
+        return DOCKER
+    if CRI_RE.match(b[:200]) or CRI_RE.fullmatch(b):
         return CRI
     return PLAIN
 
 
-class Unwrapper:
-    """Turns the raw lines of a file into log messages (joining partial records).
+class Record(NamedTuple):
+    """One container record: its message bytes, whether it ends the message, its time and stream."""
 
-    ``pending_bytes`` is the size in the file of the records held for an unfinished message, so
-    the caller can compute the offset of the last complete message.
-    """
+    msg: bytes
+    final: bool
+    time: str | None
+    stream: str
 
-    __slots__ = ("fmt", "parts", "pending_bytes", "max_line", "overlong")
 
-    def __init__(self, fmt: str | None = None, max_line: int = 1 << 20) -> None:
-        self.fmt = fmt  # None = not detected yet (decided by the first line)
-        self.parts: list[str] = []
-        self.pending_bytes = 0
-        self.max_line = max_line
-        self.overlong = 0
+def docker_record(raw: bytes) -> Record | None:
+    """A json-file record, or None when ``raw`` is not one (passed through as a plain line)."""
+    if raw[:1] != b"{":
+        return None
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    msg = obj.get("log")
+    if not isinstance(msg, str):
+        return None
+    t = obj.get("time")
+    stream = obj.get("stream")
+    final = msg.endswith("\n")
+    if final:
+        msg = msg[:-1]
+    return Record(
+        msg.encode("utf-8", "surrogatepass"),
+        final,
+        t if isinstance(t, str) and t[:4].isdigit() and " " not in t else None,
+        stream if stream in ("stdout", "stderr") else "stdout",
+    )
 
-    def reset(self) -> None:
-        self.parts.clear()
-        self.pending_bytes = 0
 
-    def unwrap(self, lines: list[str]) -> list[str]:
-        if not lines:
-            return lines
-        if self.fmt is None:
-            self.fmt = detect(lines[0])
-        if self.fmt == PLAIN:
-            return lines
-        out: list[str] = []
-        docker = self.fmt == DOCKER
-        for raw in lines:
-            if docker:
-                msg, done = self._docker(raw)
-            else:
-                msg, done = self._cri(raw)
-            if msg is None:  # not in the container format: pass through as is
-                if self.parts:
-                    out.append(self._join())
-                out.append(raw)
-                continue
-            if not done:
-                if sum(len(p) for p in self.parts) < self.max_line:
-                    self.parts.append(msg)
-                self.pending_bytes += len(raw.encode("utf-8", "replace")) + 1
-                continue
-            if self.parts:
-                self.parts.append(msg)
-                out.append(self._join())
-            else:
-                out.append(msg)
-        return out
+def cri_record(raw: bytes) -> Record | None:
+    """A CRI record, or None when ``raw`` is not one."""
+    m = CRI_RE.fullmatch(raw)
+    if m is None:
+        return None
+    return Record(m.group(4) or b"", m.group(3) == b"F", m.group(1).decode("ascii", "replace"), m.group(2).decode("ascii"))
 
-    def _join(self) -> str:
-        s = "".join(self.parts)
-        self.reset()
-        if len(s) > self.max_line:
-            self.overlong += 1
-            s = s[: self.max_line]
-        return s
 
-    @staticmethod
-    def _docker(raw: str) -> tuple[str | None, bool]:
-        if not raw.startswith("{"):
-            return None, True
-        try:
-            obj = json.loads(raw)
-            msg = obj["log"]
-        except (ValueError, KeyError, TypeError):
-            return None, True
-        if not isinstance(msg, str):
-            return None, True
-        if msg.endswith("\n"):
-            return msg[:-1], True
-        return msg, False
-
-    @staticmethod
-    def _cri(raw: str) -> tuple[str | None, bool]:
-        m = CRI_RE.match(raw)
-        if m is None:
-            return None, True
-        return m.group(4) or "", m.group(3) == "F"
-
-    def flush(self) -> str | None:
-        """The held partial message at the end of a finished file."""
-        if not self.parts:
-            self.pending_bytes = 0
-            return None
-        return self._join()
+def record_parser(fmt: str):
+    """The record decoder of a container format (None for plain)."""
+    return {DOCKER: docker_record, CRI: cri_record}.get(fmt)

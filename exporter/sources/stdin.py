@@ -1,7 +1,7 @@
 """``--log -``: read standard input (a pipe such as ``kubectl logs -f pod | hybrid-cache-exporter serve --log -``).
 
-Read in large chunks as they arrive; partial lines are held until their newline, container
-formats are unwrapped like files. At EOF the held partial line is flushed, ``source_up`` drops to
+Read in large chunks as they arrive, through the same reader as files (:mod:`exporter.reading`):
+partial lines are held until their newline, container formats are unwrapped. At EOF the held partial line is flushed, ``source_up`` drops to
 0 and the exporter keeps serving the metrics it has (it does not exit). No positions: a pipe
 cannot be re-read.
 """
@@ -13,9 +13,9 @@ import os
 import threading
 import time
 
-from ..lines import DEFAULT_MAX_LINE, LineSplitter
+from ..lines import DEFAULT_MAX_LINE
 from ..pipeline import Pipeline
-from .container import Unwrapper
+from ..reading import Reader
 
 log = logging.getLogger("hybrid_cache_exporter.stdin")
 
@@ -29,8 +29,7 @@ class StdinSource:
         self.pipe = pipe
         self.source = source
         self.fd = fd
-        self.splitter = LineSplitter(max_line)
-        self.unwrapper = Unwrapper(max_line=max_line)
+        self.reader = Reader(max_line)
         self.read_bytes = 0
         self.rotations = 0
         self.truncations = 0
@@ -42,7 +41,7 @@ class StdinSource:
 
     @property
     def overlong(self) -> int:
-        return self.splitter.overlong + self.unwrapper.overlong
+        return self.reader.overlong
 
     def open_files(self) -> int:
         return 1 if self.up else 0
@@ -51,15 +50,15 @@ class StdinSource:
         return 0  # bytes still in the pipe cannot be measured
 
     def offset(self) -> int:
-        return self.read_bytes - self.splitter.pending
+        return self.read_bytes - self.reader.pending
 
     def start(self) -> None:
         self.thread = threading.Thread(target=self._run, name="stdin", daemon=True)
         self.thread.start()
 
     def _emit(self, lines: list[str]) -> None:
-        lines = self.unwrapper.unwrap(lines)
-        self.pipe.feed_lines(self.source, lines)
+        if lines:
+            self.pipe.feed_lines(self.source, lines)
 
     def _run(self) -> None:
         try:
@@ -72,15 +71,10 @@ class StdinSource:
                     break
                 self.read_bytes += len(chunk)
                 self.mtime = time.time()
-                self._emit(self.splitter.feed(chunk))
+                self._emit(self.reader.feed(chunk))
         except OSError as e:
             log.error("stdin: read error: %s", e)
-        last = self.splitter.flush()
-        if last is not None:
-            self._emit([last])
-        rest = self.unwrapper.flush()
-        if rest is not None:
-            self.pipe.feed(self.source, rest)
+        self._emit(self.reader.flush())
         self.up = False
         self.state = "closed"
         log.info("stdin: end of input after %d bytes; still serving the metrics read so far", self.read_bytes)

@@ -31,10 +31,9 @@ import stat
 import threading
 import time
 
-from ..lines import DEFAULT_MAX_LINE, LineSplitter
+from ..lines import DEFAULT_MAX_LINE
 from ..pipeline import Pipeline
-from ..reading import source_name
-from .container import Unwrapper, detect
+from ..reading import Reader, source_name
 from .positions import Positions
 
 log = logging.getLogger("hybrid_cache_exporter.tailer")
@@ -142,7 +141,7 @@ def find_copy(path: str, fp: str, fp_len: int, min_size: int, exclude: tuple[int
 
 
 class FileReader:
-    """One open generation of a file: descriptor, read-ahead buffer, splitter, unwrapper."""
+    """One open generation of a file: descriptor, read-ahead buffer, reader (exporter.reading)."""
 
     def __init__(self, tailer: Tailer, fd: int, offset: int, name: str) -> None:
         self.tailer = tailer
@@ -156,8 +155,7 @@ class FileReader:
         self.read_pos = offset
         self.buf: collections.deque[bytes] = collections.deque()
         self.buf_len = 0
-        self.splitter = LineSplitter(tailer.max_line)
-        self.unwrapper = Unwrapper(max_line=tailer.max_line)
+        self.reader = Reader(tailer.max_line)
         # the first bytes of this generation as we read them: its fingerprint
         self.head = os.pread(fd, min(FP_LEN, offset), 0) if offset > 0 else b""
         self.last_data = time.monotonic()
@@ -165,16 +163,13 @@ class FileReader:
         self._checked = (self.size, self.mtime_ns)
         tailer.seen[(self.dev, self.ino)] = (self.fp, self.fp_len)
         if offset > 0:
-            # detect the container format from the first line of the file
-            head = os.pread(fd, 65536, 0)
-            nl = head.find(b"\n")
-            if nl >= 0:
-                self.unwrapper.fmt = detect(head[:nl].decode("utf-8", "replace"))
+            # the container format is the file's, detected from its first line
+            self.reader.detect_from(os.pread(fd, 65536, 0))
 
     # offsets -------------------------------------------------------------------------------
     def committed(self) -> int:
         """Offset just after the last complete line handed to the pipeline."""
-        return max(0, self.read_pos - self.buf_len - self.splitter.pending - self.unwrapper.pending_bytes)
+        return max(0, self.read_pos - self.buf_len - self.reader.pending)
 
     def entry(self) -> dict:
         return {"dev": self.dev, "ino": self.ino, "fp": self.fp, "fp_len": self.fp_len, "offset": self.committed()}
@@ -302,7 +297,7 @@ class FileReader:
                     break
                 pos += len(chunk)
                 t.read_bytes += len(chunk)
-                self._emit(self.splitter.feed(chunk))
+                self._emit(self.reader.feed(chunk))
             t.seen[(st.st_dev, st.st_ino)] = _fp(fd)
             log.info("%s: read %d unread bytes from the copy %s", self.name, pos - self.read_pos, path)
         finally:
@@ -323,24 +318,18 @@ class FileReader:
                 chunk = chunk[:cut]
             self.buf_len -= len(chunk)
             done += len(chunk)
-            self._emit(self.splitter.feed(chunk))
+            self._emit(self.reader.feed(chunk))
         return bool(self.buf)
 
     def _emit(self, lines: list[str]) -> None:
         if not lines:
             return
-        lines = self.unwrapper.unwrap(lines)
         self.tailer.pipe.feed_lines(self.tailer.source, lines)
 
     def finish(self) -> None:
         """End of a retired file: parse the rest and flush a final unterminated line."""
         self.parse(None)
-        last = self.splitter.flush()
-        if last is not None:
-            self._emit([last])
-        rest = self.unwrapper.flush()
-        if rest is not None:
-            self.tailer.pipe.feed(self.tailer.source, rest)
+        self._emit(self.reader.flush())
         self.close()
 
     def close(self) -> None:
@@ -353,7 +342,7 @@ class FileReader:
 
     @property
     def overlong(self) -> int:
-        return self.splitter.overlong + self.unwrapper.overlong
+        return self.reader.overlong
 
 
 class Tailer:
