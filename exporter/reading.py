@@ -21,7 +21,7 @@ API::
 What a line is:
 
 * Plain files: a line ends at ``\\n``; a partial last line is held until its newline (or ``flush``).
-* Container formats (:mod:`exporter.sources.container`): records are decoded, Docker records
+* Container formats (:mod:`exporter.container`): records are decoded, Docker records
   without a final ``\\n`` and CRI ``P`` records are joined with the following ones into one
   message. The record time is kept: a message that does not start with an SGLang header (which
   carries its own time) is handed on as ``<record time> <stream> F <message>``, the CRI form the
@@ -43,8 +43,8 @@ from typing import BinaryIO
 
 from parsers.prefix import SGLANG_HEADER_RE
 
+from .container import CRI, DOCKER, PLAIN, Record, detect, record_parser
 from .lines import DEFAULT_MAX_LINE, LineSplitter
-from .sources.container import CRI, DOCKER, PLAIN, Record, detect, record_parser
 
 CHUNK = 1 << 20
 DETECT_MAX = 1 << 16  # a first line longer than this is classified from its start

@@ -6,7 +6,8 @@ ends in ``\\n``. The CRI format (containerd, CRI-O, kubelet's ``/var/log/pods``)
 ``<RFC3339> <stream> <P|F> <message>``; ``P`` records are partial and continue until the ``F``.
 The format of a file is detected from its first line (``detect``); plain files pass through.
 
-Joining records into messages, the byte accounting and the line cap live in
+The format knowledge lives here, outside ``exporter.sources``, because every reader needs it
+(replay and report too). Joining records into messages, the byte accounting and the line cap live in
 :mod:`exporter.reading`, the one reading layer every entry point uses.
 """
 
