@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, generate_latest
 
 from .collector import HybridCacheCollector
+from .history import REPORT_ROWS
+from .history import attach as attach_history
 from .pipeline import Pipeline
 from .reading import replay_files
 from .rules import RulesConfig, attach
@@ -36,11 +38,14 @@ def exposition(pipe: Pipeline, *extra) -> bytes:
 
 
 def replay(
-    paths: Iterable[str], source: str | None, engine: str | None, config: RulesConfig | None, err=sys.stderr
+    paths: Iterable[str], source: str | None, engine: str | None, config: RulesConfig | None, err=sys.stderr, timelines: bool = False
 ) -> tuple[Pipeline, int]:
     """Read complete files through a new pipeline; returns it finished, and the count of files
-    that could not be read (reported on ``err``)."""
+    that could not be read (reported on ``err``). ``timelines``: also keep each server's whole
+    timeline (``report --html`` draws it; :mod:`exporter.history`, compacting)."""
     pipe = new_pipeline(engine, config)
+    if timelines:
+        attach_history(pipe, REPORT_ROWS, compact=True)  # after the rules: its samples see their verdicts
     failed = replay_files(pipe, paths, source, err)
     pipe.finish()  # the files are complete: their last batch lines are samples too
     return pipe, failed

@@ -92,7 +92,7 @@ def sglang_ssm_dtype(src: SourceState) -> tuple[str, str]:
     v = src.config.get("mamba_ssm_dtype")
     if not _none(v):
         return cap.normalize_dtype(str(v)), "server_args"
-    return "float32", "model config default (server_args mamba_ssm_dtype=None)"
+    return "float32", "the model config's default (mamba_ssm_dtype not set in server_args)"
 
 
 def vllm_arch(src: SourceState) -> str | None:

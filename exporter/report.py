@@ -10,14 +10,19 @@ attached), then the state and the rules' bounded memory are rendered:
 * findings, live or past, with the log lines that prove them (timestamp + raw line)
 * recommendations with their expected effect (``capacity.project_effect``)
 
-Terminal text by default, ``--json`` or ``--markdown`` (options in ``exporter/cli/report.py``).
+Terminal text by default, ``--json``, ``--markdown`` or ``--html`` (one self-contained file with
+the charts, :func:`render_html`; options in ``exporter/cli/report.py``).
 """
 
 from __future__ import annotations
 
 import time
+from html import escape
 
-from . import recommend
+from . import capacity as cap
+from . import drawing, recommend
+from .drawing import RULE_WORDS, chart_data
+from .history import history_of
 from .rules import (
     RULE_IDS,
     RulesConfig,
@@ -65,14 +70,112 @@ def _num(v):
 # data
 
 
-def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
-    m = srv.rule_memory
+# --------------------------------------------------------------------------------------------
+# formatting shared by the text, Markdown and HTML renderings (no Python reprs, thousands separators)
+
+
+def fmt_int(v: float | int | None) -> str:
+    """``211360`` -> ``211,360``; None -> ``-``."""
+    if v is None:
+        return "-"
+    if isinstance(v, float) and not v.is_integer():
+        return f"{v:,.2f}"
+    return f"{int(v):,}"
+
+
+def fmt_pct(v: float | None) -> str:
+    """A 0-1 ratio as a whole percentage: ``0.934`` -> ``93%``."""
+    return "-" if v is None else f"{v * 100:.0f}%"
+
+
+def fmt_value(v: object) -> str:
+    """A configuration value as a person writes it: None/'null' -> ``unset``, True -> ``true``,
+    dicts as ``key value, ...``, numbers with thousands separators."""
+    if v is None or (isinstance(v, str) and v.strip().lower() in ("none", "null")):
+        return "unset"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)  # a flag's value, as it is typed (no thousands separators)
+    if isinstance(v, float):
+        return str(int(v)) if v.is_integer() else f"{v:g}"
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {fmt_value(x)}" for k, x in v.items()) or "-"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(fmt_value(x) for x in v) or "-"
+    return str(v)
+
+
+SOURCE_WORDS = {"log": "from the log", "args": "from the arguments", "default": "the engine's default", "server_args": "from server_args"}
+# capacity fact -> (label, unit); facts not listed are shown with their key
+FACTS = {
+    "kv_capacity_tokens": ("KV pool", "tokens"),
+    "kv_capacity_gib": ("KV pool memory", "GiB"),
+    "mamba_capacity_slots": ("mamba pool", "slots"),
+    "mamba_state_gib": ("mamba state memory", "GiB"),
+    "mamba_slots_per_request": ("mamba slots per request", ""),
+    "mamba_cap": ("request cap the mamba pool allows", "requests"),
+    "max_running_requests": ("effective request cap", "requests"),
+    "requested_max_running_requests": ("requested request cap", "requests"),
+    "max_concurrency": ("max concurrency at full context", "x"),
+    "kv_blocks": ("KV blocks", "blocks"),
+    "mamba_blocks": ("mamba blocks", "blocks"),
+    "context_length_tokens": ("context length", "tokens"),
+}
+
+
+def fact_rows(facts: dict) -> list[tuple[str, str]]:
+    """Capacity facts as (label, text) rows with units; a fact's ``*_source`` joins its row."""
+    rows = []
+    for k, v in facts.items():
+        if k.endswith("_source"):
+            continue
+        label, unit = FACTS.get(k, (k, ""))
+        if k == "mamba_state_gib" and isinstance(v, dict):
+            text = ", ".join(f"{part} {x:,.2f} GiB" for part, x in v.items())
+        elif unit == "GiB":
+            text = f"{v:,.2f} GiB"
+        elif unit == "x":
+            text = f"{v:g}x"
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            text = fmt_int(v) + (f" {unit}" if unit else "")
+        else:
+            text = fmt_value(v) + (f" {unit}" if unit else "")
+        how = facts.get(k + "_source")
+        if how:
+            text += f", {SOURCE_WORDS.get(how, 'from ' + how)}"
+        rows.append((label, text))
+    return rows
+
+
+def flag_text(flag: str, value: str) -> str:
+    """How the flag is written on a command line: ``--x v``, ``--switch``, ``SGLANG_ENV=v``."""
+    if flag.startswith("SGLANG_") or flag.isupper():
+        return f"{flag}={value}"
+    if value in ("true", ""):
+        return flag
+    return f"{flag} {value}"
+
+
+# --------------------------------------------------------------------------------------------
+# data
+
+
+BINDING_WORDS = {
+    "mamba": "the mamba state pool",
+    "kv": "the KV pool",
+    "requests": "the request cap",
+    "none": "nothing (neither pool nor the request cap)",
+}
+
+
+def capacity_facts(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
+    """Capacity facts of one server: pool sizes, slots per request, the caps and where they came from."""
     c = srv.capacity
     eff, eff_how = effective_max_running(src, srv)
     spr, spr_how = slots_per_request(src, srv, cfg)
     req, req_how = requested_max_running(src, srv)
-    first, last = m.get("first_ts"), m.get("last_ts")
-    cap_facts = {
+    facts = {
         "kv_capacity_tokens": _num(c.get("kv_capacity_tokens")),
         "kv_capacity_gib": round(c["kv_capacity_bytes"] / GIB, 2) if c.get("kv_capacity_bytes") else None,
         "mamba_capacity_slots": _num(c.get("mamba_capacity_slots")),
@@ -89,7 +192,113 @@ def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
         "mamba_blocks": _num(c.get("mamba_blocks")),
         "context_length_tokens": _num(c.get("context_length_tokens")),
     }
-    cap_facts = {k: v for k, v in cap_facts.items() if v is not None}
+    return {k: v for k, v in facts.items() if v is not None}
+
+
+def _live_since(srv: ServerState, rule: str) -> float | None:
+    eps = (srv.rule_memory.get("episodes") or {}).get(rule) or ()
+    if eps and eps[-1][1] is None:
+        return eps[-1][0]
+    return None
+
+
+def server_status(src: SourceState, srv: ServerState, cfg: RulesConfig, recs: list | None = None) -> dict:
+    """The diagnosis of one server now (or at the end of a replayed log), in words and numbers:
+    what the status page shows and the HTML report's summary starts with. ``recs``: the
+    recommendations to show (default: the live ones the rules keep)."""
+    m = srv.rule_memory
+    g = srv.gauges
+    last = m.get("last_ts") or src.last_ts
+    eff, eff_how = effective_max_running(src, srv)
+    kv, mamba = g.get("kv_usage_ratio"), g.get("mamba_usage_ratio")
+    running, queued = g.get("running_requests"), g.get("queued_requests")
+    mcap = mamba_cap(src, srv, cfg)
+    findings = []
+    for rule in RULE_IDS:
+        if not srv.findings.get(rule):
+            continue
+        since = _live_since(srv, rule)
+        findings.append(
+            {
+                "rule": rule,
+                "label": RULE_WORDS.get(rule, rule),
+                "title": RULE_TITLES.get(rule, rule),
+                "since": fmt_ts(since) if since is not None else None,
+                "for_seconds": round(last - since, 1) if since is not None and last else None,
+                "detail": m.get("capped_detail") if rule == "mamba_capped" else None,
+            }
+        )
+    order = list(RULE_WORDS)
+    findings.sort(key=lambda f: order.index(f["rule"]) if f["rule"] in order else len(order))
+    binding = (m.get("binding_last") or (None, None))[1]
+    words = []
+    gap = f" ({abs(mamba - kv) * 100:.0f} points apart)" if kv is not None and mamba is not None else ""
+    cap_words = ""
+    if eff is not None:
+        by = " set by the mamba pool" if mcap is not None and int(eff) == mcap else ""
+        cap_words = f" against a cap of {fmt_int(eff)}{by}"
+    load = f"{fmt_int(running)} running{cap_words}, {fmt_int(queued)} waiting" if running is not None else ""
+    for f in findings:
+        r = f["rule"]
+        if r == "mamba_bound":
+            words.append(f"The mamba state pool limits concurrency: mamba {fmt_pct(mamba)} used while KV is {fmt_pct(kv)}{gap}; {load}.")
+        elif r == "kv_bound":
+            words.append(f"The KV pool limits concurrency: KV {fmt_pct(kv)} used while mamba is {fmt_pct(mamba)}{gap}; {load}.")
+        elif r == "request_cap_bound":
+            words.append(
+                f"Running requests are pinned at the request cap while both pools have room (KV {fmt_pct(kv)}, mamba {fmt_pct(mamba)}); {load}."
+            )
+        elif r == "mamba_exhausted":
+            words.append('The scheduler ran out of mamba slots ("Not enough space for mamba cache").')
+        elif r == "retraction_storm":
+            words.append(f"Requests are retracted or preempted repeatedly ({fmt_int(srv.counters.get('preempted_requests'))} so far).")
+        elif r == "mamba_capped" and f["detail"]:
+            words.append(f"At startup: {f['detail']}.")
+    if not findings:
+        words.append(
+            "No finding: neither pool limits concurrency" + (f" (KV {fmt_pct(kv)}, mamba {fmt_pct(mamba)} used; {load})." if load else ".")
+        )
+        if binding and binding != "none":
+            words.append(f"The latest sample meets the condition for {BINDING_WORDS[binding]}, not (yet) sustained.")
+    if recs is None:
+        recs = list(m.get("recommendations") or ())
+    merged: dict[tuple[str, str], dict] = {}
+    for r in recs:
+        d = r if isinstance(r, dict) else r.as_dict()
+        key = (d["flag"], d["value"])
+        if key in merged:
+            merged[key]["rules"].append(d["rule"])
+        else:
+            merged[key] = {"flag": flag_text(d["flag"], d["value"]), "effect": d["effect"], "why": d["why"], "rules": [d["rule"]]}
+    return {
+        "source": src.name,
+        "dp_rank": srv.dp_rank,
+        "engine": src.engine,
+        "at": fmt_ts(last),
+        "headline": ", ".join(f["label"] for f in findings) if findings else "no finding",
+        "firing": bool(findings),
+        "binding_now": binding,
+        "words": words,
+        "findings": findings,
+        "now": {
+            "kv": kv,
+            "mamba": mamba,
+            "running": running,
+            "queued": queued,
+            "cap": _num(eff),
+            "cap_source": eff_how or None,
+            "mamba_cap": mcap,
+        },
+        "capacity": capacity_facts(src, srv, cfg),
+        "recommendations": list(merged.values()),
+        "balanced_ratio": srv.recommended_ratio,
+    }
+
+
+def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
+    m = srv.rule_memory
+    first, last = m.get("first_ts"), m.get("last_ts")
+    cap_facts = capacity_facts(src, srv, cfg)
     usage = {}
     hist = {}
     for pool, u in (m.get("usage") or {}).items():
@@ -144,12 +353,46 @@ def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
         "findings": findings,
         "recommendations": [dict(r.as_dict(), live=r.rule in live_rules) for r in recs],
         "recommended_mamba_full_memory_ratio": recommend.balanced_ratio(src, srv, cfg) if recs or srv.recommended_ratio else None,
+        "status": server_status(src, srv, cfg, recs),
+        "whatif": whatif(src, srv, cfg, recs),
     }
 
 
+def whatif(src: SourceState, srv: ServerState, cfg: RulesConfig, recs: list) -> list[dict]:
+    """``plan``-style what-if of each recommended flag on this server's logged capacity: the pool
+    sizes and the request cap before and after (``capacity.project_effect``), and whether the new
+    cap covers the peak demand (running + queued) the log shows."""
+    o = recommend.observed(src, srv, cfg)
+    peaks = srv.rule_memory.get("peaks") or {}
+    demand = (peaks.get("running") or 0) + (peaks.get("queued") or 0) if peaks else None
+    out, seen = [], set()
+    for r in recs:
+        key = (r.flag, r.value)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            e = cap.project_effect(o, r.flag, r.value)
+        except (ValueError, ZeroDivisionError, TypeError):
+            e = None
+        row = {"flag": flag_text(r.flag, r.value), "effect": r.effect}
+        if e is not None:
+            for k in ("mamba_slots", "slots_per_request", "kv_tokens", "cap"):
+                row[k] = [getattr(e, k + "_before"), getattr(e, k + "_after")]
+            if e.cap_after is not None and demand:
+                row["covers_peak_demand"] = e.cap_after >= demand
+        out.append(row)
+    if demand and out:
+        out.append({"flag": "(peak demand)", "effect": f"{fmt_int(demand)} requests running + queued at the peak"})
+    return out
+
+
 def build_report(pipe, cfg: RulesConfig | None = None) -> dict:
+    """The report's data. With a :mod:`~exporter.history` attached (``report --html``), each
+    server also carries its timeline as chart data."""
     rules = rules_of(pipe)
     cfg = cfg or (rules.config if rules is not None else RulesConfig())
+    hist = history_of(pipe)
     out = {"sources": []}
     with pipe.lock:
         for name, src in pipe.sources.items():
@@ -167,6 +410,9 @@ def build_report(pipe, cfg: RulesConfig | None = None) -> dict:
                     "servers": [server_report(src, srv, cfg) for _, srv in sorted(src.servers.items())],
                 }
             )
+            if hist is not None:
+                for srv in out["sources"][-1]["servers"]:
+                    srv["chart"] = chart_data(hist.timeline(name, srv["dp_rank"]))
     return out
 
 
@@ -179,8 +425,21 @@ def _bar(frac: float, width: int = 30) -> str:
     return "#" * n + "." * (width - n)
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}"
+def _shares(h: list[dict]) -> list[tuple[str, float]]:
+    """Histogram bins as (``"10-20%"``, share of log time, or of samples when no time is known)."""
+    tot_s = sum(b["seconds"] for b in h)
+    tot_n = sum(b["samples"] for b in h)
+    return [
+        (f"{b['lo'] * 100:.0f}-{b['hi'] * 100:.0f}%", (b["seconds"] / tot_s) if tot_s else (b["samples"] / tot_n if tot_n else 0.0))
+        for b in h
+    ]
+
+
+BINDING_LABELS = {"mamba": "mamba pool", "kv": "KV pool", "requests": "request cap", "none": "nothing"}
+
+
+def _episode(ep: dict) -> str:
+    return f"fired {ep['start']} -> {ep['end'] or 'still firing at the end of the log'}"
 
 
 def render_text(rep: dict) -> str:
@@ -190,34 +449,39 @@ def render_text(rep: dict) -> str:
         w("=" * 100)
         w(f"source {s['source']}  engine {s['engine'] or '?'}  release {s['version']}  restarts {s['restarts']}")
         if s["config"]:
-            w("config: " + ", ".join(f"{k}={v}" for k, v in s["config"].items()))
+            w("config: " + ", ".join(f"{k}={fmt_value(v)}" for k, v in s["config"].items()))
         for srv in s["servers"]:
             w("-" * 100)
             lt = srv["log_time"]
             w(f"dp_rank {srv['dp_rank']}   log time {lt['first']} .. {lt['last']} ({fmt_dur(lt['seconds'])})")
+            st = srv.get("status")
+            if st:
+                w(f"Diagnosis at the end of the log: {st['headline']}")
+                for line in st["words"]:
+                    w(f"  {line}")
             w("")
             w("Capacity")
-            for k, v in srv["capacity"].items():
-                w(f"  {k:40s} {v}")
+            for label, text in fact_rows(srv["capacity"]):
+                w(f"  {label:40s} {text}")
             if srv["peaks"]:
-                w("  " + "peak " + ", ".join(f"{k} {v}" for k, v in srv["peaks"].items()))
+                w("  " + "peak " + ", ".join(f"{k} {fmt_int(v)}" for k, v in srv["peaks"].items()))
             w("")
             if srv["usage"]:
                 w("Usage (batch lines)      samples    min    p50    p90    max")
                 for pool, u in srv["usage"].items():
-                    w(f"  {pool:20s} {u['samples']:9d}  {_pct(u['min'])}   {_pct(u['p50'])}   {_pct(u['p90'])}   {_pct(u['max'])}")
+                    w(
+                        f"  {pool:20s} {fmt_int(u['samples']):>9s}  "
+                        + "  ".join(f"{fmt_pct(u[q]):>5s}" for q in ("min", "p50", "p90", "max"))
+                    )
                 for pool, h in srv["histogram"].items():
-                    tot_s = sum(b["seconds"] for b in h)
-                    tot_n = sum(b["samples"] for b in h)
-                    w(f"  {pool} usage, share of log time{'' if tot_s else ' (by samples)'}:")
-                    for b in h:
-                        frac = (b["seconds"] / tot_s) if tot_s else (b["samples"] / tot_n if tot_n else 0.0)
-                        w(f"    {b['lo']:.1f}-{b['hi']:.1f} |{_bar(frac)}| {frac * 100:5.1f}%")
+                    w(f"  {pool} usage, share of log time{'' if sum(b['seconds'] for b in h) else ' (by samples)'}:")
+                    for label, frac in _shares(h):
+                        w(f"    {label:>8s} |{_bar(frac)}| {frac * 100:5.1f}%")
                 w("")
             if any(v["seconds"] for v in srv["binding"].values()):
-                w("Binding pool (share of log time)")
+                w("Binding (share of log time)")
                 for k, v in srv["binding"].items():
-                    w(f"  {k:10s} |{_bar(v['share'])}| {v['share'] * 100:5.1f}%  ({fmt_dur(v['seconds'])})")
+                    w(f"  {BINDING_LABELS.get(k, k):12s} |{_bar(v['share'])}| {v['share'] * 100:5.1f}%  ({fmt_dur(v['seconds'])})")
                 w("")
             if not srv["findings"]:
                 w("Findings: none")
@@ -227,7 +491,7 @@ def render_text(rep: dict) -> str:
                 if f.get("detail"):
                     w(f"  {f['detail']}")
                 for ep in f["episodes"]:
-                    w(f"  fired {ep['start']} -> {ep['end'] or 'still firing at the end of the log'}")
+                    w(f"  {_episode(ep)}")
                 if f["firing_seconds"]:
                     w(f"  firing for {fmt_dur(f['firing_seconds'])} of log time")
                 for e in f["evidence"]:
@@ -236,17 +500,19 @@ def render_text(rep: dict) -> str:
             if srv["recommendations"]:
                 w("Recommendations")
                 for r in srv["recommendations"]:
-                    flag = r["flag"] if r["flag"].startswith("SGLANG_") else r["flag"]
-                    sep = "=" if r["flag"].startswith("SGLANG_") else " "
-                    val = "" if r["value"] == "true" and not r["flag"].startswith("SGLANG_") else sep + r["value"]
-                    w(f"  [{r['rule']}] {flag}{val}")
+                    w(f"  [{r['rule']}] {flag_text(r['flag'], r['value'])}")
                     w(f"      effect: {r['effect']}")
                     if r["why"]:
                         w(f"      why:    {r['why']}")
                 if srv.get("recommended_mamba_full_memory_ratio"):
-                    w(f"  balanced --mamba-full-memory-ratio for the observed usage: {srv['recommended_mamba_full_memory_ratio']}")
+                    w(f"  balanced --mamba-full-memory-ratio for the observed usage: {srv['recommended_mamba_full_memory_ratio']:g}")
                 w("")
     return "\n".join(out) + "\n"
+
+
+def _md(text: str) -> str:
+    """Text in a Markdown table cell."""
+    return text.replace("|", "\\|")
 
 
 def render_markdown(rep: dict) -> str:
@@ -259,20 +525,24 @@ def render_markdown(rep: dict) -> str:
             w("| setting | value |")
             w("|---|---|")
             for k, v in s["config"].items():
-                w(f"| `{k}` | `{v}` |")
+                w(f"| `{k}` | `{_md(fmt_value(v))}` |")
             w("")
         for srv in s["servers"]:
             lt = srv["log_time"]
             w(f"### dp_rank {srv['dp_rank']}: {lt['first']} .. {lt['last']} ({fmt_dur(lt['seconds'])})")
             w("")
+            st = srv.get("status")
+            if st:
+                w(f"**Diagnosis at the end of the log: {st['headline']}.** " + " ".join(st["words"]))
+                w("")
             w("**Capacity**")
             w("")
             w("| fact | value |")
             w("|---|---|")
-            for k, v in srv["capacity"].items():
-                w(f"| {k} | {v} |")
+            for label, text in fact_rows(srv["capacity"]):
+                w(f"| {label} | {_md(text)} |")
             for k, v in srv["peaks"].items():
-                w(f"| peak {k} | {v} |")
+                w(f"| peak {k} | {fmt_int(v)} |")
             w("")
             if srv["usage"]:
                 w("**Usage**")
@@ -280,20 +550,20 @@ def render_markdown(rep: dict) -> str:
                 w("| pool | samples | min | p50 | p90 | max |")
                 w("|---|---|---|---|---|---|")
                 for pool, u in srv["usage"].items():
-                    w(f"| {pool} | {u['samples']} | {_pct(u['min'])} | {_pct(u['p50'])} | {_pct(u['p90'])} | {_pct(u['max'])} |")
+                    w(f"| {pool} | {fmt_int(u['samples'])} | " + " | ".join(fmt_pct(u[q]) for q in ("min", "p50", "p90", "max")) + " |")
                 w("")
                 w("```")
                 for pool, h in srv["histogram"].items():
-                    tot_s = sum(b["seconds"] for b in h)
-                    tot_n = sum(b["samples"] for b in h)
                     w(f"{pool} usage (share of log time)")
-                    for b in h:
-                        frac = (b["seconds"] / tot_s) if tot_s else (b["samples"] / tot_n if tot_n else 0.0)
-                        w(f"  {b['lo']:.1f}-{b['hi']:.1f} |{_bar(frac)}| {frac * 100:5.1f}%")
+                    for label, frac in _shares(h):
+                        w(f"  {label:>8s} |{_bar(frac)}| {frac * 100:5.1f}%")
                 w("```")
                 w("")
             if any(v["seconds"] for v in srv["binding"].values()):
-                w("**Binding pool (share of log time)**: " + ", ".join(f"{k} {v['share'] * 100:.1f}%" for k, v in srv["binding"].items()))
+                w(
+                    "**Binding (share of log time)**: "
+                    + ", ".join(f"{BINDING_LABELS.get(k, k)} {v['share'] * 100:.1f}%" for k, v in srv["binding"].items())
+                )
                 w("")
             w("**Findings**" + (": none" if not srv["findings"] else ""))
             w("")
@@ -316,12 +586,67 @@ def render_markdown(rep: dict) -> str:
                 w("| finding | flag | value | expected effect | why |")
                 w("|---|---|---|---|---|")
                 for r in srv["recommendations"]:
-                    w(f"| {r['rule']} | `{r['flag']}` | `{r['value']}` | {r['effect']} | {r['why']} |")
+                    w(f"| {r['rule']} | `{r['flag']}` | `{r['value']}` | {_md(r['effect'])} | {_md(r['why'])} |")
                 w("")
                 if srv.get("recommended_mamba_full_memory_ratio"):
-                    w(f"Balanced `--mamba-full-memory-ratio` for the observed usage: **{srv['recommended_mamba_full_memory_ratio']}**")
+                    w(f"Balanced `--mamba-full-memory-ratio` for the observed usage: **{srv['recommended_mamba_full_memory_ratio']:g}**")
                     w("")
     return "\n".join(out) + "\n"
 
 
-__all__ = ["build_report", "render_markdown", "render_text"]
+def render_html(rep: dict, title: str = "hybrid-cache-exporter report") -> str:
+    """One self-contained HTML file (scripts and data inline, no network): per server the
+    diagnosis at the end of the log, the timeline of both pools and of running/queued against
+    the cap with the findings shaded, usage distributions, findings with their evidence lines,
+    recommendations with their effect, the what-if of the recommended flags, and capacity."""
+    charts: dict = {}
+    hists: dict = {}
+    overview = []
+    body = []
+    for s in rep["sources"]:
+        body.append(
+            f'<section class="server"><h2>source <b>{escape(s["source"])}</b> <span class="eng">{escape(s["engine"] or "engine not detected")}'
+            f", release {escape(s['version'])}, {s['restarts']} restart(s), lines: "
+            + ", ".join(f"{fmt_int(n)} {escape(k)}" for k, n in s["lines"].items())
+            + "</span></h2>"
+        )
+        if s["config"]:
+            rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(fmt_value(v))}</td></tr>" for k, v in s["config"].items())
+            body.append(
+                f"<details><summary>configuration from the log ({len(s['config'])} settings)</summary><table>{rows}</table></details>"
+            )
+        body.append("</section>")
+        for srv in s["servers"]:
+            st = srv["status"]
+            key = drawing.slug(s["source"], srv["dp_rank"])
+            chart = srv.get("chart") or chart_data(None)
+            charts[key] = chart
+            hists[key] = drawing.histogram_data(srv["histogram"])
+            lt = srv["log_time"]
+            overview.append(
+                f'<tr><td><a href="#s-{key}">{escape(s["source"])}</a></td><td>{escape(srv["dp_rank"])}</td>'
+                f'<td><span class="badge {"firing" if st["firing"] else "ok"}">{escape(st["headline"])}</span></td>'
+                f"<td>{escape(lt['first'])} .. {escape(lt['last'])} ({fmt_dur(lt['seconds'])})</td></tr>"
+            )
+            title_html = f"source <b>{escape(s['source'])}</b> &middot; DP rank {escape(srv['dp_rank'])}"
+            top = drawing.diagnosis_html(st, chart["spans"], when="end of the log")
+            extra = (
+                "<h3>Usage</h3>"
+                + drawing.usage_html(srv)
+                + (f'<div class="chart" data-chart="{key}" data-kind="histogram"></div>' if srv["histogram"] else "")
+                + drawing.findings_html(srv["findings"])
+                + drawing.whatif_html(srv["whatif"])
+            )
+            body.append(
+                drawing.server_section(key, title_html, s["engine"], top, drawing.actions_html(st, fact_rows(srv["capacity"])), extra)
+            )
+    head = (
+        '<section class="server"><h2>Summary</h2><table><tr><th>source</th><th>DP rank</th><th>diagnosis at the end of the log</th>'
+        "<th>log time</th></tr>" + "".join(overview) + "</table></section>"
+    )
+    data = {"refresh": 0, "charts": charts, "histograms": hists}
+    made = "made " + time.strftime("%Y-%m-%d %H:%M")
+    return drawing.document(title, head + "".join(body), data, inline=True, updated=made)
+
+
+__all__ = ["build_report", "render_html", "render_markdown", "render_text", "server_status"]

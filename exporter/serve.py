@@ -16,10 +16,12 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 
 from .app import new_pipeline
 from .collector import HybridCacheCollector
+from .history import attach as attach_history
 from .lines import DEFAULT_MAX_LINE
 from .rules import RulesConfig
 from .selfmetrics import SelfCollector
 from .sources import Manager, Positions, StdinSource
+from .status import StatusPages
 from .web import App, WebConfig, make_server
 
 log = logging.getLogger("hybrid_cache_exporter")
@@ -53,6 +55,7 @@ class Service:
     def __init__(self, cfg: ServeConfig) -> None:
         self.cfg = cfg
         self.pipe = new_pipeline(cfg.engine, cfg.rules)
+        self.history = attach_history(self.pipe)  # after the rules: its samples see their verdicts
         self.positions = Positions(cfg.positions) if cfg.positions else None
         self.manager = Manager(
             self.pipe,
@@ -72,7 +75,8 @@ class Service:
         self.registry.register(SelfCollector(self.all_sources, self.positions))
         ProcessCollector(registry=self.registry)
         self.web = cfg.web or WebConfig()
-        self.server = make_server(cfg.listen, App(self.registry, self.ready, self.rows, self.web))
+        pages = StatusPages(self.pipe, self.history, self.rows, self.ready)
+        self.server = make_server(cfg.listen, App(self.registry, self.ready, self.rows, self.web, status=pages))
         self._http: threading.Thread | None = None
 
     def all_sources(self) -> list:

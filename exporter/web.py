@@ -382,6 +382,7 @@ class App:
         config: WebConfig | ReloadingWebConfig,
         telemetry_path: str = "/metrics",
         version: str = "",
+        status=None,
     ):
         self.registry = registry
         self.ready = ready
@@ -389,6 +390,7 @@ class App:
         self.web = config if isinstance(config, ReloadingWebConfig) else _Fixed(config)
         self.telemetry_path = telemetry_path
         self.version = version
+        self.status = status  # status.StatusPages: `/`, /status.json, /static/* (None: the plain landing page)
 
     @property
     def config(self) -> WebConfig:
@@ -457,6 +459,8 @@ class Handler(BaseHTTPRequestHandler):
                 self._send(200, b"ready\n")
             else:
                 self._send(503, ("not ready\n" + "".join(r + "\n" for r in reasons)).encode())
+        elif self.app.status is not None and (page := self.app.status.get(path)) is not None:
+            self._send(page[0], page[2], page[1], page[3])
         elif path == "/":
             self._send(200, self._landing(), "text/html; charset=utf-8")
         else:

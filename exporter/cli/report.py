@@ -1,4 +1,4 @@
-"""``report``: the post-incident report of complete log files (text, ``--json`` or ``--markdown``)."""
+"""``report``: the post-incident report of complete log files (text, ``--json``, ``--markdown`` or ``--html``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import sys
 
 from ..app import replay
-from ..report import build_report, render_markdown, render_text
+from ..report import build_report, render_html, render_markdown, render_text
 from ..rules import load_config
 from .common import add_pipeline_args, engine_of
 
@@ -23,6 +23,7 @@ def register(subparsers) -> None:
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="machine-readable JSON")
     fmt.add_argument("--markdown", action="store_true", help="Markdown (for an incident ticket)")
+    fmt.add_argument("--html", action="store_true", help="one self-contained HTML file with charts (opens offline, no network)")
     p.set_defaults(func=cmd_report)
 
 
@@ -32,12 +33,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         print(f"hybrid-cache-exporter: --rules-config: {e}", file=sys.stderr)
         return 2
-    pipe, failed = replay(args.files, args.source, engine_of(args), cfg)
+    pipe, failed = replay(args.files, args.source, engine_of(args), cfg, timelines=args.html)
     rep = build_report(pipe, cfg)
     if args.json:
         text = json.dumps(rep, indent=2, default=str) + "\n"
     elif args.markdown:
         text = render_markdown(rep)
+    elif args.html:
+        text = render_html(rep)
     else:
         text = render_text(rep)
     sys.stdout.write(text)

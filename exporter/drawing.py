@@ -1,0 +1,334 @@
+"""The one piece of code that draws: HTML panels and chart data for the status page (``/``) and
+for ``report --html``.
+
+Charts are drawn in the browser by uPlot (vendored in ``exporter/static``, MIT, 51 KB minified;
+docs/status-page.md says why) from JSON this module writes; ``static/charts.js`` is the only
+chart code and both pages use it. The text around the charts (diagnosis, usage now, findings,
+recommendations, capacity) is rendered here, in Python, so it is in the HTML without JavaScript
+and the status page's refresh swaps in the same fragments.
+
+Nothing refers to the network: the status page loads its scripts from the exporter itself by
+relative URLs (``static/...``, ``status.json``: correct behind ``kubectl port-forward`` and
+API-server proxies alike), the report inlines them.
+"""
+
+from __future__ import annotations
+
+import calendar
+import hashlib
+import json
+import re
+import time
+from functools import cache
+from html import escape
+from importlib import resources
+
+from .history import SHADED_RULES, Timeline
+
+STATIC_TYPES = {
+    "uplot.iife.min.js": "text/javascript; charset=utf-8",
+    "uplot.min.css": "text/css; charset=utf-8",
+    "charts.js": "text/javascript; charset=utf-8",
+    "LICENSE.uplot": "text/plain; charset=utf-8",
+}
+SCRIPTS = ("uplot.iife.min.js", "charts.js")
+# a finding in short words (headlines, legends), most telling first
+RULE_WORDS = {
+    "mamba_bound": "mamba-bound",
+    "kv_bound": "KV-bound",
+    "request_cap_bound": "request-cap-bound",
+    "mamba_exhausted": "mamba pool exhausted",
+    "retraction_storm": "retraction storm",
+    "mamba_capped": "mamba-capped at startup",
+}
+# event findings are drawn as a band along the top of the chart (they overlap the sustained ones)
+STRIP_RULES = ("retraction_storm", "mamba_exhausted")
+# background of a finding's interval on the timeline
+SHADES = {
+    "mamba_bound": "rgba(214,39,40,0.16)",
+    "kv_bound": "rgba(31,119,180,0.16)",
+    "request_cap_bound": "rgba(90,90,90,0.16)",
+    "retraction_storm": "rgba(148,103,189,0.55)",
+    "mamba_exhausted": "rgba(255,127,14,0.65)",
+}
+
+CSS = """
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d1d1f;background:#f4f5f7}
+header.top{background:#1d2733;color:#fff;padding:10px 20px}header.top h1{font-size:18px;margin:0;display:inline}
+header.top a{color:#9cc8ff;margin-left:14px}header.top .ver{color:#bbb;margin-left:14px;font-size:12px}header.top .upd{float:right;color:#bbb;font-size:12px;margin-top:4px}
+main{padding:12px 20px;max-width:1400px}
+section.server{background:#fff;border:1px solid #dde;border-radius:6px;margin:0 0 18px;padding:12px 16px}
+section.server h2{font-size:16px;margin:0 0 6px;font-weight:600}section.server h2 .eng{color:#777;font-weight:400;font-size:13px}
+.badge{display:inline-block;padding:3px 10px;border-radius:12px;font-weight:700;font-size:15px;margin:2px 0 6px}
+.badge.firing{background:#d62728;color:#fff}.badge.ok{background:#2ca02c;color:#fff}
+p.words{margin:4px 0}
+.now{display:flex;flex-wrap:wrap;gap:6px 28px;margin:8px 0}.meter{display:flex;align-items:center;gap:8px}
+.meter .bar{width:180px;height:14px;background:#e6e8eb;border-radius:3px;overflow:hidden}.meter .bar i{display:block;height:100%}
+.meter .bar i.kv{background:#1f77b4}.meter .bar i.mamba{background:#d62728}.meter b{min-width:3em}
+ul.findings{margin:4px 0 8px;padding-left:20px}ul.findings li{margin:2px 0}
+.legend span{display:inline-block;margin-right:14px;font-size:12px}.legend i{display:inline-block;width:14px;height:10px;margin-right:4px;vertical-align:middle;border:1px solid #ccc}
+.chart{margin:6px 0;min-height:40px}
+table{border-collapse:collapse;margin:6px 0;font-size:13px}td,th{border:1px solid #dde;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f0f1f4}code{font-size:12.5px;background:#f0f1f4;padding:1px 4px;border-radius:3px}
+pre.evidence{font-size:11.5px;background:#f7f7f9;border:1px solid #e3e3e8;padding:6px;overflow-x:auto;white-space:pre}
+.cols{display:flex;flex-wrap:wrap;gap:0 28px}.muted{color:#777}
+h3{font-size:14px;margin:12px 0 4px}
+"""
+
+
+@cache
+def static(name: str) -> bytes:
+    """A vendored asset of the package (``exporter/static``); KeyError if not one of ours."""
+    if name not in STATIC_TYPES:
+        raise KeyError(name)
+    return resources.files("exporter").joinpath("static", name).read_bytes()
+
+
+def clock(ts: float) -> float:
+    """Log time as "clock seconds": the local wall-clock time the log printed, written as UTC, so
+    the chart's axis shows the log's own times (charts.js reads them in UTC)."""
+    return calendar.timegm(time.localtime(ts)) + (ts % 1.0)
+
+
+def slug(source: str, dp_rank: str) -> str:
+    """A stable HTML id for one server."""
+    base = re.sub(r"[^A-Za-z0-9]+", "-", source).strip("-")[:40] or "src"
+    return f"{base}-dp{re.sub(r'[^0-9A-Za-z]', '', dp_rank)}-{hashlib.sha1(source.encode()).hexdigest()[:6]}"
+
+
+# --------------------------------------------------------------------------------------------
+# chart data
+
+
+def _r(v: float | None, nd: int) -> float | None:
+    return None if v is None else round(v, nd)
+
+
+def chart_data(tl: Timeline | None) -> dict:
+    """The timeline of one server as the arrays charts.js draws, plus the finding spans."""
+    t: list[float] = []
+    cols: list[list] = [[], [], [], [], []]
+    spans: list[list] = []
+    open_at: dict[int, float] = {}
+    rows = list(tl.rows()) if tl is not None else []
+    width = tl.bucket if tl is not None else 10.0
+    for i, (b, vals, bits) in enumerate(rows):
+        x = clock(b)
+        t.append(x)
+        for col, v, nd in zip(cols, vals, (3, 3, 1, 1, 1), strict=True):
+            col.append(_r(v, nd))
+        nxt = clock(rows[i + 1][0]) if i + 1 < len(rows) else x + width
+        for k in range(len(SHADED_RULES)):
+            on = bool(bits >> k & 1)
+            if on and k not in open_at:
+                open_at[k] = x
+            if k in open_at and (not on or i + 1 == len(rows)):
+                start = open_at.pop(k)
+                rule = SHADED_RULES[k]
+                spans.append([start, nxt if on else x, SHADES[rule], rule, 1 if rule in STRIP_RULES else 0])
+    kv, mamba, running, queued, cap = cols
+    return {"t": t, "kv": kv, "mamba": mamba, "running": running, "queued": queued, "cap": cap, "spans": spans, "bucket": width}
+
+
+def histogram_data(hist: dict) -> dict:
+    """Share of log time per usage decile of each pool (the report's distributions)."""
+    out: dict = {"x": [round(i / 10 + 0.05, 2) for i in range(10)], "kv": [None] * 10, "mamba": [None] * 10}
+    for pool in ("kv", "mamba"):
+        bins = hist.get(pool) or []
+        tot_s = sum(b["seconds"] for b in bins)
+        tot_n = sum(b["samples"] for b in bins)
+        vals = []
+        for b in bins[:10]:
+            frac = (b["seconds"] / tot_s) if tot_s else (b["samples"] / tot_n if tot_n else 0.0)
+            vals.append(round(frac, 4))
+        if vals:
+            out[pool] = vals + [None] * (10 - len(vals))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# HTML fragments
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:.0f}%"
+
+
+def _int(v: float | None) -> str:
+    return "-" if v is None else f"{int(v):,}"
+
+
+def _meter(label: str, cls: str, v: float | None) -> str:
+    w = 0 if v is None else max(0.0, min(1.0, v)) * 100
+    return (
+        f'<div class="meter"><span>{label}</span><div class="bar"><i class="{cls}" style="width:{w:.0f}%"></i></div><b>{_pct(v)}</b></div>'
+    )
+
+
+def legend(spans: list) -> str:
+    rules = [r for r in SHADED_RULES if any(s[3] == r for s in spans)]
+    if not rules:
+        return ""
+    items = "".join(f'<span><i style="background:{SHADES[r]}"></i>{escape(RULE_WORDS[r])}</span>' for r in rules)
+    return f'<div class="legend">shaded: {items}</div>'
+
+
+def diagnosis_html(st: dict, spans: list, when: str = "now") -> str:
+    """Headline, the diagnosis in words, usage now, running vs cap vs queued, the findings with
+    since-when, and the shading legend of the chart below."""
+    n = st["now"]
+    cls = "firing" if st["firing"] else "ok"
+    out = [f'<div class="badge {cls}">{escape(st["headline"])}</div>']
+    out += [f'<p class="words">{escape(w)}</p>' for w in st["words"]]
+    cap = "" if n["cap"] is None else f" / cap {_int(n['cap'])}"
+    out.append(
+        '<div class="now">'
+        + _meter("KV", "kv", n["kv"])
+        + _meter("mamba", "mamba", n["mamba"])
+        + f'<div class="meter">running <b>{_int(n["running"])}{cap}</b> &middot; queued <b>{_int(n["queued"])}</b></div>'
+        + f'<div class="meter muted">{escape(when)}: {escape(st["at"])}</div></div>'
+    )
+    if st["findings"]:
+        items = []
+        for f in st["findings"]:
+            since = f" since {escape(f['since'])}" if f["since"] else ""
+            dur = f" ({_dur(f['for_seconds'])} of log time)" if f["for_seconds"] else ""
+            items.append(f"<li><b>{escape(f['label'])}</b>{since}{dur}: {escape(f['title'].split(': ', 1)[-1])}</li>")
+        out.append('<ul class="findings">' + "".join(items) + "</ul>")
+    out.append(legend(spans))
+    return "".join(out)
+
+
+def _dur(s: float | None) -> str:
+    if s is None:
+        return "?"
+    s = int(round(s))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}h{m:02d}m{sec:02d}s" if h else f"{m}m{sec:02d}s"
+
+
+def actions_html(st: dict, facts: list[tuple[str, str]]) -> str:
+    """The recommended flags with their expected effect, and the capacity facts."""
+    out = []
+    recs = st["recommendations"]
+    if recs:
+        rows = "".join(
+            f"<tr><td><code>{escape(r['flag'])}</code></td><td>{escape(r['effect'])}</td><td>{escape(r['why'])}</td>"
+            f"<td>{escape(', '.join(RULE_WORDS.get(x, x) for x in r['rules']))}</td></tr>"
+            for r in recs
+        )
+        out.append(
+            "<h3>Recommended flags</h3><table><tr><th>flag</th><th>expected effect</th><th>why</th><th>for</th></tr>" + rows + "</table>"
+        )
+        if st.get("balanced_ratio"):
+            out.append(f"<p>Balanced <code>--mamba-full-memory-ratio</code> for the observed usage: <b>{st['balanced_ratio']:g}</b></p>")
+    if facts:
+        out.append(
+            "<h3>Capacity</h3><table>" + "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in facts) + "</table>"
+        )
+    return "".join(out)
+
+
+def usage_html(srv: dict) -> str:
+    """The report's usage summary: percentiles of both pools and the binding pool's share of log time."""
+    out = []
+    if srv["usage"]:
+        rows = "".join(
+            f"<tr><td>{escape(pool)}</td><td>{u['samples']:,}</td>"
+            + "".join(f"<td>{_pct(u.get(q))}</td>" for q in ("min", "p50", "p90", "max"))
+            + "</tr>"
+            for pool, u in srv["usage"].items()
+        )
+        out.append("<table><tr><th>pool</th><th>samples</th><th>min</th><th>p50</th><th>p90</th><th>max</th></tr>" + rows + "</table>")
+    if any(v["seconds"] for v in srv["binding"].values()):
+        words = {"mamba": "mamba pool", "kv": "KV pool", "requests": "request cap", "none": "nothing"}
+        rows = "".join(
+            f"<tr><td>{escape(words.get(k, k))}</td><td>{v['share'] * 100:.1f}%</td><td>{_dur(v['seconds'])}</td></tr>"
+            for k, v in srv["binding"].items()
+        )
+        out.append("<table><tr><th>binding</th><th>share of log time</th><th>time</th></tr>" + rows + "</table>")
+    return '<div class="cols">' + "".join(f"<div>{x}</div>" for x in out) + "</div>" if out else ""
+
+
+def findings_html(findings: list[dict]) -> str:
+    """Each finding, live or past, with its episodes and the log lines that prove it."""
+    if not findings:
+        return "<h3>Findings</h3><p>None: no rule fired on this log.</p>"
+    out = ["<h3>Findings and the log lines that prove them</h3>"]
+    for f in findings:
+        state = "firing at the end of the log" if f["live"] else "cleared"
+        out.append(f"<p><b>{escape(RULE_WORDS.get(f['rule'], f['rule']))}</b> ({state}): {escape(f['title'])}</p><ul>")
+        if f.get("detail"):
+            out.append(f"<li>{escape(f['detail'])}</li>")
+        for ep in f["episodes"]:
+            out.append(f"<li>fired {escape(ep['start'])} &rarr; {escape(ep['end'] or 'still firing at the end of the log')}</li>")
+        if f["firing_seconds"]:
+            out.append(f"<li>firing for {_dur(f['firing_seconds'])} of log time</li>")
+        out.append("</ul>")
+        if f["evidence"]:
+            lines = "\n".join(f"[{e['kind']}] {e['line']}" for e in f["evidence"])
+            out.append(f'<pre class="evidence">{escape(lines)}</pre>')
+    return "".join(out)
+
+
+def whatif_html(rows: list[dict]) -> str:
+    """``plan``-style what-if of the recommended flags: pool sizes and cap before -> after."""
+    if not rows:
+        return ""
+
+    def arrow(v: list | None) -> str:
+        if not v:
+            return ""
+        a, b = v
+        return escape(_int(a) if a == b else f"{_int(a)} → {_int(b)}")
+
+    body = []
+    for r in rows:
+        if "cap" not in r and r["flag"].startswith("("):
+            body.append(f'<tr><td colspan="7" class="muted">{escape(r["effect"])}</td></tr>')
+            continue
+        cover = {True: "yes", False: "no"}.get(r.get("covers_peak_demand"), "")
+        body.append(
+            f"<tr><td><code>{escape(r['flag'])}</code></td><td>{arrow(r.get('mamba_slots'))}</td><td>{arrow(r.get('slots_per_request'))}</td>"
+            f"<td>{arrow(r.get('kv_tokens'))}</td><td>{arrow(r.get('cap'))}</td><td>{cover}</td><td>{escape(r['effect'])}</td></tr>"
+        )
+    return (
+        "<h3>What if: the recommended flags on this server's logged capacity</h3><table><tr><th>flag</th><th>mamba slots</th>"
+        "<th>slots per request</th><th>KV tokens</th><th>request cap</th><th>covers peak demand</th><th>effect</th></tr>"
+        + "".join(body)
+        + "</table>"
+    )
+
+
+def server_section(key: str, title: str, engine: str | None, top: str, bottom: str, extra: str = "") -> str:
+    """One server: the refreshable fragments around its timeline chart."""
+    return (
+        f'<section class="server" id="s-{key}"><h2>{title} <span class="eng">{escape(engine or "engine not detected yet")}</span></h2>'
+        f'<div id="p-{key}">{top}</div>'
+        f'<div class="chart" data-chart="{key}" data-kind="timeline"></div>'
+        f'<div id="q-{key}">{bottom}</div>{extra}</section>'
+    )
+
+
+def document(title: str, body: str, data: dict, inline: bool, header_links: str = "", updated: str = "") -> str:
+    """The page around ``body``: CSS, the JSON the charts read, and the scripts (inlined for a
+    file that must open offline, else loaded from the exporter's ``static/``)."""
+    blob = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    if inline:
+        css = static("uplot.min.css").decode()
+        scripts = "".join(f"<script>{static(n).decode()}</script>" for n in SCRIPTS)
+        head_css = f"<style>{css}</style>"
+    else:
+        head_css = '<link rel="stylesheet" href="static/uplot.min.css">'
+        scripts = "".join(f'<script src="static/{n}"></script>' for n in SCRIPTS)
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{escape(title)}</title>'
+        f"{head_css}<style>{CSS}</style></head><body>"
+        f'<header class="top"><h1>{escape(title)}</h1>{header_links}<span class="upd" id="hce-updated">{escape(updated)}</span></header>'
+        f'<main>{body}</main><script type="application/json" id="hce-data">{blob}</script>{scripts}</body></html>\n'
+    )
+
+
+__all__ = ["chart_data", "diagnosis_html", "actions_html", "document", "histogram_data", "server_section", "slug", "static"]

@@ -1,0 +1,179 @@
+"""A bounded timeline per server, in log time, for the pictures (status page and ``report --html``).
+
+The exporter's state holds only the newest value of each gauge and the rules' summaries; a chart
+needs the recent past. :class:`History` is a pipeline observer (the composition root attaches it
+*after* the rules, so each sample sees the findings the rules just decided) that keeps, per
+(source, DP rank), one row per ``BUCKET_SECONDS`` of log time: KV and mamba usage, running and
+queued requests, the effective request cap, and a bit per firing runtime finding.
+
+Rows live in a :class:`Timeline`, a columnar ring of fixed capacity (``array`` columns, 49 bytes
+per row), so the memory per server is fixed however long the exporter runs:
+
+* ``serve`` keeps the last ``LIVE_ROWS`` rows (one hour of log time at 10 s); older rows fall off.
+* ``report`` must draw the whole log: its timelines *compact* instead of dropping, i.e. when full,
+  neighbouring rows are merged pairwise and the row width doubles (a day of log at 10 s fits in
+  ``REPORT_ROWS`` rows at 20-40 s).
+
+Rows of one bucket are merged: usages and request counts keep the maximum (a chart of a pool
+limit must not hide the peaks), the cap keeps the newest value, finding bits are OR-ed.
+Timestamps are the log's (``Line.ts``), never the wall clock, so ``replay``/``report`` of a file
+and ``serve`` tailing it draw the same picture.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from parsers import events as ev
+
+from .rules import KV_BOUND, MAMBA_BOUND, MAMBA_EXHAUSTED, REQUEST_CAP_BOUND, RETRACTION_STORM
+from .state import ServerState, SourceState, effective_max_running
+
+BUCKET_SECONDS = 10.0  # the pipeline samples batch lines per 10 s of log clock
+LIVE_ROWS = 360  # serve: one hour of log time
+REPORT_ROWS = 4096  # report: the whole log, compacted
+FIELDS = ("kv", "mamba", "running", "queued", "cap")
+# runtime findings drawn as shaded intervals (mamba_capped is a fact of the boot: shown as text)
+SHADED_RULES = (MAMBA_BOUND, KV_BOUND, REQUEST_CAP_BOUND, RETRACTION_STORM, MAMBA_EXHAUSTED)
+_NAN = float("nan")
+
+
+class Timeline:
+    """Fixed-capacity columnar ring of rows ``(t, kv, mamba, running, queued, cap, bits)``."""
+
+    __slots__ = ("bits", "bucket", "capacity", "cols", "compact", "n", "start", "t")
+
+    def __init__(self, capacity: int = LIVE_ROWS, bucket: float = BUCKET_SECONDS, compact: bool = False) -> None:
+        if capacity < 2:
+            raise ValueError("a timeline needs at least 2 rows")
+        self.capacity = capacity
+        self.bucket = bucket  # row width in seconds of log time (doubles on each compaction)
+        self.compact = compact
+        self.t = array("d", bytes(8 * capacity))  # bucket start, log time
+        self.cols = [array("d", bytes(8 * capacity)) for _ in FIELDS]
+        self.bits = array("B", bytes(capacity))
+        self.start = 0  # index of the oldest row
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def nbytes(self) -> int:
+        """Bytes held by the columns (the part that scales with the capacity)."""
+        return self.t.itemsize * len(self.t) + sum(c.itemsize * len(c) for c in self.cols) + len(self.bits)
+
+    def add(self, ts: float, values: tuple[float | None, ...], bits: int) -> None:
+        """One sample: merged into the newest row if it falls in the same bucket, else a new row.
+        A sample older than the newest row's bucket (out-of-order line) merges into the newest row."""
+        b = math.floor(ts / self.bucket) * self.bucket
+        cap = self.capacity
+        if self.n:
+            last = (self.start + self.n - 1) % cap
+            if b <= self.t[last]:
+                self._merge(last, values, bits)
+                return
+        if self.n == cap:
+            if self.compact:
+                self._halve()
+                b = math.floor(ts / self.bucket) * self.bucket
+                last = (self.start + self.n - 1) % cap
+                if b <= self.t[last]:
+                    self._merge(last, values, bits)
+                    return
+            else:
+                self.start = (self.start + 1) % cap
+                self.n -= 1
+        i = (self.start + self.n) % cap
+        self.n += 1
+        self.t[i] = b
+        for col, v in zip(self.cols, values, strict=True):
+            col[i] = _NAN if v is None else v
+        self.bits[i] = bits
+
+    def _merge(self, i: int, values: tuple[float | None, ...], bits: int) -> None:
+        for k, (col, v) in enumerate(zip(self.cols, values, strict=True)):
+            if v is None:
+                continue
+            old = col[i]
+            col[i] = v if (k == len(FIELDS) - 1 or old != old or v > old) else old  # cap: newest; others: max
+        self.bits[i] |= bits
+
+    def _halve(self) -> None:
+        """Merge neighbouring rows pairwise (row width doubles); rows are re-laid from index 0."""
+        rows = list(self.rows())
+        self.bucket *= 2
+        self.start = self.n = 0
+        for t, vals, bits in rows:
+            b = math.floor(t / self.bucket) * self.bucket
+            if self.n and b <= self.t[self.n - 1]:
+                self._merge(self.n - 1, vals, bits)
+            else:
+                i = self.n
+                self.n += 1
+                self.t[i] = b
+                for col, v in zip(self.cols, vals, strict=True):
+                    col[i] = _NAN if v is None else v
+                self.bits[i] = bits
+
+    def rows(self) -> Iterator[tuple[float, tuple[float | None, ...], int]]:
+        """Rows oldest first: ``(bucket start, values with None for missing, finding bits)``."""
+        cap = self.capacity
+        for k in range(self.n):
+            i = (self.start + k) % cap
+            yield self.t[i], tuple(None if c[i] != c[i] else c[i] for c in self.cols), self.bits[i]
+
+
+@dataclass
+class History:
+    """The observer: ``History()(src, srv, parsed_line, raw_line)`` records batch/stats samples."""
+
+    capacity: int = LIVE_ROWS
+    compact: bool = False
+
+    def __post_init__(self) -> None:
+        self.timelines: dict[tuple[str, str], Timeline] = {}
+
+    def __call__(self, src: SourceState, srv: ServerState, line: ev.Line, raw: str) -> None:
+        e = line.event
+        if type(e) is not ev.BatchStats:
+            return
+        ts = line.ts if line.ts is not None else src.last_ts
+        if ts is None:
+            return
+        key = (src.name, srv.dp_rank)
+        tl = self.timelines.get(key)
+        if tl is None:
+            tl = self.timelines[key] = Timeline(self.capacity, compact=self.compact)
+        running = e.running
+        if running is not None and e.kind == "prefill" and e.new_seqs:
+            running += e.new_seqs  # the prefill line prints the running batch before the new ones join
+        f = srv.findings
+        bits = 0
+        for k, rule in enumerate(SHADED_RULES):
+            if f.get(rule):
+                bits |= 1 << k
+        tl.add(ts, (e.kv_usage, e.mamba_usage, running, e.queued, effective_max_running(src, srv)[0]), bits)
+
+    def timeline(self, source: str, dp_rank: str) -> Timeline | None:
+        return self.timelines.get((source, dp_rank))
+
+
+def attach(pipe, capacity: int = LIVE_ROWS, compact: bool = False) -> History:
+    """Attach a :class:`History` to ``pipe`` after its other observers (idempotent)."""
+    h = getattr(pipe, "history", None)
+    if isinstance(h, History):
+        return h
+    h = History(capacity, compact)
+    pipe.history = h
+    pipe.observers.append(h)
+    return h
+
+
+def history_of(pipe) -> History | None:
+    return getattr(pipe, "history", None)
+
+
+__all__ = ["FIELDS", "History", "SHADED_RULES", "Timeline", "attach", "history_of"]

@@ -1,0 +1,161 @@
+/* hybrid-cache-exporter: the charts of the status page and of `report --html` (one code for both).
+ * Reads the JSON in <script id="hce-data">, draws every [data-chart] element with uPlot
+ * (vendored, see LICENSE.uplot) and, when data.refresh > 0, polls data.endpoint and updates
+ * the panels and charts in place. Log time is sent as "clock seconds" (the log's wall clock
+ * written as UTC), so the axis shows the times the log prints whatever the browser's zone. */
+(function () {
+  "use strict";
+  var charts = {};
+  var data = null;
+
+  function clockDate(ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); }
+  var fmtTick = null, fmtDay = null, fmtFull = null;
+  function timeFormats() {
+    if (fmtTick) return;
+    fmtTick = uPlot.fmtDate("{HH}:{mm}");
+    fmtDay = uPlot.fmtDate("{YYYY}-{MM}-{DD} {HH}:{mm}");
+    fmtFull = uPlot.fmtDate("{YYYY}-{MM}-{DD} {HH}:{mm}:{ss}");
+  }
+  /* 24-hour ticks in log time; the first tick and day changes carry the date */
+  function timeTicks(u, vals) {
+    var last = null;
+    return vals.map(function (v) {
+      var d = clockDate(v), day = d.getFullYear() * 400 + d.getMonth() * 32 + d.getDate();
+      var s = last === null || day !== last ? fmtDay(d) : fmtTick(d);
+      last = day;
+      return s;
+    });
+  }
+  function pct(v) { return v == null ? "-" : Math.round(v * 100) + "%"; }
+  function num(v) { return v == null ? "-" : String(Math.round(v)); }
+
+  /* the findings behind the lines: [t0, t1, colour, rule, strip] in x units; a sustained
+   * finding shades the full height, an event finding (strip = 1) a band along the top */
+  function shade(u) {
+    var spans = u.hceSpans || [], ctx = u.ctx, b = u.bbox, h = Math.round(14 * (window.devicePixelRatio || 1));
+    ctx.save();
+    for (var i = 0; i < spans.length; i++) {
+      var s = spans[i];
+      var x0 = Math.max(u.valToPos(s[0], "x", true), b.left);
+      var x1 = Math.min(u.valToPos(s[1], "x", true), b.left + b.width);
+      if (x1 <= x0) continue;
+      ctx.fillStyle = s[2];
+      if (s[4]) ctx.fillRect(x0, b.top, Math.max(1, x1 - x0), h);
+      else ctx.fillRect(x0, b.top, Math.max(1, x1 - x0), b.height);
+    }
+    ctx.restore();
+  }
+
+  function width(el) { return Math.max(320, Math.floor(el.clientWidth || el.parentNode.clientWidth || 900)); }
+
+  function timelineData(c) { return [c.t, c.kv, c.mamba, c.running, c.queued, c.cap]; }
+
+  function timeline(el, c) {
+    timeFormats();
+    var opts = {
+      width: width(el), height: 280, tzDate: clockDate,
+      cursor: { drag: { x: true, y: false } },
+      scales: {
+        x: { time: true },
+        ratio: { auto: false, range: [0, 1] },
+        req: { range: function (u, lo, hi) { return [0, Math.max(1, hi || 0) * 1.1]; } }
+      },
+      axes: [
+        { values: timeTicks, space: 70 },
+        { scale: "ratio", label: "pool usage", size: 50, values: function (u, v) { return v.map(pct); } },
+        { scale: "req", side: 1, label: "requests", size: 50, grid: { show: false } }
+      ],
+      series: [
+        { label: "log time", value: function (u, v) { return v == null ? "-" : fmtFull(clockDate(v)); } },
+        { label: "KV usage", points: { show: false }, scale: "ratio", stroke: "#1f77b4", width: 2, value: function (u, v) { return pct(v); } },
+        { label: "mamba usage", points: { show: false }, scale: "ratio", stroke: "#d62728", width: 2, value: function (u, v) { return pct(v); } },
+        { label: "running", points: { show: false }, scale: "req", stroke: "#2ca02c", width: 1.5, value: function (u, v) { return num(v); } },
+        { label: "queued", points: { show: false }, scale: "req", stroke: "#ff7f0e", width: 1.5, dash: [4, 3], value: function (u, v) { return num(v); } },
+        { label: "cap", points: { show: false }, scale: "req", stroke: "#333", width: 1.5, dash: [8, 4], paths: uPlot.paths.stepped({ align: 1 }),
+          value: function (u, v) { return num(v); } }
+      ],
+      hooks: { drawClear: [shade] }
+    };
+    var u = new uPlot(opts, timelineData(c), el);
+    u.hceSpans = c.spans;
+    u.redraw(false, false);
+    return u;
+  }
+
+  function histogram(el, h) {
+    var bars = uPlot.paths.bars;
+    var opts = {
+      width: width(el), height: 200,
+      scales: { x: { time: false, range: [0, 1] }, y: { auto: false, range: [0, 1] } },
+      axes: [
+        { label: "usage", incrs: [0.1, 0.2, 0.5], values: function (u, v) { return v.map(pct); } },
+        { label: "share of log time", size: 50, values: function (u, v) { return v.map(pct); } }
+      ],
+      series: [
+        { label: "usage", value: function (u, v) { return v == null ? "-" : pct(v - 0.05) + "-" + pct(v + 0.05); } },
+        { label: "KV", stroke: "#1f77b4", fill: "rgba(31,119,180,0.55)", paths: bars({ size: [0.45, 60], align: -1 }),
+          points: { show: false }, value: function (u, v) { return pct(v); } },
+        { label: "mamba", stroke: "#d62728", fill: "rgba(214,39,40,0.55)", paths: bars({ size: [0.45, 60], align: 1 }),
+          points: { show: false }, value: function (u, v) { return pct(v); } }
+      ]
+    };
+    return new uPlot(opts, [h.x, h.kv, h.mamba], el);
+  }
+
+  function draw(root) {
+    var els = (root || document).querySelectorAll("[data-chart]");
+    for (var i = 0; i < els.length; i++) {
+      var el = els[i], id = el.getAttribute("data-chart"), kind = el.getAttribute("data-kind") || "timeline";
+      var src = kind === "histogram" ? (data.histograms || {})[id] : (data.charts || {})[id];
+      if (!src || charts[kind + ":" + id]) continue;
+      charts[kind + ":" + id] = kind === "histogram" ? histogram(el, src) : timeline(el, src);
+    }
+  }
+
+  function refresh() {
+    fetch(data.endpoint, { cache: "no-store", credentials: "same-origin" })
+      .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
+      .then(function (d) {
+        var known = Object.keys(data.charts || {}).sort().join("|");
+        if (Object.keys(d.charts || {}).sort().join("|") !== known) { location.reload(); return; }
+        (d.panels || []).forEach(function (p) {
+          var el = document.getElementById(p.id);
+          if (el) el.innerHTML = p.html;
+        });
+        Object.keys(d.charts).forEach(function (id) {
+          var u = charts["timeline:" + id];
+          if (!u) return;
+          u.hceSpans = d.charts[id].spans;
+          u.setData(timelineData(d.charts[id]));
+        });
+        data.charts = d.charts;
+        var st = document.getElementById("hce-updated");
+        if (st && d.updated) st.textContent = d.updated;
+      })
+      .catch(function (e) {
+        var st = document.getElementById("hce-updated");
+        if (st) st.textContent = "refresh failed (" + e.message + "); retrying";
+      });
+  }
+
+  function boot() {
+    var node = document.getElementById("hce-data");
+    if (!node || typeof uPlot === "undefined") return;
+    data = JSON.parse(node.textContent);
+    draw(document);
+    var t = null;
+    window.addEventListener("resize", function () {
+      clearTimeout(t);
+      t = setTimeout(function () {
+        Object.keys(charts).forEach(function (k) {
+          var u = charts[k];
+          u.setSize({ width: width(u.root.parentNode), height: u.height });
+        });
+      }, 150);
+    });
+    if (data.refresh > 0 && data.endpoint) setInterval(refresh, data.refresh * 1000);
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", boot);
+  else boot();
+})();
