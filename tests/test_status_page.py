@@ -148,7 +148,7 @@ def test_static_assets_and_unknown_paths():
 def test_routes_through_the_web_server():
     pipe, hist = replayed("sglang-mamba-bound.log")
     pages = StatusPages(pipe, hist)
-    app = App(None, lambda: (True, []), list, WebConfig(), pages)
+    app = App(None, lambda: (True, []), list, WebConfig(), status=pages)
     srv = make_server("127.0.0.1:0", app)
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
