@@ -121,7 +121,7 @@ class StatusPages:
         body.append(f'<section class="server"><h2>Sources</h2><div id="hce-sources">{self._sources_html()}</div></section>')
         data = {"refresh": REFRESH_SECONDS, "endpoint": "status.json", "charts": {s["key"]: s["chart"] for s in servers}}
         metrics = escape(self.telemetry_path.lstrip("/") or ".", quote=True)  # relative: right behind a proxy prefix too
-        links = f'<a href="{metrics}">metrics</a><a href="healthz">healthz</a><a href="readyz">readyz</a>'
+        links = f'<a href="{metrics}">{escape(self.telemetry_path)}</a><a href="healthz">/healthz</a><a href="readyz">/readyz</a>'
         if self.version:
             links += f'<span class="ver">{escape(self.version)}</span>'
         return drawing.document("hybrid-cache-exporter", "".join(body), data, inline=False, header_links=links, updated=_updated()).encode()
