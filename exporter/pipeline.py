@@ -10,7 +10,11 @@ full event is built only for the *samples*: per server and kind, the last batch 
 10-second bucket of the **log clock** (``YYYY-MM-DD HH:MM:S``). Samples go through the state and the
 rules in log order; the newest line of each kind waits as "pending" until a line of the next
 bucket arrives (or another event does), and the collector folds pending lines into the gauges at
-scrape time (:meth:`Pipeline.sync`), so a gauge always shows the newest line that carried its field.
+scrape time (:meth:`Pipeline.sync`). When a line of another shape replaces a pending line (a
+field printed only sometimes, such as ``#replay-token`` or ``accept len``), the gauge fields the
+replaced line carried and the new one lacks are held with their place in the log and folded into
+the gauges in that order (:attr:`Pending.held`): each gauge shows the last line, in log order,
+that carried its field, while the rules still see one sample per kind and bucket.
 Buckets come from the log's own timestamps, so ``replay`` and ``serve`` sample the same lines
 whatever the read chunking, and reach the same verdicts.
 
@@ -38,7 +42,7 @@ from parsers.sglang import LINE_TEMPLATES, check_batch
 
 from .scan import ScanResult, Spec, line_at, scan, scan_text
 from .scan import spec as scan_spec
-from .state import ServerState, SourceState
+from .state import BATCH_GAUGES, ServerState, SourceState
 
 # observers called after each applied event: (source_state, server_state, parsed line, raw line)
 Observer = Callable[[SourceState, ServerState, ev.Line, str], None]
@@ -50,13 +54,25 @@ IDLE_SAMPLE_SECONDS = 10.0  # a source quiet this long (wall time) has its pendi
 _G0 = itemgetter(0)
 
 
+# BatchStats attributes that feed a runtime gauge (state.BATCH_GAUGES), and their metric names
+_GAUGE_ATTRS: dict[str, str] = dict(BATCH_GAUGES)
+Held = dict[str, tuple[int, float]]  # gauge attribute -> (seq of the line that carried it, value)
+
+
 @dataclass(slots=True)
 class Pending:
-    """The newest batch line of one kind for one server in its current bucket, not yet sampled."""
+    """The newest batch line of one kind for one server in its current bucket, not yet sampled.
+
+    ``held``: gauge fields that earlier lines of this kind in the bucket carried but this line
+    does not (a line of another shape replaced them), with the sequence number of the line that
+    carried each: they are not samples for the rules, but a gauge must show the last line that
+    carried its field, so they are folded into the gauges in log order with the samples."""
 
     seq: int
     raw: str
     parsed: ev.Line | None = None  # parsed lazily (scrape or commit), at most once
+    attrs: frozenset[str] | None = None  # the BatchStats attributes the line carries, if known unparsed
+    held: Held | None = None
 
 
 def _is_vllm_access(line: str) -> bool:
@@ -150,6 +166,7 @@ class Pipeline:
             t = LINE_TEMPLATES.get(c)
             m = t[0].fullmatch(line) if t is not None else None
             if m is not None:
+                attrs = t[3]
                 g = m.groups()
                 ymdhm, sec, ms, tags = g[0], g[1], g[2], g[3]
                 new = cached = None
@@ -172,7 +189,8 @@ class Pipeline:
                     return ev.UNRECOGNIZED
                 ymdhm, sec, ms, tags = h.groups()
                 new, cached = r
-            return self._batch_line(src, line, c, ymdhm, sec, ms, tags, new, cached)
+                attrs = None  # a shape not learned (yet): its fields are known once parsed
+            return self._batch_line(src, line, c, ymdhm, sec, ms, tags, new, cached, attrs)
         if c == "I" and line.startswith("INFO:", i + 2) and "\r" not in line and "\x1b" not in line:
             h = SGLANG_HEADER_RE.match(line)
             if h is None:
@@ -186,7 +204,19 @@ class Pipeline:
             return ev.IGNORED
         return None
 
-    def _batch_line(self, src: SourceState, line: str, c: str, ymdhm: str, sec: str, ms: str | None, tags: str, new, cached) -> str:
+    def _batch_line(
+        self,
+        src: SourceState,
+        line: str,
+        c: str,
+        ymdhm: str,
+        sec: str,
+        ms: str | None,
+        tags: str,
+        new,
+        cached,
+        attrs: frozenset[str] | None,
+    ) -> str:
         """Count one valid batch line and make it its server's pending line of kind ``c``."""
         ts = sglang_ts(ymdhm, sec, ms)
         dp, tp, pp = sglang_tags(tags) if tags else ("0", None, None)
@@ -207,10 +237,15 @@ class Pipeline:
             self._seq += 1
             pend = srv.pending.get(c)
             if pend is None:
-                srv.pending[c] = Pending(self._seq, line)
+                srv.pending[c] = Pending(self._seq, line, None, attrs)
                 src.pending_count = 1
             else:
-                pend.seq, pend.raw, pend.parsed = self._seq, line, None
+                new_p = Pending(self._seq, line, None, attrs)
+                if pend.attrs is None or attrs is None or not pend.attrs <= attrs:
+                    new_p.held = self._displaced(src, pend, new_p)
+                else:
+                    new_p.held = pend.held
+                srv.pending[c] = new_p
         return ev.PARSED
 
     # ------------------------------------------------------------------------------------
@@ -226,11 +261,49 @@ class Pipeline:
             p.parsed = parse_line(p.raw, src.engine, src.year)
         return p.parsed
 
+    @classmethod
+    def _carried(cls, src: SourceState, p: Pending) -> dict[str, float]:
+        """The gauge fields line ``p`` carries (parsing it if not done yet)."""
+        e = cls._parsed(src, p).event
+        if type(e) is not ev.BatchStats:
+            return {}
+        return {a: float(v) for a in _GAUGE_ATTRS if (v := getattr(e, a)) is not None}
+
+    @classmethod
+    def _displaced(cls, src: SourceState, old: Pending, new: Pending) -> Held | None:
+        """What ``new``, replacing ``old`` as the pending line of its kind, must hold: the gauge
+        fields ``old`` (or a line before it) carried that ``new`` does not. Lines of one learned
+        shape carry the same fields, so this parses only where the shapes differ."""
+        if new.attrs is not None:
+            mine = new.attrs
+        else:
+            mine = frozenset(cls._carried(src, new))
+        held = {a: sv for a, sv in old.held.items() if a not in mine} if old.held else {}
+        for a, v in cls._carried(src, old).items():
+            if a not in mine:
+                held[a] = (old.seq, v)
+        return held or None
+
+    @staticmethod
+    def _in_order(pending: Iterable[Pending]) -> list[tuple[int, Pending | tuple[str, float]]]:
+        """Pending lines and the fields they hold, in log order (by sequence number)."""
+        items: list[tuple[int, Pending | tuple[str, float]]] = []
+        for p in pending:
+            items.append((p.seq, p))
+            if p.held:
+                items.extend((seq, (a, v)) for a, (seq, v) in p.held.items())
+        items.sort(key=_G0)
+        return items
+
     def _commit_server(self, src: SourceState, srv: ServerState) -> None:
         """Send the server's pending lines (one per kind, in arrival order) through the state (their
-        counters were counted when they arrived) and the rules. Gauges of newer lines are folded
-        in at scrape time by :meth:`sync`."""
-        for p in sorted(srv.pending.values(), key=lambda p: p.seq):
+        counters were counted when they arrived) and the rules; the fields they hold go to the
+        gauges in their place in that order. Gauges of newer lines are folded in at scrape time
+        by :meth:`sync`."""
+        for _, p in self._in_order(srv.pending.values()):
+            if type(p) is tuple:
+                srv.gauges[_GAUGE_ATTRS[p[0]]] = p[1]
+                continue
             parsed = self._parsed(src, p)
             if parsed.event is not None:
                 self._apply(src, parsed, p.raw, counted=True)
@@ -359,20 +432,26 @@ class Pipeline:
                     bb = begins.setdefault(tags, {})
                     if i < bb.get(bucket, hi):
                         bb[bucket] = i
-            actions: list[tuple[int, list[str]]] = []  # (line index, lines to sample in order)
+            # the fields each kind's lines in the run carry (all of one learned shape)
+            attrs = {k: LINE_TEMPLATES[k][3] for k in "DP"}
+            # (line index, server, samples in order: lines, or (attribute, value) a gauge holds)
+            actions: list[tuple[int, ServerState, list[str | tuple[str, float]]]] = []
             ends: dict[str, tuple[str, list[tuple[int, str]]]] = {}  # tags -> (last bucket, its last lines)
             for tags, bb in begins.items():
                 srv = speaking[tags]
                 cur = srv.bucket
                 for i, b in sorted((i, b) for b, i in bb.items()):
                     if b != cur:
-                        actions.append((i, self._bucket_lines(srv, tags, cur, last, line)))
+                        actions.append((i, srv, self._bucket_lines(src, srv, tags, cur, last, line, attrs)))
                         cur = b
                 ends[tags] = (cur, sorted((last[(k, tags, cur)], k) for k in "DP" if (k, tags, cur) in last))
             actions.sort(key=_G0)
-            for _, raws in actions:
-                for raw in raws:
-                    self._sample(src, raw)
+            for _, srv, samples in actions:
+                for x in samples:
+                    if type(x) is tuple:
+                        srv.gauges[_GAUGE_ATTRS[x[0]]] = x[1]
+                    else:
+                        self._sample(src, x)
             base = self._seq - lo
             for tags, (cur, tail) in ends.items():
                 srv = speaking[tags]
@@ -380,21 +459,50 @@ class Pipeline:
                     srv.pending.clear()
                     srv.bucket = cur
                 for idx, kind in tail:
-                    srv.pending[kind] = Pending(base + idx + 1, line(idx))
+                    new_p = Pending(base + idx + 1, line(idx), None, attrs[kind])
+                    old = srv.pending.get(kind)
+                    if old is not None:
+                        new_p.held = old.held if old.attrs is not None and old.attrs <= new_p.attrs else self._displaced(src, old, new_p)
+                    srv.pending[kind] = new_p
             self._seq = base + hi
             src.pending_count = 1
         return True
 
-    @staticmethod
-    def _bucket_lines(srv: ServerState, tags: str, bucket: str | None, last: dict, line: Callable[[int], str]) -> list[str]:
+    def _bucket_lines(
+        self,
+        src: SourceState,
+        srv: ServerState,
+        tags: str,
+        bucket: str | None,
+        last: dict,
+        line: Callable[[int], str],
+        attrs: dict[str, frozenset[str]],
+    ) -> list[str | tuple[str, float]]:
         """The samples of ``bucket`` for one server, in arrival order: per kind the last line of the
-        list in that bucket, else (for the bucket the list started in) the server's pending line."""
+        list in that bucket, else (for the bucket the list started in) the server's pending line;
+        and in their place in that order, the ``(attribute, value)`` gauge fields that replaced
+        pending lines (and lines they replaced) carried and the run's shape does not."""
         i_d, i_p = last.get(("D", tags, bucket)), last.get(("P", tags, bucket))
         new = [i_d, i_p] if i_p is not None and i_d is not None and i_d < i_p else [i for i in (i_p, i_d) if i is not None]
         if bucket != srv.bucket or not srv.pending:  # the usual case: a bucket that began in this run
             return [line(i) for i in new]
-        old = sorted((p for k, p in srv.pending.items() if (k, tags, bucket) not in last), key=lambda p: p.seq)
-        return [p.raw for p in old] + [line(i) for i in new]
+        kept: list[Pending] = []
+        for k, p in srv.pending.items():
+            if (k, tags, bucket) not in last:
+                kept.append(p)
+            elif p.attrs is None or not p.attrs <= attrs[k]:  # replaced by a line of another shape
+                held = self._displaced(src, p, Pending(0, "", None, attrs[k]))
+                if held:
+                    kept.append(Pending(p.seq, "", None, None, held))
+            elif p.held:
+                kept.append(Pending(p.seq, "", None, None, p.held))
+        out: list[str | tuple[str, float]] = []
+        for _, x in self._in_order(kept):
+            if type(x) is tuple:
+                out.append(x)
+            elif x.raw:
+                out.append(x.raw)
+        return out + [line(i) for i in new]
 
     def _commit_all(self, src: SourceState) -> None:
         for srv in src.servers.values():
@@ -418,7 +526,10 @@ class Pipeline:
                     self._commit_all(src)
                     continue
                 for srv in src.servers.values():
-                    for p in sorted(srv.pending.values(), key=lambda p: p.seq):
+                    for _, p in self._in_order(srv.pending.values()):
+                        if type(p) is tuple:
+                            srv.gauges[_GAUGE_ATTRS[p[0]]] = p[1]
+                            continue
                         o = self._parsed(src, p)
                         if type(o.event) is ev.BatchStats:
                             srv.set_gauges(o.event)

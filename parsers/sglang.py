@@ -103,8 +103,10 @@ _MAX_TEMPLATES = 64
 _TEMPLATES: dict[tuple[str, ...], tuple[tuple, tuple, tuple]] = {}  # shape -> (body, line, chunk) forms
 _LAST_TEMPLATE: dict[str, tuple] = {}
 # whole-line versions of the last template per kind ('D' / 'P'): header groups (ymdhm, sec, ms,
-# tags) then the values; with the group index of #new-token / #cached-token (or None)
-LINE_TEMPLATES: dict[str, tuple[re.Pattern, int | None, int | None]] = {}
+# tags) then the values; with the group index of #new-token / #cached-token (or None) and the
+# BatchStats attributes a line of the shape carries (to know, without parsing, which fields a
+# line of another shape that replaces it leaves out)
+LINE_TEMPLATES: dict[str, tuple[re.Pattern, int | None, int | None, frozenset[str]]] = {}
 # the shape of each as (head, keys, index of #new-token, index of #cached-token): what the bulk
 # scanner (exporter/scan.py) accepts
 LINE_SHAPES: dict[str, tuple[str, tuple[str, ...], int | None, int | None]] = {}
@@ -137,7 +139,12 @@ def _learn(kind: str, head: str, items: list[str]) -> None:
         body = re.escape(head) + ", ".join(re.escape(k) + r": ([^,\n]*)" for k in keys) + r"(?:, )?"
         entry = _TEMPLATES[(head, *keys)] = (
             (re.compile(body), tuple(plan), i_new, i_cached),
-            (re.compile(LINE_HEADER + body), None if i_new is None else i_new + 4, None if i_cached is None else i_cached + 4),
+            (
+                re.compile(LINE_HEADER + body),
+                None if i_new is None else i_new + 4,
+                None if i_cached is None else i_cached + 4,
+                frozenset(a for a in attrs if a is not None),
+            ),
             (head, keys, i_new, i_cached),
         )
     _LAST_TEMPLATE[kind], LINE_TEMPLATES[kind], LINE_SHAPES[kind] = entry
