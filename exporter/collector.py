@@ -130,9 +130,10 @@ class HybridCacheCollector(Collector):
                     v = srv.counters.get(short)
                     if v is not None:
                         fam.add_metric(lab, v)
-                if srv.counters.get("prefill_batches") is not None:
-                    prefill_tokens.add_metric(lab + ["new"], srv.counters.get("prefill_tokens_new", 0.0))
-                    prefill_tokens.add_metric(lab + ["cached"], srv.counters.get("prefill_tokens_cached", 0.0))
+                for kind in ("new", "cached"):  # each kind only once a prefill line carried it
+                    v = srv.counters.get("prefill_tokens_" + kind)
+                    if v is not None:
+                        prefill_tokens.add_metric(lab + [kind], v)
                 for rule, on in sorted(srv.findings.items()):
                     finding.add_metric(lab + [rule], on)
                 for rule, flag, value in srv.recommendations:

@@ -240,9 +240,9 @@ def _batch(src: SourceState, srv: ServerState, e: ev.BatchStats) -> None:
     srv.set_gauges(e)
     if e.kind == "decode" or e.kind == "prefill":
         srv.count_batches(e.kind == "decode", 1.0, e.new_tokens, e.cached_tokens)
-    else:
+    elif e.kind == "stats":
         srv.inc("stats_lines")
-    if e.preemptions:
+    if e.preemptions is not None:  # absent, not 0, until a line carries it
         srv.inc("preempted_requests", e.preemptions)
 
 
@@ -251,9 +251,9 @@ def _retraction(src: SourceState, srv: ServerState, e: ev.Retraction) -> None:
         return
     srv.inc("preempted_requests", e.retracted)
     srv.inc("retraction_events")
-    if e.mamba_num_gained:
+    if e.mamba_num_gained is not None:
         srv.inc("retracted_mamba_slots", e.mamba_num_gained)
-    if e.new_tokens_gained:
+    if e.new_tokens_gained is not None:
         srv.inc("retracted_tokens", max(0, e.new_tokens_gained))
 
 

@@ -50,7 +50,9 @@ class Line:
 class BatchStats:
     """SGLang ``Prefill batch`` / ``Decode batch`` or vLLM periodic stats line.
 
-    ``kind`` is ``prefill`` / ``decode`` (SGLang) or ``stats`` (vLLM periodic line).
+    ``kind`` is ``prefill`` / ``decode`` (SGLang), ``stats`` (vLLM periodic line) or
+    ``prefix_cache`` (vLLM V0's separate ``Prefix cache hit rate: GPU: x%, CPU: y%`` line, which
+    carries the hit ratio only).
     """
 
     kind: str

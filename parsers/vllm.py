@@ -264,7 +264,8 @@ def _prefix_hit(msg: str) -> object:
     m = V0_PREFIX_HIT_RE.match(msg)
     if m is None:
         return ev.Unrecognized("Prefix cache hit rate")
-    return ev.BatchStats(kind="stats", prefix_hit_ratio=float(m.group("gpu")) / 100.0)
+    # its own kind: it feeds the hit ratio only, it is not one of the periodic stats lines
+    return ev.BatchStats(kind="prefix_cache", prefix_hit_ratio=float(m.group("gpu")) / 100.0)
 
 
 def _spec_v1(msg: str) -> object:
