@@ -12,15 +12,18 @@ groups and regex matchers (``pod=~".*"``) treat as the empty string.
 
 from __future__ import annotations
 
+from exporter import contract
+
 # target labels that identify a scraped exporter (container: the PodMonitor's default target label)
 TARGET = ("job", "namespace", "pod", "container", "instance")
 # ... of those, the ones the per-server dashboard offers as template variables
 TARGET_VARS = ("job", "namespace", "pod", "instance")
-# one engine process (a DP rank of one log stream of one exporter)
-SERVER = (*TARGET, "engine", "source", "dp_rank")
-# one log stream of one exporter (server_info, restarts, self-metrics)
-SOURCE = (*TARGET, "engine", "source")
-STREAM = (*TARGET, "source")  # self-metrics carry no engine label
+# one engine process (a DP rank of one log stream of one exporter); the exporter's own labels come
+# from the metric contract
+SERVER = (*TARGET, *contract.SERVER)
+# one log stream of one exporter (server_info, restarts)
+SOURCE = (*TARGET, *contract.ENGINE_SOURCE)
+STREAM = (*TARGET, *contract.SOURCE)  # self-metrics carry no engine label
 
 
 def by(labels: tuple[str, ...], *extra: str) -> str:

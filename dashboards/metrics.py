@@ -4,7 +4,7 @@ The contract itself is ``exporter/contract.py`` (one entry per family: name, typ
 source line); this module only re-exports it in the shape the dashboard tests use. Dashboards and
 alert rules may only query names listed here (``tests/test_dashboards.py`` and
 ``tests/test_alerts.py`` parse every PromQL expression and check). The value is the set of
-labels each family carries (besides the target labels ``job``/``instance``).
+labels each family carries (besides the target labels of ``dashboards/identity.py``).
 
 ``OPTIONAL`` lists the metrics that legitimately have no series on an SGLang hybrid deployment
 (they depend on the engine, the model family or a server flag); the real-Prometheus integration
