@@ -1,4 +1,4 @@
-# Two commands are the contract: `make run` and `make test` (see README).
+# Two commands are the contract: `make run` and `make test` (see README.md).
 PYTHON ?= python3
 VENV   ?= .venv
 PORT   ?= 19833

@@ -37,7 +37,7 @@ def register(sub) -> None:
     p = sub.add_parser(
         "serve",
         help="tail log files or stdin and serve /metrics (sidecar mode)",
-        description="Tail SGLang/vLLM logs and serve Prometheus metrics. See README.md.",
+        description="Tail SGLang/vLLM logs and serve Prometheus metrics. See docs/serve.md.",
     )
     p.add_argument(
         "--log",
