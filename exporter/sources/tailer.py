@@ -683,6 +683,9 @@ class Manager:
         self.mode = "poll" if poll_interval > 0 else "inotify"
         self._next_glob = 0.0
         self._next_save = 0.0
+        # more discovery (exporter/kubernetes.py), called with ``startup`` after the specs, in this
+        # thread; it may call add() and remove()
+        self.discoverers: list = []
 
     # discovery -----------------------------------------------------------------------------
     def _add(self, name: str | None, path: str, startup: bool) -> None:
@@ -716,6 +719,19 @@ class Manager:
                     continue
                 self._add(name, p, startup)
             self._watch(_static_dir(spec))
+        for d in self.discoverers:
+            d(startup)
+
+    def add(self, name: str, path: str, startup: bool) -> None:
+        """Tail ``path`` as source ``name`` (for discoverers, in the tailer thread)."""
+        self._add(name, path, startup)
+
+    def remove(self, path: str) -> None:
+        """Stop tailing ``path`` and forget its position (for discoverers, in the tailer thread)."""
+        with self.lock:
+            t = self.tailers.pop(os.path.abspath(path), None)
+        if t is not None:
+            t.close()
 
     @staticmethod
     def _looks_rotated(base: str, known: set[str]) -> bool:
