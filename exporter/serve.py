@@ -8,21 +8,26 @@ that ``replay`` and ``report`` do not load the tailers, watchdog, bcrypt and the
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import threading
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 
+from . import buildinfo
 from .app import new_pipeline
 from .collector import HybridCacheCollector
 from .history import attach as attach_history
+from .identity import Labelled
+from .kubernetes import PodLogs
 from .lines import DEFAULT_MAX_LINE
+from .missing import MissingPaths
 from .rules import RulesConfig
 from .selfmetrics import SelfCollector
 from .sources import Manager, Positions, StdinSource
 from .status import StatusPages
-from .web import App, WebConfig, make_server
+from .web import App, ReloadingWebConfig, WebConfig, make_servers, url_of
 
 log = logging.getLogger("hybrid_cache_exporter")
 
@@ -31,12 +36,19 @@ log = logging.getLogger("hybrid_cache_exporter")
 class ServeConfig:
     """What ``serve`` runs, already checked by the face (paths are not opened yet)."""
 
-    listen: str
+    listen: list[str] | str
     files: list[tuple[str | None, str]] = field(default_factory=list)  # (source name or None, path or glob)
     stdin_name: str | None = None  # the source label of ``--log -``, None = no stdin
     engine: str | None = None
     rules: RulesConfig | None = None
-    web: WebConfig | None = None
+    web: WebConfig | ReloadingWebConfig | None = None
+    telemetry_path: str = "/metrics"
+    labels: dict[str, str] = field(default_factory=dict)  # --label: on every series
+    source_missing_after: float = 60.0
+    kubernetes_pods: str | None = None  # DaemonSet mode: the kubelet's /var/log/pods
+    kubernetes_max_sources: int = 100
+    kubernetes_forget_after: float = 600.0
+    kubernetes_include: str | None = None  # regex on namespace/pod/container
     from_beginning: bool = False
     positions: str | None = None
     positions_interval: float = 5.0
@@ -67,17 +79,46 @@ class Service:
             rotate_wait=cfg.rotate_wait,
             max_line=cfg.max_line,
         )
+        self.missing = MissingPaths(cfg.files, self.manager, cfg.source_missing_after)
+        self.manager.discoverers.append(self.missing.check)
+        self.pods: PodLogs | None = None
+        if cfg.kubernetes_pods:
+            self.pods = PodLogs(
+                cfg.kubernetes_pods,
+                self.manager,
+                self._forget,
+                max_sources=cfg.kubernetes_max_sources,
+                forget_after=cfg.kubernetes_forget_after,
+                include=re.compile(cfg.kubernetes_include) if cfg.kubernetes_include else None,
+            )
+            self.manager.discoverers.append(self.pods)
         self.stdin_src = None
         if cfg.stdin_name is not None:
             self.stdin_src = StdinSource(self.pipe, cfg.stdin_name, sys.stdin.fileno(), cfg.max_line)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(HybridCacheCollector(self.pipe))
-        self.registry.register(SelfCollector(self.all_sources, self.positions))
+        self.web = cfg.web if isinstance(cfg.web, ReloadingWebConfig) else None
+        self.registry.register(
+            SelfCollector(
+                self.all_sources,
+                self.positions,
+                missing=self.missing.status if cfg.files else None,
+                web=self.web if self.web is not None and self.web.path else None,
+                over_limit=(lambda: self.pods.over_limit) if self.pods else None,
+            )
+        )
         ProcessCollector(registry=self.registry)
-        self.web = cfg.web or WebConfig()
-        pages = StatusPages(self.pipe, self.history, self.rows, self.ready)
-        self.server = make_server(cfg.listen, App(self.registry, self.ready, self.rows, self.web, status=pages))
-        self._http: threading.Thread | None = None
+        exposed = Labelled(self.registry, cfg.labels, self.pods.labels if self.pods else None)
+        listens = [cfg.listen] if isinstance(cfg.listen, str) else list(cfg.listen)
+        pages = StatusPages(self.pipe, self.history, self.rows, self.ready, telemetry_path=cfg.telemetry_path, version=_version())
+        self.app = App(exposed, self.ready, self.rows, cfg.web or WebConfig(), cfg.telemetry_path, version=_version(), status=pages)
+        self.servers = make_servers(listens, self.app)  # ValueError / OSError: the face reports it
+        self._http: list[threading.Thread] = []
+
+    def _forget(self, source: str) -> None:
+        """A DaemonSet source whose pod is gone: its state and series go."""
+        with self.pipe.lock:
+            self.pipe.sources.pop(source, None)
 
     def all_sources(self) -> list:
         out: list = list(self.manager.snapshot())
@@ -92,49 +133,62 @@ class Service:
         for t in self.manager.snapshot():
             if t.state not in ("open", "waiting"):
                 reasons.append(f"{t.path}: {t.error or t.state}")
+        reasons += self.missing.reasons()
         return not reasons, reasons
 
     def rows(self) -> list[dict]:
         out = []
         with self.pipe.lock:
             engines = {n: s.engine for n, s in self.pipe.sources.items()}
+        missing = self.missing.missing_paths()
         for s in self.all_sources():
             out.append(
                 {
                     "source": s.source,
                     "path": s.path,
                     "engine": engines.get(s.source) or "(not detected yet)",
-                    "state": s.state,
+                    "state": f"missing (not there after {self.cfg.source_missing_after:.0f}s)" if s.path in missing else s.state,
                     "offset": s.offset(),
                     "lag_bytes": s.lag(),
                     "open_files": s.open_files(),
                 }
             )
+        out += self.missing.rows()
         return out
 
     def start(self) -> None:
+        b = buildinfo.labels()
+        log.info("starting hybrid-cache-exporter version=%s revision=%s python=%s", b["version"], b["revision"], b["python_version"])
         self.manager.start()
         if self.stdin_src is not None:
             self.stdin_src.start()
-        self._http = threading.Thread(target=self.server.serve_forever, name="http", daemon=True)
-        self._http.start()
-        host, port = self.server.server_address[:2]
-        scheme = "https" if self.web.ssl_context else "http"
-        log.info(
-            "listening on %s://%s:%d (%s mode, %d file spec(s)%s)",
-            scheme,
-            host,
-            port,
-            self.manager.mode,
-            len(self.cfg.files),
-            ", stdin" if self.stdin_src else "",
-        )
+        for srv in self.servers:
+            t = threading.Thread(target=srv.serve_forever, name="http", daemon=True)
+            t.start()
+            self._http.append(t)
+        tls = self.app.config.ssl_context is not None
+        for srv in self.servers:
+            log.info(
+                "listening on %s%s (%s mode, %d file spec(s)%s%s)",
+                url_of(srv, tls),
+                self.cfg.telemetry_path,
+                self.manager.mode,
+                len(self.cfg.files),
+                ", stdin" if self.stdin_src else "",
+                f", pods under {self.cfg.kubernetes_pods}" if self.cfg.kubernetes_pods else "",
+            )
 
     def stop(self) -> None:
         self.manager.stop()  # stops reading and writes the positions file
-        self.server.shutdown()
-        self.server.server_close()
+        for srv in self.servers:
+            srv.shutdown()
+            srv.server_close()
         log.info("stopped")
+
+
+def _version() -> str:
+    b = buildinfo.labels()
+    return f"{b['version']} (revision {b['revision']}, Python {b['python_version']})"
 
 
 __all__ = ["ServeConfig", "Service"]

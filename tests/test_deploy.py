@@ -51,7 +51,7 @@ def check_exporter_args(args: list[str]) -> None:
             pytest.skip("serve subcommand not available yet")
         raise AssertionError(f"exporter rejects {args}") from e
     assert ns.command == "serve"
-    assert ns.listen.rsplit(":", 1)[1] == str(PORT)
+    assert [a.rsplit(":", 1)[1] for a in ns.listen or [f":{PORT}"]] == [str(PORT)]
     assert ns.log
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from .. import __version__
+from ..buildinfo import VersionAction
 from . import plan, replay, report, serve
 
 
@@ -20,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="hybrid-cache-exporter",
         description="Prometheus exporter for the KV and mamba-state pools of hybrid models on SGLang and vLLM, read from their logs.",
     )
-    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    p.add_argument("--version", action=VersionAction, help="print the version, revision and Python, and exit")
     sub = p.add_subparsers(dest="command", required=True)
     for mod in (replay, serve, report, plan):
         mod.register(sub)

@@ -15,7 +15,10 @@ import sys
 import threading
 
 from .. import DEFAULT_PORT
+from ..buildinfo import VersionAction
 from ..lines import DEFAULT_MAX_LINE
+from ..logsetup import FORMATS, LEVELS
+from ..logsetup import configure as configure_logging
 from ..reading import source_name
 from .common import add_pipeline_args, engine_of, rules_config
 
@@ -42,16 +45,76 @@ def register(sub) -> None:
     p.add_argument(
         "--log",
         action="append",
-        required=True,
+        default=[],
         metavar="[NAME=]PATH",
         help="log file, glob (quoted; files that appear later are picked up) or '-' for stdin; repeatable. "
-        "NAME sets the source label (default: the file name without extension)",
+        "NAME sets the source label (default: the file name without extension). Required unless --kubernetes-pods",
     )
     add_pipeline_args(p)
-    p.add_argument(
-        "--listen", default=f":{DEFAULT_PORT}", metavar="HOST:PORT", help=f"HTTP listen address (default :{DEFAULT_PORT}, all interfaces)"
+    p.add_argument("--version", action=VersionAction, help="print the version, revision and Python, and exit")
+    web = p.add_argument_group("web (the Prometheus exporter conventions; docs/fleet.md)")
+    web.add_argument(
+        "--web.listen-address",
+        "--listen",
+        dest="listen",
+        action="append",
+        default=None,
+        metavar="HOST:PORT",
+        help=f"address to serve on; repeatable. ':PORT' and '[::]:PORT' are every interface, IPv4 and IPv6; "
+        f"'[::1]:PORT' an IPv6 address; '0.0.0.0:PORT' IPv4 only (default :{DEFAULT_PORT})",
     )
-    p.add_argument("--web.config.file", dest="web_config", metavar="FILE", help="exporter-toolkit web config (TLS, mTLS, basic auth)")
+    web.add_argument(
+        "--web.telemetry-path", dest="telemetry_path", default="/metrics", metavar="PATH", help="path of the metrics (default /metrics)"
+    )
+    web.add_argument(
+        "--web.config.file",
+        dest="web_config",
+        metavar="FILE",
+        help="exporter-toolkit web config (TLS, mTLS, basic auth); re-read when it or its certificates change",
+    )
+    web.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="add this label to every series (repeatable), e.g. --label cluster=eu1 on VMs; on Kubernetes prefer target labels",
+    )
+    web.add_argument(
+        "--log.level",
+        "--log-level",
+        dest="log_level",
+        default="info",
+        choices=sorted(LEVELS),
+        help="the exporter's own log level (stderr; default info)",
+    )
+    web.add_argument(
+        "--log.format", dest="log_format", default="logfmt", choices=FORMATS, help="the exporter's own log format (default logfmt)"
+    )
+    k8s = p.add_argument_group("DaemonSet mode (docs/fleet.md)")
+    k8s.add_argument(
+        "--kubernetes-pods",
+        metavar="DIR",
+        help="read the container logs under the kubelet's DIR (/var/log/pods) and label them namespace, pod, container",
+    )
+    k8s.add_argument(
+        "--kubernetes-include",
+        metavar="REGEX",
+        help="read only containers whose 'namespace/pod/container' matches (e.g. '^inference/.*/sglang$'); default all",
+    )
+    k8s.add_argument(
+        "--kubernetes-max-sources",
+        type=int,
+        default=100,
+        metavar="N",
+        help="read at most N containers; the rest are counted in hybrid_cache_exporter_sources_over_limit (default 100)",
+    )
+    k8s.add_argument(
+        "--kubernetes-forget-after",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="drop a pod's series this long after its logs are gone (default 600)",
+    )
     p.add_argument(
         "--from-beginning", action="store_true", help="read files that exist at start from their beginning (default: from the end)"
     )
@@ -80,13 +143,14 @@ def register(sub) -> None:
     p.add_argument(
         "--max-line-bytes", type=int, default=DEFAULT_MAX_LINE, metavar="BYTES", help="cut longer lines to this length (default 1 MiB)"
     )
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="exporter's own log level (stderr)")
+    p.add_argument(
+        "--source-missing-after",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a --log path still absent after this long is a WARNING, hybrid_cache_exporter_source_missing 1 and not ready (default 60)",
+    )
     p.set_defaults(func=cmd_serve)
-
-
-def _err(msg: str) -> int:
-    print(f"hybrid-cache-exporter serve: {msg}", file=sys.stderr)
-    return 2
 
 
 def _err(msg: str) -> int:
@@ -97,23 +161,34 @@ def _err(msg: str) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     # the tailers and the web server load here, not when `replay` builds the argument parser
     # (startup time of every replay: watchdog, bcrypt, yaml)
+    from ..identity import parse_labels
     from ..serve import ServeConfig, Service
-    from ..web import WebConfigError, load_web_config, parse_listen
+    from ..web import ReloadingWebConfig, WebConfigError, check_telemetry_path, resolve_listen
 
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    configure_logging(args.log_level, args.log_format)
+    listens = args.listen or [f":{DEFAULT_PORT}"]
     try:
-        parse_listen(args.listen)
-    except ValueError as e:
+        for a in listens:
+            resolve_listen(a)
+        check_telemetry_path(args.telemetry_path)
+        labels = parse_labels(args.label, kubernetes=bool(args.kubernetes_pods))
+        if args.kubernetes_include:
+            re.compile(args.kubernetes_include)
+    except (ValueError, re.error) as e:
         return _err(str(e))
-    for flag in ("poll_interval", "positions_interval", "rotate_wait"):
+    if not args.log and not args.kubernetes_pods:
+        return _err("give at least one --log (or --kubernetes-pods DIR)")
+    for flag in ("poll_interval", "positions_interval", "rotate_wait", "source_missing_after", "kubernetes_forget_after"):
         if getattr(args, flag) < 0:
             return _err(f"--{flag.replace('_', '-')} must not be negative")
     if args.max_line_bytes < 1:
         return _err("--max-line-bytes must be positive")
+    if args.kubernetes_max_sources < 1:
+        return _err("--kubernetes-max-sources must be positive")
+    if args.kubernetes_pods and not os.path.isdir(args.kubernetes_pods):
+        return _err(f"--kubernetes-pods {args.kubernetes_pods}: not a directory (mount the node's /var/log/pods there)")
     try:
-        webcfg = load_web_config(args.web_config)
+        webcfg = ReloadingWebConfig(args.web_config)
     except WebConfigError as e:
         return _err(str(e))
 
@@ -126,12 +201,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         return _err(f"--rules-config: {e}")
     cfg = ServeConfig(
-        listen=args.listen,
+        listen=listens,
         files=[s for s in specs if s[1] != "-"],
         stdin_name=(stdin_specs[0][0] or source_name("-")) if stdin_specs else None,
         engine=engine_of(args),
         rules=rules,
         web=webcfg,
+        telemetry_path=args.telemetry_path,
+        labels=labels,
+        source_missing_after=args.source_missing_after,
+        kubernetes_pods=args.kubernetes_pods,
+        kubernetes_max_sources=args.kubernetes_max_sources,
+        kubernetes_forget_after=args.kubernetes_forget_after,
+        kubernetes_include=args.kubernetes_include,
         from_beginning=args.from_beginning,
         positions=args.positions,
         positions_interval=args.positions_interval,
@@ -141,8 +223,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     try:
         svc = Service(cfg)
-    except OSError as e:
-        print(f"hybrid-cache-exporter serve: cannot listen on {args.listen}: {e.strerror or e}", file=sys.stderr)
+    except (OSError, ValueError) as e:
+        print(f"hybrid-cache-exporter serve: cannot listen on {', '.join(listens)}: {getattr(e, 'strerror', None) or e}", file=sys.stderr)
         return 1
 
     stop = threading.Event()
