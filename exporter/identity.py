@@ -17,39 +17,14 @@ from collections.abc import Callable, Iterator
 
 from prometheus_client.metrics_core import Metric
 
+from . import contract
+
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
-# Label names the exporter's own series carry (collector.py, selfmetrics.py, the process and build
-# metrics), the target labels Prometheus sets (job, instance) and the histogram/summary ones.
-# tests/test_flags.py checks that every label in the golden expositions and in a live serve is here.
-OWN_LABELS = frozenset(
-    {
-        "engine",
-        "source",
-        "dp_rank",
-        "rule",
-        "flag",
-        "value",
-        "kind",
-        "state",
-        "buffer",
-        "outcome",
-        "model",
-        "kv_cache_dtype",
-        "mamba_ssm_dtype",
-        "radix_cache_strategy",
-        "tp_size",
-        "dp_size",
-        "speculative",
-        "version",
-        "revision",
-        "python_version",
-        "implementation",
-        "major",
-        "minor",
-        "patchlevel",
-    }
-)
+# Label names the exporter's own series carry (the metric contract), the target labels Prometheus
+# sets (job, instance) and the histogram/summary ones. tests/test_flags.py checks that every label in
+# the golden expositions and in a live serve is here.
+OWN_LABELS = frozenset(label for m in contract.METRICS for label in m.all_labels)
 TARGET_LABELS = frozenset({"job", "instance", "le", "quantile"})
 KUBERNETES_LABELS = ("namespace", "pod", "container")
 

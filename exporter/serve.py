@@ -115,6 +115,11 @@ class Service:
         self.servers = make_servers(listens, self.app)  # ValueError / OSError: the face reports it
         self._http: list[threading.Thread] = []
 
+    @property
+    def server(self):
+        """The first listener (tests and single-address callers)."""
+        return self.servers[0]
+
     def _forget(self, source: str) -> None:
         """A DaemonSet source whose pod is gone: its state and series go."""
         with self.pipe.lock:

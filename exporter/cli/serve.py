@@ -106,7 +106,7 @@ def register(sub) -> None:
         type=int,
         default=100,
         metavar="N",
-        help="read at most N containers; the rest are counted in hybrid_cache_exporter_sources_over_limit (default 100)",
+        help="read at most N containers; the rest are counted, not read (default 100)",
     )
     k8s.add_argument(
         "--kubernetes-forget-after",
@@ -148,7 +148,7 @@ def register(sub) -> None:
         type=float,
         default=60.0,
         metavar="SECONDS",
-        help="a --log path still absent after this long is a WARNING, hybrid_cache_exporter_source_missing 1 and not ready (default 60)",
+        help="a --log path still absent after this long is a WARNING, a self-metric and not ready (default 60)",
     )
     p.set_defaults(func=cmd_serve)
 
