@@ -10,7 +10,7 @@ Why it is shaped like this:
   few ``startswith`` / ``in`` tests before any regex (timings below). Lines over 64 KB (except
   ``server_args``, scanned within bounds) are never regex-parsed: marked ones are ``Unrecognized``.
 * Batch lines are split with ``str`` methods (``split(', ')`` + ``rpartition(': ')``), not one big
-  regex: the key set drifts with every release (§3.3), and a generic split keeps unknown keys
+  regex: the key set drifts with every release (docs/formats/sglang.md#older-shapes), and a generic split keeps unknown keys
   harmless. Only the header is a regex.
 * ``regex`` vs stdlib ``re`` for the batch path (``timeit``, best of 5 x 200k, CPython 3.11 on a
   shared, loaded 2-core box, so absolute numbers are slow and noisy; three runs): header match
@@ -40,7 +40,7 @@ from .prefix import SGLANG_HEADER_RE
 Result = object | None  # an event dataclass, None (ignored) or ev.Unrecognized
 
 # --------------------------------------------------------------------------------------------
-# batch lines (§3)
+# batch lines (docs/formats/sglang.md#batch-lines)
 
 _BATCH_HEAD_RE = re.compile(r"(Prefill|Decode) batch(?: \[(\d+)\])?[.,] ")
 
@@ -70,7 +70,7 @@ _BATCH_KEYS: dict[str, tuple[str, object]] = {
     "#new-token": ("new_tokens", int),
     "#cached-token": ("cached_tokens", int),
     "#pending-token": ("pending_tokens", int),
-    # FreeToken (not SGLang, §3.3): '#mamba-slot: 3/48', '#swa-token: 10/4096', 'swa usage: 0.01'
+    # FreeToken (not SGLang, docs/formats/sglang.md#older-shapes): '#mamba-slot: 3/48', '#swa-token: 10/4096', 'swa usage: 0.01'
     "#mamba-slot": ("mamba_used", _used),
     "#swa-token": ("swa_used_tokens", _used),
     "swa usage": ("swa_usage", float),
@@ -246,7 +246,7 @@ def check_batch(msg: str) -> tuple[int | None, int | None] | ev.Unrecognized | N
 
 
 def _batch(msg: str) -> Result:
-    """``Prefill batch`` / ``Decode batch`` lines of every release (§3.1, §3.3).
+    """``Prefill batch`` / ``Decode batch`` lines of every release (docs/formats/sglang.md#fields, #older-shapes).
 
     Generic ``key: value`` split (on the *last* ``': '`` of each item) so that unknown keys,
     trailing ``', '``, graph-label variants and ``est.``/occupancy suffixes never break it.
@@ -304,7 +304,7 @@ def _batch(msg: str) -> Result:
 
 
 # --------------------------------------------------------------------------------------------
-# retraction / exhaustion (§3.4)
+# retraction / exhaustion (docs/formats/sglang.md#retraction-and-mamba-exhaustion)
 
 _RETRACT_RE = re.compile(
     r"(KV cache pool is full\. Retract requests\.|Testing retraction\.|Decode out of memory happened\.)"
@@ -359,7 +359,7 @@ def _exhausted(msg: str) -> Result:
 
 
 # --------------------------------------------------------------------------------------------
-# startup capacity lines (§2.3 - §2.8)
+# startup capacity lines (docs/formats/sglang.md#startup-lines)
 
 _F = r"(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"  # a printed float, incl. raw repr floats of 0.5.3-0.5.6
 
@@ -457,7 +457,7 @@ _SUMMARY_KV_RE = re.compile(r"(\w+)=(-?\d+(?:\.\d+)?)( ?GB)?")
 
 
 def _summary(msg: str) -> Result:
-    """``max_total_num_tokens=..., ...``: independent ``key=value`` pairs (§2.6)."""
+    """``max_total_num_tokens=..., ...``: independent ``key=value`` pairs (docs/formats/sglang.md#scheduler-summary)."""
     values: dict[str, float] = {}
     for k, v, gb in _SUMMARY_KV_RE.findall(msg):
         x = float(v)
@@ -552,9 +552,9 @@ def _unified(msg: str) -> Result:
 
 
 # --------------------------------------------------------------------------------------------
-# server_args (§2.1), weights, readiness
+# server_args (docs/formats/sglang.md#server_args), weights, readiness
 
-# fields of §2.1; the fallback per-key scan extracts these when the full repr scan fails
+# fields of server_args; the fallback per-key scan extracts these when the full repr scan fails
 SERVER_ARGS_FIELDS: tuple[str, ...] = (
     "model_path", "served_model_name", "tp_size", "dp_size", "pp_size", "ep_size",
     "enable_dp_attention", "mem_fraction_static", "max_running_requests", "max_total_tokens",
@@ -631,7 +631,7 @@ def _server_args(msg: str) -> Result:
         pos = m.end()
     rest = body[pos:].strip()
     if rest not in (")", "}", ""):
-        # the balanced scan stopped early (odd value, truncated paste): per-key regex of §2.1
+        # the balanced scan stopped early (odd value, truncated paste): per-key regex of server_args
         for m in _ARG_FALLBACK_RE.finditer(body, pos):
             args.setdefault(m.group(1), _pyval(m.group(2)))
     if not args:

@@ -27,7 +27,7 @@ def parsed(line: str, engine: str | None = None) -> ev.Line:
 
 
 # --------------------------------------------------------------------------------------------
-# batch lines, every release variant (§3.1, §3.3)
+# batch lines, every release variant (docs/formats/sglang.md#fields, #older-shapes)
 
 BATCH_CASES = [
     pytest.param(
@@ -266,7 +266,7 @@ def test_ms_timestamp() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# retraction / exhaustion (§3.4)
+# retraction / exhaustion (docs/formats/sglang.md#retraction-and-mamba-exhaustion)
 
 RETRACT_CASES = [
     pytest.param(
@@ -347,7 +347,7 @@ def test_assert_source_line_of_traceback_is_not_double_counted() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# startup capacity lines (§2.2 - §2.8)
+# startup capacity lines (docs/formats/sglang.md#startup-lines)
 
 
 @pytest.mark.parametrize(
@@ -628,7 +628,7 @@ def test_boot_markers() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# server_args, both reprs (§2.1)
+# server_args, both reprs (docs/formats/sglang.md#server_args)
 
 SERVER_ARGS_FIELDS_SAMPLE = {
     "model_path": "Qwen/Qwen3-Next-80B-A3B-Instruct",

@@ -699,7 +699,7 @@ def test_fixture_lines_all_recognized(name: str, min_parsed: int) -> None:
 
 
 def test_fixture_qwen3_next_numbers() -> None:
-    """The real Qwen3-Next 0.10.2 numbers, end to end (reference §4.4 / §4.5)."""
+    """The real Qwen3-Next 0.10.2 numbers, end to end (docs/formats/vllm.md#what-the-startup-numbers-mean, #state-size-per-sequence)."""
     evs = [(r.dp_rank, r.event) for r in map(one, _lines("v0.10.2-qwen3-next.log")) if r.event is not None]
     caps = [e for _, e in evs if isinstance(e, ev.KVCapacity)]
     assert [c.tokens for c in caps if c.tokens] == [973760, 973760]  # once per TP worker (0.9.1-0.11.0)
