@@ -20,7 +20,7 @@
  *
  * The pure-Python twin (exporter/scan.py, one fullmatch per line) gives the same result; tests
  * compare the two. A line with a character past U+00FF stops the scan, as does a prefill value
- * of more than 18 digits or one that would take the call's sum past 2**63 - 1: the line-by-line path handles them.
+ * of more than 9 digits (parsers.numbers.MAX_COUNT) or one that would take the call's sum past 2**63 - 1: the line-by-line path handles them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -29,7 +29,7 @@
 
 #define BUCKET_LEN 17 /* 'YYYY-MM-DD HH:MM' + tens digit of the seconds */
 #define MAX_KEYS 64
-#define MAX_DIGITS 18
+#define MAX_DIGITS 9 /* parsers.numbers.MAX_COUNT_DIGITS: longer counts go to the line path */
 #define RECENT_GROUPS 16 /* groups searched for a line's (kind, tags, bucket) */
 
 typedef struct {

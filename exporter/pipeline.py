@@ -37,6 +37,7 @@ from operator import itemgetter
 
 from parsers import events as ev
 from parsers import parse_line
+from parsers.numbers import is_count
 from parsers.prefix import SGLANG_HEADER_RE, sglang_tags, sglang_ts
 from parsers.sglang import LINE_TEMPLATES, check_batch
 
@@ -174,6 +175,8 @@ class Pipeline:
                     try:
                         new = int(g[t[1]]) if t[1] is not None else None
                         cached = int(g[t[2]]) if t[2] is not None else None
+                        if not (is_count(new) and is_count(cached)):
+                            m = None  # check_batch below makes it unrecognized
                     except ValueError:
                         m = None
             if m is None:

@@ -19,7 +19,9 @@ Two implementations with one contract: the C extension ``exporter._scan`` (built
 install`` when a compiler is there, ~20x faster) and :func:`scan_py`, a per-line loop used when
 the extension is missing and as the oracle in the tests. ``HCE_PURE_PYTHON=1`` forces the pure
 one. Both stop at a line that is not a one-byte (Latin-1) string and before a prefill value of
-more than 18 digits or one that takes the call's sum past 2**63 - 1, which the line path handles instead.
+more than 9 digits (``parsers.numbers.MAX_COUNT``: the line path makes such a line ``unrecognized``,
+or counts it when leading zeros made it long) or one that takes the call's sum past 2**63 - 1,
+which the line path handles instead.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import re
 from collections.abc import Iterator
 from itertools import islice
 
+from parsers.numbers import MAX_COUNT_DIGITS
 from parsers.sglang import LINE_HEADER, LINE_SHAPES
 
 Template = tuple[str, tuple[str, ...], "int | None", "int | None"]  # (head, keys, i_new, i_cached)
@@ -66,7 +69,7 @@ def _regex(sp: Spec) -> re.Pattern[str]:
             vals = []
             for i, k in enumerate(keys):
                 if i in (i_new, i_cached):
-                    v = "(?P<new>[0-9]{1,18})" if i == i_new else "(?P<cached>[0-9]{1,18})"
+                    v = f"(?P<new>[0-9]{{1,{MAX_COUNT_DIGITS}}})" if i == i_new else f"(?P<cached>[0-9]{{1,{MAX_COUNT_DIGITS}}})"
                 else:
                     v = "[^,\n]*"
                 vals.append(re.escape(k) + ": " + v)

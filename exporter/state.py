@@ -121,7 +121,10 @@ class ServerState:
     kv_upper_bound: bool = False  # the last one was a 'VA upper bound' (post-capture sizing follows)
 
     def inc(self, name: str, by: float = 1.0) -> None:
-        self.counters[name] = self.counters.get(name, 0.0) + by
+        """Add ``by`` to a counter; a counter never decreases (a negative or NaN step adds nothing:
+        the parsers already refuse counts outside ``parsers.numbers.MAX_COUNT``)."""
+        if by >= 0:
+            self.counters[name] = self.counters.get(name, 0.0) + by
 
     def count_batches(self, decode: bool, n: float = 1.0, new: float | None = None, cached: float | None = None) -> None:
         """``n`` SGLang batch lines of one kind; prefill lines add their new / cached prompt tokens.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from . import sglang, vllm
 from .events import IGNORED, PARSED, SGLANG, UNRECOGNIZED, VLLM, Line, Unrecognized
+from .numbers import bad_count
 from .prefix import sglang_tags, sglang_ts, split_header, strip_collector
 
 __all__ = ["parse_line", "detect_engine", "SGLANG", "VLLM"]
@@ -29,7 +30,7 @@ def parse_line(raw: str, engine: str | None = None, year: int = 2026) -> Line:
         # most lines that get here are the pipeline's batch samples: one fullmatch when the line
         # has the learned shape of its kind, the same Line as the generic path below
         hit = sglang.batch_line(raw)
-        if hit is not None:
+        if hit is not None and bad_count(hit[4]) is None:
             ymdhm, sec, ms, tags, event = hit
             dp, tp, pp = sglang_tags(tags) if tags else _NO_TAGS
             return Line(PARSED, SGLANG, sglang_ts(ymdhm, sec, ms), dp, tp, pp, event)
@@ -55,6 +56,9 @@ def parse_line(raw: str, engine: str | None = None, year: int = 2026) -> Line:
         return Line(IGNORED, eng if h.engine else None, ts, h.dp_rank, h.tp_rank, h.pp_rank)
     if type(res) is Unrecognized:
         return Line(UNRECOGNIZED, eng, ts, h.dp_rank, h.tp_rank, h.pp_rank, None, res.reason)
+    bad = bad_count(res)
+    if bad is not None:  # counters only count (parsers.numbers.MAX_COUNT)
+        return Line(UNRECOGNIZED, eng, ts, h.dp_rank, h.tp_rank, h.pp_rank, None, f"count out of range: {bad}")
     dp = h.dp_rank
     idx = getattr(res, "engine_index", None)
     if idx is not None:

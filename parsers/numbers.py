@@ -32,3 +32,46 @@ def percent(s: str) -> float:
 def gib_bytes(s: str) -> float:
     """A ``GB``/``GiB`` figure as printed (``'4.38'``) -> bytes."""
     return to_float(s) * GIB
+
+
+# ---------------------------------------------------------------------------------------------
+# Counts that feed counters. An engine prints per-line counts (tokens of one batch, requests
+# retracted or preempted in one event or interval, speculative tokens of one interval, vLLM V0's
+# running total of preemptions): none comes near a billion (a prefill batch holds at most
+# --max-prefill-tokens / --max-num-batched-tokens, 10^4..10^6; a whole day at 10^6 tokens/s is
+# 8.6*10^10 only summed over many lines). So a count is an integer 0 <= n <= MAX_COUNT (at most
+# 9 digits, which is also what the bulk scanner accepts); anything else - negative, non-finite,
+# fractional, 10 or more digits - is not something an engine printed, and the line carrying it is
+# `unrecognized` instead of moving a counter (a counter must never decrease or jump by 10^31).
+
+MAX_COUNT = 999_999_999
+MAX_COUNT_DIGITS = 9
+
+# event class name -> its fields that are counts (None = absent on this line)
+_COUNT_FIELDS: dict[str, tuple[str, ...]] = {
+    "BatchStats": ("new_tokens", "cached_tokens", "preemptions"),
+    "Retraction": ("retracted", "aborted"),
+    "Preemption": ("cumulative",),
+    "SpecDecoding": ("accepted_tokens", "drafted_tokens"),
+}
+# signed per-event deltas (SGLang prints '#new_tokens_gained: -12'): only their size is bounded;
+# what they add to a counter is clamped at 0 by the state
+_SIGNED_FIELDS: dict[str, tuple[str, ...]] = {"Retraction": ("new_tokens_gained", "mamba_num_gained")}
+
+
+def is_count(x: object) -> bool:
+    """Whether ``x`` is a count an engine can print (see ``MAX_COUNT``). None (absent) is fine."""
+    return x is None or (type(x) is int and 0 <= x <= MAX_COUNT)
+
+
+def bad_count(event: object) -> str | None:
+    """The name of the first count field of ``event`` that is not a sane count, or None."""
+    name = type(event).__name__
+    for f in _COUNT_FIELDS.get(name, ()):
+        if not is_count(getattr(event, f)):
+            return f
+    for f in _SIGNED_FIELDS.get(name, ()):
+        x = getattr(event, f)
+        if x is not None and not (type(x) is int and -MAX_COUNT <= x <= MAX_COUNT):
+            return f
+    return None

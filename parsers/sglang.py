@@ -34,7 +34,7 @@ from collections.abc import Callable
 import regex
 
 from . import events as ev
-from .numbers import GIB
+from .numbers import GIB, bad_count, is_count
 from .prefix import SGLANG_HEADER_RE
 
 Result = object | None  # an event dataclass, None (ignored) or ev.Unrecognized
@@ -236,11 +236,16 @@ def check_batch(msg: str) -> tuple[int | None, int | None] | ev.Unrecognized | N
         if m is not None:
             g = m.groups()
             try:
-                return (int(g[t[2]]) if t[2] is not None else None, int(g[t[3]]) if t[3] is not None else None)
+                r = (int(g[t[2]]) if t[2] is not None else None, int(g[t[3]]) if t[3] is not None else None)
+                if is_count(r[0]) and is_count(r[1]):
+                    return r
             except ValueError:
                 pass
     b = parse_message(msg)
     if type(b) is ev.BatchStats:
+        bad = bad_count(b)
+        if bad is not None:  # counters only count (numbers.MAX_COUNT)
+            return ev.Unrecognized(f"count out of range: {bad}")
         return (b.new_tokens, b.cached_tokens)
     return b if type(b) is ev.Unrecognized else None
 
