@@ -19,11 +19,13 @@ from .history import attach as attach_history
 from .pipeline import Pipeline
 from .reading import replay_files
 from .rules import RulesConfig, attach
+from .state import DEFAULT_MAX_DP_RANKS
 
 
-def new_pipeline(engine: str | None = None, config: RulesConfig | None = None) -> Pipeline:
-    """A pipeline with the diagnosis rules attached (``config`` None = built-in thresholds)."""
-    pipe = Pipeline(engine)
+def new_pipeline(engine: str | None = None, config: RulesConfig | None = None, max_dp_ranks: int = DEFAULT_MAX_DP_RANKS) -> Pipeline:
+    """A pipeline with the diagnosis rules attached (``config`` None = built-in thresholds);
+    ``max_dp_ranks``: distinct dp_rank values kept per source (``--max-dp-ranks``)."""
+    pipe = Pipeline(engine, max_dp_ranks=max_dp_ranks)
     attach(pipe, config)
     return pipe
 
@@ -38,12 +40,18 @@ def exposition(pipe: Pipeline, *extra) -> bytes:
 
 
 def replay(
-    paths: Iterable[str], source: str | None, engine: str | None, config: RulesConfig | None, err=sys.stderr, timelines: bool = False
+    paths: Iterable[str],
+    source: str | None,
+    engine: str | None,
+    config: RulesConfig | None,
+    err=sys.stderr,
+    timelines: bool = False,
+    max_dp_ranks: int = DEFAULT_MAX_DP_RANKS,
 ) -> tuple[Pipeline, int]:
     """Read complete files through a new pipeline; returns it finished, and the count of files
     that could not be read (reported on ``err``). ``timelines``: also keep each server's whole
     timeline (``report --html`` draws it; :mod:`exporter.history`, compacting)."""
-    pipe = new_pipeline(engine, config)
+    pipe = new_pipeline(engine, config, max_dp_ranks)
     if timelines:
         attach_history(pipe, REPORT_ROWS, compact=True)  # after the rules: its samples see their verdicts
     failed = replay_files(pipe, paths, source, err)

@@ -8,6 +8,7 @@ carry timestamps. Names, help and labels come from ``exporter/contract.py`` (the
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector
@@ -66,6 +67,67 @@ def server_info(src: SourceState) -> dict[str, str]:
     return out
 
 
+@dataclass(slots=True)
+class _Server:
+    """What a scrape shows of one server, copied under the pipeline lock."""
+
+    dp: str
+    gauges: dict[str, float]
+    capacity: dict[str, float]
+    max_running: float | None
+    state_bytes: dict[str, float]
+    replay_bytes: dict[str, float]
+    counters: dict[str, float]
+    findings: list[tuple[str, int]]
+    recommendations: list[tuple[str, str, str]]
+    recommended_ratio: float | None
+
+
+@dataclass(slots=True)
+class _Source:
+    """What a scrape shows of one source, copied under the pipeline lock."""
+
+    name: str
+    engine: str
+    lines: dict[str, int]
+    dp_dropped: int
+    restarts: int = 0
+    last_ts: float | None = None
+    info: dict[str, str] = field(default_factory=dict)
+    servers: list[_Server] = field(default_factory=list)
+
+
+def snapshot(pipeline: Pipeline) -> list[_Source]:
+    """Copy what the families need, under the pipeline lock (plain dict and list copies: the
+    families are built after the lock is released, so a scrape never holds up the tailers for
+    longer than the copies take)."""
+    out: list[_Source] = []
+    with pipeline.lock:
+        pipeline.sync()
+        for src in pipeline.sources.values():
+            s = _Source(src.name, src.engine or "", dict(src.lines), src.dp_dropped)
+            out.append(s)
+            if not src.engine:
+                continue
+            s.restarts, s.last_ts, s.info = src.restarts, src.last_ts, server_info(src)
+            for dp, srv in sorted(src.servers.items()):
+                s.servers.append(
+                    _Server(
+                        dp,
+                        dict(srv.gauges),
+                        dict(srv.capacity),
+                        effective_max_running(src, srv)[0],
+                        dict(srv.mamba_state_bytes),
+                        dict(srv.replayssm_buffer_bytes),
+                        dict(srv.counters),
+                        sorted(srv.findings.items()),
+                        list(srv.recommendations),
+                        srv.recommended_ratio,
+                    )
+                )
+    return out
+
+
 class HybridCacheCollector(Collector):
     """Builds every ``hybrid_cache_*`` family from a :class:`Pipeline` at scrape time."""
 
@@ -73,13 +135,11 @@ class HybridCacheCollector(Collector):
         self.pipeline = pipeline
 
     def collect(self) -> Iterator:
-        with self.pipeline.lock:
-            self.pipeline.sync()
-            fams = list(self._collect(list(self.pipeline.sources.values())))
+        fams = list(self._collect(snapshot(self.pipeline)))  # rendered outside the lock
         # a family with no samples is left out: absent, not 0
         yield from (f for f in fams if f.samples)
 
-    def _collect(self, sources: list[SourceState]) -> Iterator:
+    def _collect(self, sources: list[_Source]) -> Iterator:
         fams: dict[str, GaugeMetricFamily] = {}
 
         def gauge(m: C.Metric) -> GaugeMetricFamily:
@@ -98,33 +158,35 @@ class HybridCacheCollector(Collector):
         reco_ratio = _family(GaugeMetricFamily, C.RECOMMENDED_RATIO)
         info = _family(InfoMetricFamily, C.SERVER_INFO)
         lines = _family(CounterMetricFamily, C.EXPORTER_LINES)
+        dp_limit = _family(CounterMetricFamily, C.DP_RANK_LIMIT_LINES)
         restarts = _family(CounterMetricFamily, C.SERVER_RESTARTS)
         last_ts = _family(GaugeMetricFamily, C.LAST_LINE_TIMESTAMP)
 
         for src in sources:
-            eng = src.engine or ""
+            eng = src.engine
             for outcome, n in src.lines.items():
                 lines.add_metric([src.name, outcome], n)
+            if src.dp_dropped:
+                dp_limit.add_metric([src.name], src.dp_dropped)
             if not src.engine:
                 continue
             restarts.add_metric([eng, src.name], src.restarts)
             if src.last_ts is not None:
                 last_ts.add_metric([eng, src.name], src.last_ts)
-            info.add_metric([eng, src.name], server_info(src))
-            for dp, srv in sorted(src.servers.items()):
-                lab = [eng, src.name, dp]
+            info.add_metric([eng, src.name], src.info)
+            for srv in src.servers:
+                lab = [eng, src.name, srv.dp]
                 for name, v in srv.gauges.items():
                     gauge(RUNTIME[name]).add_metric(lab, v)
                 for name, v in srv.capacity.items():
                     m = CAPACITY.get(name)
                     if m is not None:
                         gauge(m).add_metric(lab, v)
-                mr, _ = effective_max_running(src, srv)
-                if mr is not None:
-                    max_running.add_metric(lab, mr)
-                for k, v in srv.mamba_state_bytes.items():
+                if srv.max_running is not None:
+                    max_running.add_metric(lab, srv.max_running)
+                for k, v in srv.state_bytes.items():
                     state_bytes.add_metric(lab + [k], v)
-                for k, v in srv.replayssm_buffer_bytes.items():
+                for k, v in srv.replay_bytes.items():
                     replay_bytes.add_metric(lab + [k], v)
                 for short, fam in counters.items():
                     v = srv.counters.get(short)
@@ -134,7 +196,7 @@ class HybridCacheCollector(Collector):
                     v = srv.counters.get("prefill_tokens_" + kind)
                     if v is not None:
                         prefill_tokens.add_metric(lab + [kind], v)
-                for rule, on in sorted(srv.findings.items()):
+                for rule, on in srv.findings:
                     finding.add_metric(lab + [rule], on)
                 for rule, flag, value in srv.recommendations:
                     reco.add_metric(lab + [rule, flag, value], {})
@@ -142,6 +204,7 @@ class HybridCacheCollector(Collector):
                     reco_ratio.add_metric(lab, srv.recommended_ratio)
 
         yield lines
+        yield dp_limit
         yield last_ts
         yield restarts
         yield info

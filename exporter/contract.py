@@ -442,6 +442,15 @@ EXPORTER_LINES = Metric(
     "every line (`outcome` = parsed, ignored, unrecognized: a known marker that failed to parse, i.e. format drift)",
     "source",
 )
+DP_RANK_LIMIT_LINES = Metric(
+    PREFIX + "exporter_dp_rank_limit_lines_total",
+    COUNTER,
+    "Lines of a dp_rank beyond the source's limit of distinct values (--max-dp-ranks): counted here, not stored.",
+    SOURCE,
+    "lines whose DP tag or engine index would add a dp_rank past --max-dp-ranks (default 256) for the source",
+    "source",
+    "until a line of the source exceeds the limit",
+)
 
 # --------------------------------------------------------------------------------------------
 # serve only: the tailers and the positions file (exporter/selfmetrics.py)
@@ -549,6 +558,7 @@ PROCESS: tuple[Metric, ...] = (
 # every family HybridCacheCollector (replay, report, serve) may emit
 LOG_METRICS: tuple[Metric, ...] = (
     EXPORTER_LINES,
+    DP_RANK_LIMIT_LINES,
     LAST_LINE_TIMESTAMP,
     SERVER_RESTARTS,
     SERVER_INFO,

@@ -43,7 +43,7 @@ from parsers.sglang import LINE_TEMPLATES, check_batch
 
 from .scan import ScanResult, Spec, line_at, scan, scan_text
 from .scan import spec as scan_spec
-from .state import BATCH_GAUGES, ServerState, SourceState
+from .state import BATCH_GAUGES, DEFAULT_MAX_DP_RANKS, ServerState, SourceState
 
 # observers called after each applied event: (source_state, server_state, parsed line, raw line)
 Observer = Callable[[SourceState, ServerState, ev.Line, str], None]
@@ -96,8 +96,9 @@ def _split(block: str) -> list[str]:
 class Pipeline:
     """Holds every source's state and feeds lines into it."""
 
-    def __init__(self, engine: str | None = None, observers: Iterable[Observer] = ()) -> None:
+    def __init__(self, engine: str | None = None, observers: Iterable[Observer] = (), max_dp_ranks: int = DEFAULT_MAX_DP_RANKS) -> None:
         self.engine = engine  # forced engine for every source, or None = auto-detect per source
+        self.max_dp_ranks = max_dp_ranks  # per source (--max-dp-ranks, SourceState.admits)
         self.sources: dict[str, SourceState] = {}
         self.lock = threading.RLock()
         self.observers: list[Observer] = list(observers)
@@ -108,7 +109,7 @@ class Pipeline:
         with self.lock:
             s = self.sources.get(name)
             if s is None:
-                s = self.sources[name] = SourceState(name, engine=self.engine)
+                s = self.sources[name] = SourceState(name, engine=self.engine, max_dp_ranks=self.max_dp_ranks)
             return s
 
     # ------------------------------------------------------------------------------------
@@ -228,7 +229,11 @@ class Pipeline:
             if src.last_ts is None or ts > src.last_ts:
                 src.last_ts = ts
             src.runtime_seen = True
-            srv = src.servers.get(dp) or src.server(dp)
+            srv = src.servers.get(dp)
+            if srv is None:
+                if not src.admits(dp):  # beyond --max-dp-ranks: counted, not stored
+                    return ev.PARSED
+                srv = src.server(dp)
             if (tp is not None or pp is not None) and not srv.speaks((pp or 0, tp or 0)):
                 return ev.PARSED
             srv.count_batches(c == "D", 1.0, new, cached)
@@ -411,6 +416,9 @@ class Pipeline:
         ts = sglang_ts(*top)
         n_batch = sum(counts.values())
         with self.lock:
+            unknown = sum(1 for dp in dps if dp not in src.servers)
+            if unknown and len(src.servers) + unknown > (src.max_dp_ranks or DEFAULT_MAX_DP_RANKS):
+                return False  # line by line: the lines of ranks beyond the limit are counted and dropped
             src.lines[ev.PARSED] += n_batch
             src.lines[ev.IGNORED] += n_info
             if src.last_ts is None or ts > src.last_ts:

@@ -26,6 +26,7 @@ from .missing import MissingPaths
 from .rules import RulesConfig
 from .selfmetrics import SelfCollector
 from .sources import Manager, Positions, StdinSource
+from .state import DEFAULT_MAX_DP_RANKS
 from .status import StatusPages
 from .web import App, ReloadingWebConfig, WebConfig, make_servers, url_of
 
@@ -55,6 +56,7 @@ class ServeConfig:
     poll_interval: float = 0.0
     rotate_wait: float = 5.0
     max_line: int = DEFAULT_MAX_LINE
+    max_dp_ranks: int = DEFAULT_MAX_DP_RANKS
 
 
 class Service:
@@ -66,7 +68,7 @@ class Service:
 
     def __init__(self, cfg: ServeConfig) -> None:
         self.cfg = cfg
-        self.pipe = new_pipeline(cfg.engine, cfg.rules)
+        self.pipe = new_pipeline(cfg.engine, cfg.rules, cfg.max_dp_ranks)
         self.history = attach_history(self.pipe)  # after the rules: its samples see their verdicts
         self.positions = Positions(cfg.positions) if cfg.positions else None
         self.manager = Manager(

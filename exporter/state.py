@@ -25,6 +25,10 @@ from . import contract
 # runtime gauges: BatchStats field -> state key (the metric of that key: exporter/contract.py)
 BATCH_GAUGES: tuple[tuple[str, str], ...] = tuple((m.event_field, m.key) for m in contract.RUNTIME)
 
+# distinct dp_rank values kept per source (--max-dp-ranks): real deployments have at most a few
+# dozen DP ranks per server (one per GPU of a node group); 256 leaves room for any of them
+DEFAULT_MAX_DP_RANKS = 256
+
 RUNTIME_EVENTS = (ev.BatchStats, ev.Retraction, ev.Preemption, ev.SpecDecoding)
 # events that only a booting server prints: seeing one after runtime lines means a restart
 BOOT_EVENTS = (
@@ -180,7 +184,19 @@ class SourceState:
     unified_memory: dict[str, float] = field(default_factory=dict)
     rule_memory: dict[str, object] = field(default_factory=dict)  # rules' per-boot memory
     pending_count: int = 0  # nonzero while some server holds pending batch lines (pipeline)
+    max_dp_ranks: int = 0  # distinct dp_rank values kept (0 = DEFAULT_MAX_DP_RANKS); see admits()
+    dp_dropped: int = 0  # lines of dp ranks beyond the limit: counted here, not stored
     fed_at: float = 0.0  # time.monotonic() of the last line fed (pipeline)
+
+    def admits(self, dp_rank: str) -> bool:
+        """Whether lines of ``dp_rank`` are stored: the rank is known, or fewer than the limit are.
+        The label values come from log text (``DP<n>`` tags, vLLM engine indices), so without a
+        bound a log could create any number of series; lines beyond it are counted in
+        ``dp_dropped`` (``hybrid_cache_exporter_dp_rank_limit_lines_total``) and dropped."""
+        if dp_rank in self.servers or len(self.servers) < (self.max_dp_ranks or DEFAULT_MAX_DP_RANKS):
+            return True
+        self.dp_dropped += 1
+        return False
 
     def server(self, dp_rank: str) -> ServerState:
         s = self.servers.get(dp_rank)
@@ -206,9 +222,13 @@ class SourceState:
             self.last_ts = ts if last is None else max(last, ts)
         # batch lines (most applied lines: the pipeline's samples) skip the boot-type checks
         batch = type(e) is ev.BatchStats
+        srv = self.servers.get(line.dp_rank)
+        if srv is None:
+            if not self.admits(line.dp_rank):
+                return False
+            srv = self.server(line.dp_rank)
         if not batch and self.runtime_seen and _is_boot(e):
             self.restart()
-        srv = self.servers.get(line.dp_rank) or self.server(line.dp_rank)
         tp, pp = line.tp_rank, line.pp_rank
         if (tp is not None or pp is not None) and not srv.speaks((pp or 0, tp or 0)):
             return False

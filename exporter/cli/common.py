@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..rules import RulesConfig, load_config
+from ..state import DEFAULT_MAX_DP_RANKS
 
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:
@@ -30,10 +31,28 @@ def add_rules_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return v
+
+
 def add_pipeline_args(p: argparse.ArgumentParser) -> None:
-    """Options every command that reads logs shares: engine and rule thresholds."""
+    """Options every command that reads logs shares: engine, rule thresholds, the dp_rank bound."""
     add_engine_args(p)
     add_rules_args(p)
+    p.add_argument(
+        "--max-dp-ranks",
+        type=_positive_int,
+        default=DEFAULT_MAX_DP_RANKS,
+        metavar="N",
+        help=f"distinct dp_rank label values kept per source (default {DEFAULT_MAX_DP_RANKS}); lines of further ranks are "
+        "counted in hybrid_cache_exporter_dp_rank_limit_lines_total and dropped (docs/reading.md)",
+    )
 
 
 def rules_config(args: argparse.Namespace) -> RulesConfig | None:

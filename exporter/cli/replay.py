@@ -23,7 +23,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         print(f"hybrid-cache-exporter: --rules-config: {e}", file=sys.stderr)
         return 2
-    pipe, failed = replay(args.files, args.source, engine_of(args), cfg)
+    pipe, failed = replay(args.files, args.source, engine_of(args), cfg, max_dp_ranks=args.max_dp_ranks)
     sys.stdout.buffer.write(exposition(pipe))
     sys.stdout.flush()
     return 1 if failed else 0

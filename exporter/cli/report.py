@@ -33,7 +33,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         print(f"hybrid-cache-exporter: --rules-config: {e}", file=sys.stderr)
         return 2
-    pipe, failed = replay(args.files, args.source, engine_of(args), cfg, timelines=args.html)
+    pipe, failed = replay(args.files, args.source, engine_of(args), cfg, timelines=args.html, max_dp_ranks=args.max_dp_ranks)
     rep = build_report(pipe, cfg)
     if args.json:
         text = json.dumps(rep, indent=2, default=str) + "\n"

@@ -220,6 +220,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         poll_interval=args.poll_interval,
         rotate_wait=args.rotate_wait,
         max_line=args.max_line_bytes,
+        max_dp_ranks=args.max_dp_ranks,
     )
     try:
         svc = Service(cfg)
