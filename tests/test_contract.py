@@ -86,6 +86,14 @@ def test_every_family_of_the_log_is_emitted_by_some_fixture():
     for name, seen in _families(text).items():
         _check(name, seen, "draft line")
     emitted |= set(_families(text))
+    # a source over its --max-dp-ranks: a second DP rank beyond a limit of 1
+    pipe = new_pipeline(max_dp_ranks=1)
+    replay_files(pipe, [str(ROOT / "fixtures" / "sglang" / "dp-attention.log")], None)
+    pipe.finish()
+    text = exposition(pipe).decode()
+    for name, seen in _families(text).items():
+        _check(name, seen, "dp-attention.log, --max-dp-ranks 1")
+    emitted |= set(_families(text))
     missing = sorted(m.name for m in C.LOG_METRICS if m.name not in emitted)
     assert not missing, f"in the contract but never emitted: {missing}"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..contract import DP_RANK_LIMIT_LINES
 from ..rules import RulesConfig, load_config
 from ..state import DEFAULT_MAX_DP_RANKS
 
@@ -51,7 +52,7 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_DP_RANKS,
         metavar="N",
         help=f"distinct dp_rank label values kept per source (default {DEFAULT_MAX_DP_RANKS}); lines of further ranks are "
-        "counted in hybrid_cache_exporter_dp_rank_limit_lines_total and dropped (docs/reading.md)",
+        f"counted in {DP_RANK_LIMIT_LINES.name} and dropped (docs/reading.md)",
     )
 
 
