@@ -341,7 +341,7 @@ def dashboard() -> Dashboard:
         panels=panels(),
         links=[
             {
-                "title": "Per-server dashboard",
+                "title": "Hybrid cache dashboards",
                 "type": "dashboards",
                 "tags": ["hybrid-cache-exporter"],
                 "asDropdown": True,

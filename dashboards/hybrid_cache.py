@@ -430,6 +430,16 @@ def dashboard() -> Dashboard:
         timezone="browser",
         refresh="30s",
         panels=panels(),
+        links=[
+            {
+                "title": "Hybrid cache dashboards",
+                "type": "dashboards",
+                "tags": ["hybrid-cache-exporter"],
+                "asDropdown": True,
+                "includeVars": False,
+                "keepTime": True,
+            }
+        ],
         templating=Templating(
             list=[
                 Template(name="datasource", label="Data source", query="prometheus", type="datasource", default="Prometheus"),
