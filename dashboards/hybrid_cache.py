@@ -356,6 +356,28 @@ HEALTH = [
             {"type": "value", "options": {"0": {"text": "down"}, "1": {"text": "up"}}},
         ],
     ),
+    Stat(
+        title="Log paths missing",
+        description="1 when a configured --log path (or glob) has not appeared for --source-missing-after seconds: "
+        "usually a typo or a volume mounted elsewhere. The exporter logs a WARNING and its landing page shows the path; "
+        "0 (or no value: paths are not watched) is good.",
+        dataSource=DS,
+        targets=[tgt(s("hybrid_cache_exporter_source_missing", sel=SRC_SEL), SLEG)],
+        reduceCalc="lastNotNull",
+        graphMode="none",
+        colorMode="background",
+        thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 1}],
+        mappings=[
+            {"type": "value", "options": {"0": {"text": "found"}, "1": {"text": "missing"}}},
+        ],
+    ),
+    table(
+        "Exporter versions",
+        "hybrid_cache_exporter_build_info of every selected exporter: version, git revision and Python. Across a fleet, "
+        "mixed versions explain metrics or findings that only some servers have.",
+        [tgt(s("hybrid_cache_exporter_build_info", sel=TGT_SEL))],
+        transformations=[organize(["Time", "Value", "__name__"])],
+    ),
 ]
 
 SECTIONS: list[tuple[str, list]] = [

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from exporter import contract
 
-# target labels that identify a scraped exporter (container: the PodMonitor's default target label)
-TARGET = ("job", "namespace", "pod", "container", "instance")
+# labels that identify a scraped exporter: the scrape target's (container: a PodMonitor's default
+# target label) and `cluster`, which a multi-cluster setup (external labels, Thanos/Mimir, or
+# `--label cluster=...`) adds, since pod IPs and names repeat across clusters
+TARGET = ("cluster", "job", "namespace", "pod", "container", "instance")
 # ... of those, the ones the per-server dashboard offers as template variables
 TARGET_VARS = ("job", "namespace", "pod", "instance")
 # one engine process (a DP rank of one log stream of one exporter); the exporter's own labels come

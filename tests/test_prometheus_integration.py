@@ -7,11 +7,11 @@ scrapes them every second and evaluates the shipped recording rules and a copy o
     team-a  pod sglang-mamba-0     SGLang, mamba-bound
     team-a  pod sglang-balanced-0  SGLang, balanced pools
     team-b  pod sglang-kv-0        SGLang, KV-bound and retracting
-    (VM)    no namespace/pod       vLLM at its request cap
+    (VM)    no namespace/pod       vLLM at its request cap (--label cluster=lab)
 
 The pods' ``namespace``/``pod``/``container``/``instance``/``job`` labels are set by the scrape
 config's relabelling from per-target meta labels, as a PodMonitor does; the VM has only ``job`` and
-``instance``. Only those target labels tell the four apart.
+``instance`` (and the exporter's own ``--label cluster=lab``). Only those labels tell the four apart.
 
 How the scenario time problem is solved: the fixtures' log timestamps are in the past and the
 alerts have ``for:`` durations of minutes, so the test starts the exporters on empty files and then
@@ -49,6 +49,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dashboards import identity
 from dashboards.metrics import OPTIONAL, metric_names
 from dashboards.rules import RECORDING, rules
 
@@ -59,7 +60,7 @@ CHUNK_PAUSE = 0.5  # ... this many seconds apart (Prometheus scrapes every 1s)
 SHORT_FOR = "2s"
 SERVER_DASH, FLEET_DASH = "hybrid-cache.json", "hybrid-cache-fleet.json"
 GRAFANA_VARS = {"$__rate_interval": "1m", "$__interval": "15s", "$__range": "5m", "${datasource}": ""}
-IDENTITY = ("job", "namespace", "pod", "container", "instance")
+IDENTITY = identity.TARGET  # cluster, job, namespace, pod, container, instance
 
 
 @dataclass
@@ -71,6 +72,7 @@ class Exporter:
     namespace: str = ""
     pod: str = ""
     container: str = ""
+    cluster: str = ""  # set on the VM with --label, as docs/dashboards.md suggests
     port: int = 0
     log: Path = Path()
     model: str = ""  # read back from Prometheus (hybrid_cache_server_info)
@@ -90,7 +92,7 @@ def fleet() -> list[Exporter]:
             "balanced", SCEN / "sglang-balanced.log", "team-a/hybrid-cache-exporter", "10.0.0.2:19833", "team-a", "sglang-balanced-0", **pod
         ),
         Exporter("kv", SCEN / "sglang-kv-bound.log", "team-b/hybrid-cache-exporter", "10.0.1.1:19833", "team-b", "sglang-kv-0", **pod),
-        Exporter("vm", SCEN / "vllm-max-num-seqs.log", "hybrid-cache-exporter", "gpu-7:19833"),
+        Exporter("vm", SCEN / "vllm-max-num-seqs.log", "hybrid-cache-exporter", "gpu-7:19833", cluster="lab"),
     ]
 
 
@@ -304,7 +306,8 @@ def test_fleet_dashboards_recording_rules_and_alerts_against_real_prometheus(tmp
     try:
         for e in exporters:
             errs.append(open(tmp_path / f"exporter-{e.key}.err", "wb"))  # noqa: SIM115
-            cmd = exporter_cmd() + ["serve", "--listen", f"127.0.0.1:{e.port}", "--from-beginning", "--log", f"server={e.log}"]
+            cmd = exporter_cmd() + ["serve", "--web.listen-address", f"127.0.0.1:{e.port}", "--from-beginning", "--log", f"server={e.log}"]
+            cmd += ["--label", f"cluster={e.cluster}"] if e.cluster else []
             procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errs[-1]))
         errs.append(open(tmp_path / "prometheus.err", "wb"))  # noqa: SIM115
         procs.append(
@@ -335,7 +338,8 @@ def test_fleet_dashboards_recording_rules_and_alerts_against_real_prometheus(tmp
         ups = {s["metric"]["instance"]: s["metric"] for s in prom.query("up")}
         for e in exporters:
             got = ups[e.instance]
-            assert {k: got.get(k, "") for k in IDENTITY} == {k: getattr(e, k) for k in IDENTITY}, got
+            target = [k for k in IDENTITY if k != "cluster"]  # cluster comes from the exporter (--label), not the target
+            assert {k: got.get(k, "") for k in target} == {k: getattr(e, k) for k in target}, got
 
         # write the scenarios live, like servers printing them
         chunks = {}
@@ -368,6 +372,7 @@ def test_fleet_dashboards_recording_rules_and_alerts_against_real_prometheus(tmp
         for s in prom.query("hybrid_cache_server_info"):
             e = next(x for x in exporters if x.instance == s["metric"]["instance"])
             e.model = s["metric"].get("model", "")
+        assert [s["metric"]["instance"] for s in prom.query('hybrid_cache_server_info{cluster="lab"}')] == ["gpu-7:19833"]
         groups = {(e.namespace, e.model) for e in exporters}
         assert len(groups) == len(exporters), f"the fleet layout needs one exporter per namespace/model: {groups}"
 
