@@ -9,8 +9,9 @@ docs/web-configuration.md):
   ``client_allowed_sans``, ``min_version`` / ``max_version`` (``TLS10``..``TLS13``),
   ``prefer_server_cipher_suites`` (accepted, no effect).
 * ``http_server_config``: ``headers`` (added to every response), ``http2`` (accepted; HTTP/1.1 is served).
-* ``basic_auth_users``: user -> bcrypt hash. Successful checks are cached in memory (keyed by a
-  SHA-256 of the credentials) so frequent scrapes do not pay bcrypt each time.
+* ``basic_auth_users``: user -> bcrypt hash. Outcomes are cached in memory (keyed by a SHA-256 of
+  the credentials) so frequent scrapes do not pay bcrypt each time; unknown users cost the same
+  bcrypt as known ones, and bcrypt runs in a small pool (``WebConfig.check_auth``).
 
 Anything else (unknown keys, ``cipher_suites``, ``curve_preferences``, inline ``cert``/``key``,
 ``rate_limit``, ``RequestClientCert``/``RequireAnyClientCert``) is rejected at start with a clear
@@ -73,7 +74,6 @@ TLS_KEYS = {
 }
 UNSUPPORTED_TLS_KEYS = {"cipher_suites", "curve_preferences", "cert", "key", "client_ca"}
 HTTP_KEYS = {"headers", "http2"}
-DUMMY_HASH = bcrypt.hashpw(b"not-a-password", bcrypt.gensalt(4))
 
 
 class WebConfigError(Exception):
@@ -87,11 +87,19 @@ class WebConfig:
     users: dict[str, bytes] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     files: tuple[str, ...] = ()  # the config file and the files it names: a change to any reloads
-    _ok: dict[bytes, bool] = field(default_factory=dict)
+    _ok: dict[bytes, bool] = field(default_factory=dict)  # SHA-256 of credentials -> outcome
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def check_auth(self, header: str | None) -> bool:
-        """True if basic auth is off or the Authorization header carries valid credentials."""
+        """True if basic auth is off or the Authorization header carries valid credentials.
+
+        No side channel and no starvation (docs/reading.md, "Basic auth"): a user that is not
+        configured is checked against a dummy hash of the configured users' bcrypt cost, so both
+        take the same time; bcrypt runs in a small pool (``BCRYPT_POOL``), a request waits at most
+        ``AUTH_WAIT`` seconds for it and at most ``AUTH_QUEUE`` requests wait (more are refused at
+        once), so a flood of bad credentials cannot take every core from the scrapes. Results are
+        cached by a SHA-256 of the credentials, successes and failures alike, so Prometheus's
+        repeated scrape and a repeated wrong password cost no bcrypt after the first time."""
         if not self.users:
             return True
         if not header or not header.lower().startswith("basic "):
@@ -102,19 +110,74 @@ class WebConfig:
             return False
         key = hashlib.sha256(f"{len(user)}:{user}:{pw}".encode()).digest()
         with self._lock:
-            if self._ok.get(key):
-                return True
+            known = self._ok.get(key)
+            if known is not None:
+                return known
+        dummy = self.dummy_hash()  # every check fetches it: the first one costs the same for all users
         h = self.users.get(user)
-        try:
-            ok = bcrypt.checkpw(pw.encode("utf-8"), h if h is not None else DUMMY_HASH) and h is not None
-        except ValueError:
-            ok = False
-        if ok:
-            with self._lock:
-                if len(self._ok) > 1024:
-                    self._ok.clear()
-                self._ok[key] = True
+        target = h if h is not None else dummy
+        ok = _bcrypt_check(pw.encode("utf-8"), target)
+        if ok is None:  # the pool stayed busy: refused, not cached
+            return False
+        ok = ok and h is not None
+        with self._lock:
+            if len(self._ok) >= AUTH_CACHE:
+                self._ok.clear()
+            self._ok[key] = ok
         return ok
+
+    def dummy_hash(self) -> bytes:
+        """A bcrypt hash (of nothing anyone knows) with the cost most configured users have."""
+        costs = [_cost(h) for h in self.users.values()]
+        cost = max(set(costs), key=lambda c: (costs.count(c), c)) if costs else 10
+        return _dummy_hash(cost)
+
+
+# bcrypt work of basic auth: a few checks at once, whatever the number of connections
+BCRYPT_POOL = threading.BoundedSemaphore(max(1, min(4, (os.cpu_count() or 2) // 2)))
+AUTH_WAIT = 10.0  # seconds a request waits for a bcrypt slot before it is refused
+AUTH_QUEUE = 64  # requests that may wait for a slot; further ones are refused at once
+AUTH_CACHE = 4096  # cached outcomes per config (cleared when full)
+_waiting = 0
+_waiting_lock = threading.Lock()
+_DUMMIES: dict[int, bytes] = {}
+
+
+def _cost(h: bytes) -> int:
+    """The cost of a ``$2b$12$...`` hash."""
+    try:
+        return int(h[4:6])
+    except ValueError:
+        return 10
+
+
+def _dummy_hash(cost: int) -> bytes:
+    d = _DUMMIES.get(cost)
+    if d is None:
+        d = _DUMMIES[cost] = bcrypt.hashpw(os.urandom(16).hex().encode(), bcrypt.gensalt(max(4, min(cost, 31))))
+    return d
+
+
+def _bcrypt_check(pw: bytes, h: bytes) -> bool | None:
+    """``bcrypt.checkpw`` in the pool; None when no slot came free in time (or too many wait)."""
+    global _waiting
+    with _waiting_lock:
+        if _waiting >= AUTH_QUEUE:
+            return None
+        _waiting += 1
+    try:
+        got = BCRYPT_POOL.acquire(timeout=AUTH_WAIT)
+    finally:
+        with _waiting_lock:
+            _waiting -= 1
+    if not got:
+        return None
+    try:
+        return bcrypt.checkpw(pw, h)
+    except ValueError:
+        return False
+    finally:
+        BCRYPT_POOL.release()
 
 
 def load_web_config(path: str | None) -> WebConfig:
