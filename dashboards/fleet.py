@@ -14,10 +14,12 @@ from __future__ import annotations
 import attr
 from grafanalib.core import Dashboard, GridPos, Panel, RowPanel, Table, TableSortByField, Template, Templating
 
-from .hybrid_cache import DS, _var, organize, table, tgt, timeseries
+from .hybrid_cache import DS, _var, known, organize, table, tgt, timeseries
 from .identity import SERVER, SOURCE, by
+from .rules import recorded
 
 UID = "hybrid-cache-fleet"
+RECORDED = recorded()
 TITLE = "Hybrid cache: fleet overview"
 
 GROUP_SEL = 'namespace=~"$namespace", model=~"$model"'
@@ -31,7 +33,9 @@ POOL_CODES = {0: ("none", "green"), 1: ("mamba", "red"), 2: ("KV", "orange"), 3:
 
 
 def rec(name: str, extra: str = "") -> str:
-    """A recorded (namespace, model) series filtered by the template variables."""
+    """A recorded (namespace, model) series filtered by the template variables; it must be in recording.yml."""
+    if name not in RECORDED:
+        raise KeyError(f"{name} is not recorded by dashboards/recording.yml")
     return f"{name}{{{GROUP_SEL}{', ' + extra if extra else ''}}}"
 
 
@@ -43,7 +47,8 @@ def with_model(expr_metric: str, fn: str = "max") -> str:
 
 
 def m(metric: str, extra: str = "") -> str:
-    return f"{metric}{{{NS_SEL}{', ' + extra if extra else ''}}}"
+    """An exporter metric (checked against the contract) filtered by namespace."""
+    return f"{known(metric)}{{{NS_SEL}{', ' + extra if extra else ''}}}"
 
 
 @attr.s

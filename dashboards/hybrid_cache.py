@@ -23,6 +23,8 @@ from grafanalib.core import (
     TimeSeries,
 )
 
+from exporter import contract
+
 from .identity import SERVER, STREAM, TARGET_VARS, by, regex_sel
 
 UID = "hybrid-cache-pools"
@@ -41,10 +43,17 @@ SERVER_BY = by(SERVER)
 STREAM_BY = by(STREAM)
 
 
+def known(metric: str) -> str:
+    """``metric``, if the metric contract (exporter/contract.py) has it: a typo fails `make dashboards`."""
+    if metric not in contract.BY_NAME:
+        raise KeyError(f"{metric} is not in exporter/contract.py")
+    return metric
+
+
 def s(metric: str, extra: str = "", sel: str = SERVER_SEL) -> str:
     """``metric{extra, <template selector>}``."""
     inner = f"{extra}, {sel}" if extra else sel
-    return f"{metric}{{{inner}}}"
+    return f"{known(metric)}{{{inner}}}"
 
 
 def tgt(expr: str, legend: str = "", ref: str = "A", instant: bool = False, fmt: str = "time_series") -> Target:
