@@ -4,12 +4,16 @@ flags the real CLI accepts, and ship exactly the promtool-tested alert rules."""
 from __future__ import annotations
 
 import configparser
+import copy
+import functools
 import importlib.util
+import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +22,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "kubernetes"
+KUSTOMIZE = DEPLOY / "kustomize"
+SIDECAR = KUSTOMIZE / "sidecar" / "sglang-hybrid-cache.yaml"
 PORT = 19833
 TEE = re.compile(r"2>&1 \| tee (?:-a )?(\S+)")
 
@@ -52,7 +58,7 @@ def check_exporter_args(args: list[str]) -> None:
         raise AssertionError(f"exporter rejects {args}") from e
     assert ns.command == "serve"
     assert [a.rsplit(":", 1)[1] for a in ns.listen or [f":{PORT}"]] == [str(PORT)]
-    assert ns.log
+    assert ns.log or ns.kubernetes_pods
 
 
 def volumes(entries: list[str]) -> dict[str, str]:
@@ -60,7 +66,9 @@ def volumes(entries: list[str]) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    "path", sorted([*K8S.glob("*.yaml"), *DEPLOY.glob("*.yml"), *(DEPLOY / "grafana").glob("*.yml")]), ids=lambda p: p.name
+    "path",
+    sorted([*K8S.glob("*.yaml"), *KUSTOMIZE.glob("*/*.yaml"), *DEPLOY.glob("*.yml"), *(DEPLOY / "grafana").glob("*.yml")]),
+    ids=lambda p: f"{p.parent.name}/{p.name}",
 )
 def test_yaml_parses(path):
     assert load_all(path)
@@ -77,7 +85,7 @@ def test_prometheusrule_is_built_from_alerts_yml():
 
 
 def test_kubernetes_sidecar_shares_the_log():
-    docs = load_all(K8S / "sglang-hybrid-cache.yaml")
+    docs = load_all(SIDECAR)
     dep = by_kind(docs, "Deployment")
     pod = dep["spec"]["template"]
     spec = pod["spec"]
@@ -114,44 +122,94 @@ def test_kubernetes_sidecar_shares_the_log():
     assert "hybrid-cache-exporter" in pm["metadata"]["name"]
 
 
-def test_docker_compose():
-    c = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+COMPOSES = [DEPLOY / "docker-compose.yml", DEPLOY / "demo" / "docker-compose.yml"]
+
+
+def bind_mounts(compose: Path, svc: dict) -> dict[Path, str]:
+    """Host file -> container path of a service's bind mounts (relative to the compose file)."""
+    out = {}
+    for v in svc.get("volumes", []):
+        src, dst = v.split(":")[:2]
+        if src.startswith("."):
+            out[(compose.parent / src).resolve()] = dst
+    return out
+
+
+@pytest.mark.parametrize("compose", COMPOSES, ids=lambda p: p.parent.name)
+def test_docker_compose(compose, tmp_path):
+    c = yaml.safe_load(compose.read_text())
     svcs = c["services"]
     exp = svcs["hybrid-cache-exporter"]
     check_exporter_args(exp["command"])
     assert f"{PORT}:{PORT}" in exp["ports"]
-    m = TEE.search(" ".join(svcs["sglang"]["command"]))
-    assert m
-    vol, srv_vol = volumes(exp["volumes"]), volumes(svcs["sglang"]["volumes"])
+    assert exp["build"]["dockerfile"] == "deploy/Dockerfile" and (compose.parent / exp["build"]["context"]).resolve() == ROOT
+    # the log reaches the exporter through a named volume: tee'd by the server, or appended by the demo writer
+    writer = svcs.get("sglang") or svcs["writer"]
+    script = " ".join(writer["command"])
+    m = TEE.search(script) or re.search(r"--dst (\S+)", script)
+    assert m, script
+    vol, srv_vol = volumes(exp["volumes"]), volumes(writer["volumes"])
     shared = set(vol) & set(srv_vol) & set(c["volumes"])
     assert shared and any(m.group(1).startswith(srv_vol[v] + "/") for v in shared)
     assert any(m.group(1).replace(srv_vol[v], vol[v], 1) in " ".join(exp["command"]) for v in shared)
-    # every bind-mounted file exists, and Prometheus/Grafana get the shipped rules and dashboard
-    mounts = {}
-    for name in ("prometheus", "grafana"):
-        for src, dst in volumes(svcs[name]["volumes"]).items():
-            path = (DEPLOY / src).resolve()
-            assert path.exists(), src
-            mounts[path] = dst
-    assert ROOT / "dashboards" / "alerts.yml" in mounts
-    assert ROOT / "dashboards" / "hybrid-cache.json" in mounts
-    prom = yaml.safe_load((DEPLOY / "prometheus.yml").read_text())
-    assert mounts[ROOT / "dashboards" / "alerts.yml"] in prom["rule_files"]
+    # every bind-mounted file exists
+    mounts: dict[str, dict[Path, str]] = {}
+    for name, svc in svcs.items():
+        mounts[name] = bind_mounts(compose, svc)
+        for src in mounts[name]:
+            assert src.exists(), f"{name}: {src}"
+    # Prometheus: its config (promtool, with the rule files it names) scrapes the exporter and loads every shipped rule file
+    prom_mounts = {dst: src for src, dst in mounts["prometheus"].items()}
+    prom = yaml.safe_load(prom_mounts["/etc/prometheus/prometheus.yml"].read_text())
+    shipped_rules = {ROOT / "dashboards" / f for f in ("recording.yml", "alerts.yml") if (ROOT / "dashboards" / f).exists()}
+    assert {prom_mounts[r] for r in prom["rule_files"]} == shipped_rules
     targets = [t for sc in prom["scrape_configs"] for s in sc["static_configs"] for t in s["targets"]]
     assert f"hybrid-cache-exporter:{PORT}" in targets
-
-
-def test_prometheus_config_is_valid(tmp_path):
-    if not shutil.which("promtool"):
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("promtool is required in CI")
-        pytest.skip("promtool not installed")
-    prom = yaml.safe_load((DEPLOY / "prometheus.yml").read_text())
-    prom["rule_files"] = [str(ROOT / "dashboards" / "alerts.yml")]
+    # Grafana: the provisioned datasource is the compose's Prometheus; every shipped dashboard is in the provider's folder
+    g = {dst: src for src, dst in mounts["grafana"].items()}
+    ds = yaml.safe_load(g["/etc/grafana/provisioning/datasources/hybrid-cache.yml"].read_text())
+    assert ds["apiVersion"] == 1 and ds["datasources"][0]["type"] == "prometheus"
+    assert ds["datasources"][0]["url"] == "http://prometheus:9090" and "9090:9090" in svcs["prometheus"]["ports"]
+    prov = yaml.safe_load(g["/etc/grafana/provisioning/dashboards/hybrid-cache.yml"].read_text())
+    assert prov["apiVersion"] == 1
+    folder = prov["providers"][0]["options"]["path"]
+    in_folder = {src for dst, src in g.items() if dst.startswith(folder + "/")}
+    assert in_folder == set((ROOT / "dashboards").glob("*.json"))
+    for f in in_folder:
+        json.loads(f.read_text())
+    # promtool checks the config and, through it, the rule files it loads
+    prom["rule_files"] = [str(prom_mounts[r]) for r in prom["rule_files"]]
     cfg = tmp_path / "prometheus.yml"
     cfg.write_text(yaml.safe_dump(prom))
-    out = subprocess.run(["promtool", "check", "config", str(cfg)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([_need("promtool"), "check", "config", str(cfg)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS" in out.stdout + out.stderr and "rules found" in out.stdout + out.stderr
+
+
+def test_demo_writer_replays_into_a_live_exporter(tmp_path):
+    """The demo's writer (deploy/demo/replay.py) appending the demo log while serve tails it gives
+    what replay gives for the file (the golden exposition's values)."""
+    import test_serve_support as h
+
+    log = tmp_path / "server.log"
+    log.touch()
+    s = h.Serve(tmp_path, "--log", f"demo={log}", "--engine", "sglang", "--from-beginning")
+    try:
+        s.wait_up()
+        demo = ROOT / "fixtures" / "demo" / "sglang-mamba-bound.log"
+        w = subprocess.run(
+            [sys.executable, str(DEPLOY / "demo" / "replay.py"), "--src", str(demo), "--dst", str(log),
+             "--lines-per-second", "0", "--loops", "1"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert w.returncode == 0, w.stderr
+        golden = (ROOT / "tests" / "golden" / "demo__sglang-mamba-bound.prom").read_text()
+        n = h.value(golden, h.DECODE)
+        assert n > 0
+        text = h.wait_count(s, int(n), source="demo")
+        assert h.value(text, "hybrid_cache_mamba_capacity_slots", source="demo") == h.value(golden, "hybrid_cache_mamba_capacity_slots") > 0
+    finally:
+        s.kill()
 
 
 def test_systemd_unit():
@@ -167,7 +225,174 @@ def test_systemd_unit():
 
 
 def test_dockerfile_exposes_default_port():
+    """What can be checked without Docker (it does not run on the CI machine): the inputs exist,
+    the wheel is built from this project with the revision argument, the runtime is non-root, and
+    the default command is accepted by the real CLI."""
     text = (DEPLOY / "Dockerfile").read_text()
     assert re.search(rf"^EXPOSE {PORT}$", text, re.M)
-    for src in re.findall(r"^COPY (?!--from)(\S+)", text, re.M):
-        assert (ROOT / src).exists(), src
+    for src in re.findall(r"^COPY (?!--from)(.+) \S+$", text, re.M):
+        for part in src.split():
+            assert (ROOT / part).exists(), part
+    copied = {p for line in re.findall(r"^COPY (?!--from)(.+) \S+$", text, re.M) for p in line.split()}
+    import tomllib
+
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    assert {p.split(".")[0] for p in packages} | {"pyproject.toml", "setup.py", "README.md"} <= copied
+    assert re.search(r"^ARG HCE_REVISION", text, re.M) and "ENV HCE_REVISION=${HCE_REVISION}" in text
+    user = re.findall(r"^USER (\S+)$", text, re.M)
+    assert user and not user[-1].startswith(("0", "root"))
+    entry = json.loads(re.search(r"^ENTRYPOINT (.+)$", text, re.M).group(1))
+    cmd = json.loads(re.search(r"^CMD (.+)$", text, re.M).group(1))
+    assert entry == ["hybrid-cache-exporter"]
+    check_exporter_args(cmd)
+
+
+# --- Kustomize: rendered by the real kubectl, validated offline --------------------------------
+
+KINDS_WITH_SCHEMAS = {"Deployment", "DaemonSet", "Service", "ConfigMap"}
+# prometheus-operator CRDs: kubernetes-validate has no schema for them; checked by structure below
+# and their rule groups by promtool
+PODMONITOR_ENDPOINT_KEYS = {"port", "path", "interval", "scrapeTimeout", "honorLabels", "relabelings", "metricRelabelings", "scheme"}
+
+
+def _need(tool: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{tool} is required in CI")
+        pytest.skip(f"{tool} not installed")
+    return path
+
+
+@functools.cache
+def rendered(base: str) -> tuple[dict, ...]:
+    out = subprocess.run([_need("kubectl"), "kustomize", str(KUSTOMIZE / base)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return tuple(d for d in yaml.safe_load_all(out.stdout) if d)
+
+
+def exporter_container(pod_spec: dict) -> dict:
+    [c] = [c for c in pod_spec["containers"] if c["image"].split("/")[-1].startswith("hybrid-cache-exporter:")]
+    return c
+
+
+def test_kubernetes_validate_catches_a_bad_field():
+    """The offline validation is strict: an unknown or mistyped field fails (so the test below can)."""
+    import kubernetes_validate as kv
+
+    dep = copy.deepcopy(next(d for d in rendered("sidecar") if d["kind"] == "Deployment"))
+    dep["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = {}
+    with pytest.raises(kv.ValidationError):
+        kv.validate(dep, kv.latest_version(), strict=True)
+
+
+@pytest.mark.parametrize("base", ["sidecar", "daemonset"])
+def test_kustomize_renders_and_validates(base, tmp_path):
+    import kubernetes_validate as kv
+
+    docs = rendered(base)
+    kinds = sorted(d["kind"] for d in docs)
+    assert {"PodMonitor", "PrometheusRule", "ConfigMap"} <= set(kinds), kinds
+    version = kv.latest_version()
+    for d in docs:
+        if d["kind"] in KINDS_WITH_SCHEMAS:
+            kv.validate(d, version, strict=True)  # raises ValidationError with the path of the bad field
+        else:
+            assert d["kind"] in ("PodMonitor", "PrometheusRule"), d["kind"]
+            assert d["apiVersion"] == "monitoring.coreos.com/v1"
+            assert set(d) == {"apiVersion", "kind", "metadata", "spec"}
+
+    # PodMonitor: selects the exporter's pods and names its port
+    pm = by_kind(list(docs), "PodMonitor")
+    assert set(pm["spec"]) <= {"selector", "podMetricsEndpoints", "podTargetLabels", "namespaceSelector", "jobLabel"}
+    for ep in pm["spec"]["podMetricsEndpoints"]:
+        assert set(ep) <= PODMONITOR_ENDPOINT_KEYS, ep
+        assert ep["port"] == "metrics"
+    workload = next(d for d in docs if d["kind"] in ("Deployment", "DaemonSet"))
+    pod = workload["spec"]["template"]
+    assert pm["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    c = exporter_container(pod["spec"])
+    assert {"name": "metrics", "containerPort": PORT} in c["ports"]
+    check_exporter_args(c["args"])
+
+    # PrometheusRule: the shipped groups, and promtool accepts them
+    rule = by_kind(list(docs), "PrometheusRule")
+    assert rule["spec"]["groups"] == rule_groups()
+    rules_file = tmp_path / "rules.yml"
+    rules_file.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    out = subprocess.run([_need("promtool"), "check", "rules", str(rules_file)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+    # the dashboards, as ConfigMaps the Grafana sidecar loads, equal to the shipped JSON
+    maps = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
+    shipped = {f.name: f.read_text() for f in (ROOT / "dashboards").glob("*.json")}
+    got = {}
+    for m in maps.values():
+        assert m["metadata"]["labels"]["grafana_dashboard"] == "1"
+        got.update(m["data"])
+    assert got == shipped, "a dashboard is missing from deploy/kustomize/common (configMapGenerator) or stale (make dashboards)"
+    for text in got.values():
+        json.loads(text)
+
+
+@pytest.mark.parametrize("base", ["sidecar", "daemonset"])
+def test_kustomize_exporter_is_hardened(base):
+    workload = next(d for d in rendered(base) if d["kind"] in ("Deployment", "DaemonSet"))
+    spec = workload["spec"]["template"]["spec"]
+    c = exporter_container(spec)
+    sc, psc = c.get("securityContext", {}), spec.get("securityContext", {})
+    assert sc.get("runAsNonRoot", psc.get("runAsNonRoot")) is True
+    assert sc.get("runAsUser", psc.get("runAsUser", 0)) != 0
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"]["drop"] == ["ALL"] and not sc["capabilities"].get("add")
+    assert sc.get("seccompProfile", psc.get("seccompProfile")) == {"type": "RuntimeDefault"}
+    for kind in ("requests", "limits"):
+        assert {"cpu", "memory"} <= c["resources"][kind].keys()
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    for m in c.get("volumeMounts", []):
+        vol = next(v for v in spec["volumes"] if v["name"] == m["name"])
+        if "hostPath" in vol:
+            assert m.get("readOnly") is True, "host paths are mounted read-only"
+
+
+def test_sidecar_never_takes_the_server_out_of_its_service():
+    """A pod is Ready only when all its containers are: the sidecar has no readiness probe that can
+    fail for log reasons (/readyz), only liveness on /healthz."""
+    dep = next(d for d in rendered("sidecar") if d["kind"] == "Deployment")
+    c = exporter_container(dep["spec"]["template"]["spec"])
+    probe = c.get("readinessProbe")
+    assert probe is None or probe["httpGet"]["path"] == "/healthz"
+    # and the server keeps its own readiness
+    server = next(x for x in dep["spec"]["template"]["spec"]["containers"] if x is not c)
+    assert server["readinessProbe"]["httpGet"]["path"] == "/health"
+    # the documented sidecar snippets say the same
+    for doc in (ROOT / "README.md", ROOT / "docs" / "serve.md", ROOT / "docs" / "fleet.md"):
+        if doc.exists():
+            assert "readinessProbe: {httpGet: {path: /readyz" not in doc.read_text(), doc
+
+
+def test_daemonset_reads_the_kubelet_logs():
+    from exporter.cli import build_parser
+
+    docs = rendered("daemonset")
+    ds = by_kind(list(docs), "DaemonSet")
+    spec = ds["spec"]["template"]["spec"]
+    c = exporter_container(spec)
+    ns = build_parser().parse_args(c["args"])
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+    assert any(host[n] == "/var/log/pods" and mounts[n] == ns.kubernetes_pods for n in host)
+    assert ns.positions and any(ns.positions.startswith(p + "/") for p in mounts.values())
+    assert ns.kubernetes_include and ns.kubernetes_max_sources >= 1
+    assert spec["automountServiceAccountToken"] is False
+    pm = by_kind(list(docs), "PodMonitor")
+    # the series' namespace/pod/container are the inference pod's, from the log path
+    assert all(ep.get("honorLabels") is True for ep in pm["spec"]["podMetricsEndpoints"])
+
+
+def test_runbook_names_the_manifest_container():
+    dep = next(d for d in rendered("sidecar") if d["kind"] == "Deployment")
+    names = {c["name"] for c in dep["spec"]["template"]["spec"]["containers"]}
+    text = (ROOT / "docs" / "runbook.md").read_text()
+    for m in re.finditer(r"kubectl logs \S+ -c (\S+?)[`)\s]", text):
+        assert m.group(1) in names, f"runbook names container {m.group(1)!r}; the manifest has {sorted(names)}"
