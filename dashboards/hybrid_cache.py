@@ -35,9 +35,9 @@ CACHED = 'kind="cached"'
 
 # every selector filters by the target variables (job/namespace/pod/instance) and the exporter's own
 TGT_SEL = regex_sel(TARGET_VARS)
-SERVER_SEL = regex_sel([*TARGET_VARS, "engine", "source", "dp_rank"])
-ES_SEL = regex_sel([*TARGET_VARS, "engine", "source"])
-SRC_SEL = regex_sel([*TARGET_VARS, "source"])
+SERVER_SEL = regex_sel([*TARGET_VARS, *contract.SERVER])
+ES_SEL = regex_sel([*TARGET_VARS, *contract.ENGINE_SOURCE])
+SRC_SEL = regex_sel([*TARGET_VARS, *contract.SOURCE])
 # ... and every aggregation keeps all identity labels, so two pods never merge into one series/row
 SERVER_BY = by(SERVER)
 STREAM_BY = by(STREAM)
