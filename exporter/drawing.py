@@ -23,6 +23,7 @@ from functools import cache
 from html import escape
 from importlib import resources
 
+from .history import BUCKET_SECONDS as BUCKET
 from .history import SHADED_RULES, Timeline
 
 STATIC_TYPES = {
@@ -100,34 +101,53 @@ def slug(source: str, dp_rank: str) -> str:
 # chart data
 
 
-def _r(v: float | None, nd: int) -> float | None:
-    return None if v is None else round(v, nd)
+def _ints(col: list) -> list:
+    return [None if v is None else int(v) for v in col]
 
 
-def chart_data(tl: Timeline | None) -> dict:
-    """The timeline of one server as the arrays charts.js draws, plus the finding spans."""
-    t: list[float] = []
-    cols: list[list] = [[], [], [], [], []]
+def chart_data(tl: Timeline | None, since: float | None = None) -> dict:
+    """The timeline of one server as the arrays charts.js draws (x in clock seconds), plus the
+    finding spans ``[x0, x1, colour, rule, strip]`` over the whole ring. ``since`` (clock
+    seconds): only rows from there on (``"since"`` is set in the result: the browser appends)."""
+    if tl is None or not len(tl):
+        return {"t": [], "kv": [], "mamba": [], "running": [], "queued": [], "cap": [], "spans": [], "bucket": BUCKET}
+    t, (kv, mamba, running, queued, cap), bits = tl.columns()
+    # log time -> clock seconds: one zone offset for the whole window unless it spans a DST change
+    off0, off1 = clock(t[0]) - t[0], clock(t[-1]) - t[-1]
+    x = [v + off0 for v in t] if off0 == off1 else [clock(v) for v in t]
+    x = [int(v) if v.is_integer() else v for v in x]  # bucket starts are whole seconds: shorter JSON
+    width = tl.bucket
     spans: list[list] = []
-    open_at: dict[int, float] = {}
-    rows = list(tl.rows()) if tl is not None else []
-    width = tl.bucket if tl is not None else 10.0
-    for i, (b, vals, bits) in enumerate(rows):
-        x = clock(b)
-        t.append(x)
-        for col, v, nd in zip(cols, vals, (3, 3, 1, 1, 1), strict=True):
-            col.append(_r(v, nd))
-        nxt = clock(rows[i + 1][0]) if i + 1 < len(rows) else x + width
-        for k in range(len(SHADED_RULES)):
-            on = bool(bits >> k & 1)
-            if on and k not in open_at:
-                open_at[k] = x
-            if k in open_at and (not on or i + 1 == len(rows)):
-                start = open_at.pop(k)
-                rule = SHADED_RULES[k]
-                spans.append([start, nxt if on else x, SHADES[rule], rule, 1 if rule in STRIP_RULES else 0])
-    kv, mamba, running, queued, cap = cols
-    return {"t": t, "kv": kv, "mamba": mamba, "running": running, "queued": queued, "cap": cap, "spans": spans, "bucket": width}
+    for k, rule in enumerate(SHADED_RULES):
+        mask, start = 1 << k, None
+        for i, b in enumerate(bits):
+            if b & mask:
+                if start is None:
+                    start = x[i]
+            elif start is not None:
+                spans.append([start, x[i], SHADES[rule], rule, 1 if rule in STRIP_RULES else 0])
+                start = None
+        if start is not None:
+            spans.append([start, x[-1] + width, SHADES[rule], rule, 1 if rule in STRIP_RULES else 0])
+    k = 0
+    if since is not None:
+        k = len(x)
+        while k and x[k - 1] >= since:
+            k -= 1
+    out = {
+        "t": x[k:],
+        "kv": kv[k:],
+        "mamba": mamba[k:],
+        "running": _ints(running[k:]),
+        "queued": _ints(queued[k:]),
+        "cap": _ints(cap[k:]),
+        "spans": spans,
+        "bucket": width,
+        "first": x[0],
+    }
+    if since is not None:
+        out["since"] = since
+    return out
 
 
 def histogram_data(hist: dict) -> dict:

@@ -44,7 +44,7 @@ _NAN = float("nan")
 class Timeline:
     """Fixed-capacity columnar ring of rows ``(t, kv, mamba, running, queued, cap, bits)``."""
 
-    __slots__ = ("bits", "bucket", "capacity", "cols", "compact", "n", "start", "t")
+    __slots__ = ("bits", "bucket", "capacity", "cols", "compact", "last_b", "last_i", "n", "start", "t")
 
     def __init__(self, capacity: int = LIVE_ROWS, bucket: float = BUCKET_SECONDS, compact: bool = False) -> None:
         if capacity < 2:
@@ -57,6 +57,8 @@ class Timeline:
         self.bits = array("B", bytes(capacity))
         self.start = 0  # index of the oldest row
         self.n = 0
+        self.last_b = -math.inf  # bucket start of the newest row ...
+        self.last_i = -1  # ... and its index
 
     def __len__(self) -> int:
         return self.n
@@ -68,55 +70,72 @@ class Timeline:
     def add(self, ts: float, values: tuple[float | None, ...], bits: int) -> None:
         """One sample: merged into the newest row if it falls in the same bucket, else a new row.
         A sample older than the newest row's bucket (out-of-order line) merges into the newest row."""
-        b = math.floor(ts / self.bucket) * self.bucket
+        b = ts - ts % self.bucket
+        if b <= self.last_b:  # most samples: the other batch kind of the same 10 s
+            self._merge(self.last_i, values, bits)
+            return
         cap = self.capacity
-        if self.n:
-            last = (self.start + self.n - 1) % cap
-            if b <= self.t[last]:
-                self._merge(last, values, bits)
-                return
         if self.n == cap:
             if self.compact:
                 self._halve()
-                b = math.floor(ts / self.bucket) * self.bucket
-                last = (self.start + self.n - 1) % cap
-                if b <= self.t[last]:
-                    self._merge(last, values, bits)
+                b = ts - ts % self.bucket
+                if b <= self.last_b:
+                    self._merge(self.last_i, values, bits)
                     return
             else:
                 self.start = (self.start + 1) % cap
                 self.n -= 1
-        i = (self.start + self.n) % cap
+        self._append(b, values, bits)
+
+    def _append(self, b: float, values: tuple[float | None, ...], bits: int) -> None:
+        i = (self.start + self.n) % self.capacity
         self.n += 1
         self.t[i] = b
         for col, v in zip(self.cols, values, strict=True):
             col[i] = _NAN if v is None else v
         self.bits[i] = bits
+        self.last_b, self.last_i = b, i
 
     def _merge(self, i: int, values: tuple[float | None, ...], bits: int) -> None:
-        for k, (col, v) in enumerate(zip(self.cols, values, strict=True)):
-            if v is None:
-                continue
-            old = col[i]
-            col[i] = v if (k == len(FIELDS) - 1 or old != old or v > old) else old  # cap: newest; others: max
-        self.bits[i] |= bits
+        """Usages and request counts keep the maximum (NaN = none yet), the cap the newest value."""
+        kv, mamba, running, queued, cap = values
+        c = self.cols
+        if kv is not None and not c[0][i] >= kv:
+            c[0][i] = kv
+        if mamba is not None and not c[1][i] >= mamba:
+            c[1][i] = mamba
+        if running is not None and not c[2][i] >= running:
+            c[2][i] = running
+        if queued is not None and not c[3][i] >= queued:
+            c[3][i] = queued
+        if cap is not None:
+            c[4][i] = cap
+        if bits:
+            self.bits[i] |= bits
 
     def _halve(self) -> None:
         """Merge neighbouring rows pairwise (row width doubles); rows are re-laid from index 0."""
         rows = list(self.rows())
         self.bucket *= 2
         self.start = self.n = 0
+        self.last_b, self.last_i = -math.inf, -1
         for t, vals, bits in rows:
-            b = math.floor(t / self.bucket) * self.bucket
-            if self.n and b <= self.t[self.n - 1]:
-                self._merge(self.n - 1, vals, bits)
+            b = t - t % self.bucket
+            if b <= self.last_b:
+                self._merge(self.last_i, vals, bits)
             else:
-                i = self.n
-                self.n += 1
-                self.t[i] = b
-                for col, v in zip(self.cols, vals, strict=True):
-                    col[i] = _NAN if v is None else v
-                self.bits[i] = bits
+                self._append(b, vals, bits)
+
+    def columns(self) -> tuple[list[float], list[list[float | None]], list[int]]:
+        """Bucket starts, the value columns (None for missing) and the finding bits, oldest first."""
+        n, cap, start = self.n, self.capacity, self.start
+
+        def ordered(a: array) -> list:
+            lst = a.tolist()
+            return (lst[start:] + lst[: (start + n) - cap] if start + n > cap else lst[start : start + n]) if n else []
+
+        cols = [[None if v != v else v for v in ordered(c)] for c in self.cols]
+        return ordered(self.t), cols, ordered(self.bits)
 
     def rows(self) -> Iterator[tuple[float, tuple[float | None, ...], int]]:
         """Rows oldest first: ``(bucket start, values with None for missing, finding bits)``."""
@@ -152,10 +171,13 @@ class History:
             running += e.new_seqs  # the prefill line prints the running batch before the new ones join
         f = srv.findings
         bits = 0
-        for k, rule in enumerate(SHADED_RULES):
-            if f.get(rule):
-                bits |= 1 << k
-        tl.add(ts, (e.kv_usage, e.mamba_usage, running, e.queued, effective_max_running(src, srv)[0]), bits)
+        if any(f.values()):
+            for k, rule in enumerate(SHADED_RULES):
+                if f.get(rule):
+                    bits |= 1 << k
+        # the cap changes only with startup lines: looked up once per new row, not per sample
+        cap = None if ts - ts % tl.bucket <= tl.last_b else effective_max_running(src, srv)[0]
+        tl.add(ts, (e.kv_usage, e.mamba_usage, running, e.queued, cap), bits)
 
     def timeline(self, source: str, dp_rank: str) -> Timeline | None:
         return self.timelines.get((source, dp_rank))

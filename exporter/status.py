@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Callable
 from html import escape
+from urllib.parse import parse_qs
 
 from . import drawing
 from .history import History
@@ -64,18 +65,23 @@ class StatusPages:
         self.telemetry_path = telemetry_path
         self.version = version
 
-    def get(self, path: str) -> Response | None:
+    def get(self, path: str, query: str = "") -> Response | None:
         try:
-            return self._get(path)
+            return self._get(path, query)
         except Exception:  # a page must not take the exporter down; /metrics is unaffected
             log.exception("rendering %s failed", path)
             return 500, "text/plain; charset=utf-8", b"rendering the status page failed (see the exporter's log)\n", []
 
-    def _get(self, path: str) -> Response | None:
+    def _get(self, path: str, query: str) -> Response | None:
         if path == "/":
             return 200, "text/html; charset=utf-8", self.page(), [("Cache-Control", "no-store")]
         if path == "/status.json":
-            return 200, "application/json", self.json(), [("Cache-Control", "no-store")]
+            since = parse_qs(query).get("since", [None])[0]
+            try:
+                t = float(since) if since else None
+            except ValueError:
+                return 400, "text/plain; charset=utf-8", b"since: a number (clock seconds) expected\n", []
+            return 200, "application/json", self.json(t), [("Cache-Control", "no-store")]
         if path.startswith("/static/"):
             name = path[len("/static/") :]
             if name in drawing.STATIC_TYPES:
@@ -83,8 +89,9 @@ class StatusPages:
         return None
 
     # ------------------------------------------------------------------------------------
-    def servers(self) -> list[dict]:
-        """Per server: its id, title, the two HTML fragments and the chart data."""
+    def servers(self, since: float | None = None) -> list[dict]:
+        """Per server: its id, title, the two HTML fragments and the chart data (rows from
+        ``since`` on, clock seconds; None = the whole ring)."""
         self.pipe.sync()  # like a scrape: the newest batch line is in the gauges
         rules = rules_of(self.pipe)
         cfg = rules.config if rules is not None else RulesConfig()
@@ -94,7 +101,7 @@ class StatusPages:
                 for dp in sorted(src.servers, key=_rank_key):
                     srv = src.servers[dp]
                     st = server_status(src, srv, cfg)
-                    chart = drawing.chart_data(self.history.timeline(name, dp))
+                    chart = drawing.chart_data(self.history.timeline(name, dp), since)
                     out.append({"status": st, "chart": chart, "engine": src.engine})
         for s in out:  # the HTML outside the lock: tailers keep feeding meanwhile
             st = s["status"]
@@ -126,8 +133,10 @@ class StatusPages:
             links += f'<span class="ver">{escape(self.version)}</span>'
         return drawing.document("hybrid-cache-exporter", "".join(body), data, inline=False, header_links=links, updated=_updated()).encode()
 
-    def json(self) -> bytes:
-        servers = self.servers()
+    def json(self, since: float | None = None) -> bytes:
+        """The refresh: fragments of every panel and the chart rows from ``since`` on (the
+        browser keeps what it has and appends; rows older than a chart's ``first`` fall off)."""
+        servers = self.servers(since)
         panels = []
         for s in servers:
             panels.append({"id": "p-" + s["key"], "html": s["top"]})

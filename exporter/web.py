@@ -522,7 +522,7 @@ class Handler(BaseHTTPRequestHandler):
                 self._send(200, b"ready\n")
             else:
                 self._send(503, ("not ready\n" + "".join(r + "\n" for r in reasons)).encode())
-        elif self.app.status is not None and (page := self.app.status.get(path)) is not None:
+        elif self.app.status is not None and (page := self.app.status.get(path, url.query)) is not None:
             self._send(page[0], page[2], page[1], page[3])
         elif path == "/":
             self._send(200, self._landing(), "text/html; charset=utf-8")

@@ -282,3 +282,28 @@ def test_html_report_in_chromium(tmp_path):
     check_dom(dom, charts_per_server=2)  # the timeline and the usage distributions
     assert "What if: the recommended flags" in dom and "max_running_requests is capped to 16" in dom
     check_picture(screenshot(tmp_path, url, "report.png", size="1280,1800"), shaded=True)
+
+
+MERGE_PAGE = """<!DOCTYPE html><html><body><pre id="out"></pre>
+<script>{uplot}</script><script>{charts}</script><script>
+var M = window.hceCharts.merge;
+var old = {{t: [10, 20, 30, 40], kv: [1, 2, 3, 4], mamba: [1, 2, 3, 4], running: [1, 2, 3, 4], queued: [0, 0, 0, 0], cap: [9, 9, 9, 9], spans: []}};
+/* the server's ring now starts at 20, row 40 grew, 50 is new */
+var d = {{since: 40, first: 20, t: [40, 50], kv: [5, 6], mamba: [5, 6], running: [5, 6], queued: [1, 1], cap: [9, 9], spans: [[40, 60, "red", "mamba_bound", 0]]}};
+var r = M(old, d);
+var full = M(old, {{t: [1], kv: [1], mamba: [1], running: [1], queued: [1], cap: [1], spans: []}});
+document.getElementById("out").textContent = JSON.stringify({{t: r.t, kv: r.kv, spans: r.spans.length, full: full.t}});
+</script></body></html>"""
+
+
+def test_refresh_merge_in_chromium(tmp_path):
+    """The status page's refresh appends the new rows to what the browser has (charts.js merge)."""
+    import json
+
+    from exporter.drawing import static
+
+    page = tmp_path / "merge.html"
+    page.write_text(MERGE_PAGE.format(uplot=static("uplot.iife.min.js").decode(), charts=static("charts.js").decode()), encoding="utf-8")
+    dom = dump_dom(tmp_path, page.as_uri())
+    got = json.loads(re.search(r'<pre id="out">(.*?)</pre>', dom).group(1))
+    assert got == {"t": [20, 30, 40, 50], "kv": [2, 3, 5, 6], "spans": 1, "full": [1]}

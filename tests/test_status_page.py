@@ -179,3 +179,18 @@ def test_a_broken_render_is_a_500_not_a_crash():
 
     code, _, body, _ = StatusPages(Broken(), History()).get("/")
     assert code == 500 and b"failed" in body
+
+
+def test_refresh_sends_only_new_rows():
+    pipe, hist = replayed("sglang-mamba-bound.log")
+    pages = StatusPages(pipe, hist)
+    full = json.loads(pages.get("/status.json")[2])
+    (c,) = full["charts"].values()
+    assert "since" not in c and c["first"] == c["t"][0] and len(c["t"]) > 60
+    last = c["t"][-1]
+    code, _, body, _ = pages.get("/status.json", f"since={last}")
+    (d,) = json.loads(body)["charts"].values()
+    assert code == 200 and d["since"] == last and d["t"] == [last] and d["mamba"] == c["mamba"][-1:]
+    assert d["spans"] == c["spans"]  # spans always whole: they are few
+    assert len(json.dumps(d)) * 5 < len(json.dumps(c))
+    assert pages.get("/status.json", "since=x")[0] == 400

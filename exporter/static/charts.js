@@ -112,8 +112,31 @@
     }
   }
 
+  /* rows the browser has up to `since` stay; newer ones (the last may have grown) are replaced */
+  function merge(old, d) {
+    if (d.since == null || !old) return d;
+    var keys = ["t", "kv", "mamba", "running", "queued", "cap"], out = {};
+    var cut = d.t.length ? d.t[0] : Infinity, lo = d.first == null ? -Infinity : d.first;
+    var i0 = 0, i1 = old.t.length;
+    while (i0 < i1 && old.t[i0] < lo) i0++;
+    while (i1 > i0 && old.t[i1 - 1] >= cut) i1--;
+    keys.forEach(function (k) { out[k] = old[k].slice(i0, i1).concat(d[k]); });
+    out.spans = d.spans; out.first = d.first; out.bucket = d.bucket;
+    return out;
+  }
+
+  function since() {
+    var s = Infinity;
+    Object.keys(data.charts || {}).forEach(function (id) {
+      var t = data.charts[id].t;
+      s = Math.min(s, t.length ? t[t.length - 1] : 0);
+    });
+    return s === Infinity ? 0 : s;
+  }
+
   function refresh() {
-    fetch(data.endpoint, { cache: "no-store", credentials: "same-origin" })
+    var url = data.endpoint + (data.endpoint.indexOf("?") < 0 ? "?" : "&") + "since=" + since();
+    fetch(url, { cache: "no-store", credentials: "same-origin" })
       .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
       .then(function (d) {
         var known = Object.keys(data.charts || {}).sort().join("|");
@@ -123,12 +146,13 @@
           if (el) el.innerHTML = p.html;
         });
         Object.keys(d.charts).forEach(function (id) {
+          var c = merge(data.charts[id], d.charts[id]);
+          data.charts[id] = c;
           var u = charts["timeline:" + id];
           if (!u) return;
-          u.hceSpans = d.charts[id].spans;
-          u.setData(timelineData(d.charts[id]));
+          u.hceSpans = c.spans;
+          u.setData(timelineData(c));
         });
-        data.charts = d.charts;
         var st = document.getElementById("hce-updated");
         if (st && d.updated) st.textContent = d.updated;
       })
@@ -155,6 +179,8 @@
     });
     if (data.refresh > 0 && data.endpoint) setInterval(refresh, data.refresh * 1000);
   }
+
+  window.hceCharts = { merge: merge };  /* for tests/test_browser.py */
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", boot);
   else boot();
