@@ -48,7 +48,8 @@
 
   function width(el) { return Math.max(320, Math.floor(el.clientWidth || el.parentNode.clientWidth || 900)); }
 
-  function timelineData(c) { return [c.t, c.kv, c.mamba, c.running, c.queued, c.cap]; }
+  /* the cap first, so that running (pinned at the cap: the finding) is drawn over its dashes */
+  function timelineData(c) { return [c.t, c.kv, c.mamba, c.cap, c.running, c.queued]; }
 
   function timeline(el, c) {
     timeFormats();
@@ -69,10 +70,10 @@
         { label: "log time", value: function (u, v) { return v == null ? "-" : fmtFull(clockDate(v)); } },
         { label: "KV usage", points: { show: false }, scale: "ratio", stroke: "#1f77b4", width: 2, value: function (u, v) { return pct(v); } },
         { label: "mamba usage", points: { show: false }, scale: "ratio", stroke: "#d62728", width: 2, value: function (u, v) { return pct(v); } },
-        { label: "running", points: { show: false }, scale: "req", stroke: "#2ca02c", width: 1.5, value: function (u, v) { return num(v); } },
-        { label: "queued", points: { show: false }, scale: "req", stroke: "#ff7f0e", width: 1.5, dash: [4, 3], value: function (u, v) { return num(v); } },
         { label: "cap", points: { show: false }, scale: "req", stroke: "#333", width: 1.5, dash: [8, 4], paths: uPlot.paths.stepped({ align: 1 }),
-          value: function (u, v) { return num(v); } }
+          value: function (u, v) { return num(v); } },
+        { label: "running", points: { show: false }, scale: "req", stroke: "#2ca02c", width: 2, value: function (u, v) { return num(v); } },
+        { label: "queued", points: { show: false }, scale: "req", stroke: "#ff7f0e", width: 1.5, dash: [4, 3], value: function (u, v) { return num(v); } }
       ],
       hooks: { drawClear: [shade] }
     };
