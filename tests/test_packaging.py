@@ -137,3 +137,17 @@ def test_installed_wheel_replays_and_serves(venv, tmp_path):
         proc.terminate()
         proc.wait(15)
         err.close()
+
+
+def test_python_m_exporter_runs_the_installed_copy(venv, tmp_path):
+    """``python -m exporter`` is the console script (exporter/__main__.py -> exporter.cli.main)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HCE_PURE_PYTHON")}
+    py = str(venv / "bin" / "python")
+    v = subprocess.run([py, "-m", "exporter", "--version"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert v.returncode == 0 and f"version {__version__} " in v.stdout, v.stderr
+    r = subprocess.run([py, "-m", "exporter", "replay", str(DEMO)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert r.returncode == 0 and r.stdout == GOLDEN.read_text(), r.stderr
+    r = subprocess.run(
+        [py, "-m", "exporter", "report", "--json", str(DEMO)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120
+    )
+    assert r.returncode == 0 and '"mamba_bound"' in r.stdout, r.stderr
