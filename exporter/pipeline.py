@@ -36,7 +36,7 @@ from functools import partial
 from operator import itemgetter
 
 from parsers import events as ev
-from parsers import parse_line
+from parsers import has_header, parse_line
 from parsers.numbers import is_count
 from parsers.prefix import SGLANG_HEADER_RE, sglang_tags, sglang_ts
 from parsers.sglang import LINE_TEMPLATES, check_batch
@@ -76,6 +76,37 @@ class Pending:
     held: Held | None = None
 
 
+# a terminal's hard wrap: the first line is as wide as the terminal (pastes of 76-250 columns
+# are usual), the continuation lines have no header, none wider than the first
+WRAP_MIN_WIDTH, WRAP_MAX_LINES = 40, 12
+
+
+@dataclass(slots=True)
+class Wrapped:
+    """A line that may continue on the next, header-less lines (a message wrapped by a terminal):
+    held, not yet counted, until the joined text parses or a line that is not its continuation
+    arrives."""
+
+    lines: list[str]
+    outcome: str  # the first line's outcome on its own
+    ts: float | None
+    engine: str | None
+
+
+_LEVELS = ("INFO ", "WARNING ", "DEBUG ", "ERROR ", "CRITICAL ")
+
+
+def _starts_with_header(line: str) -> bool:
+    """The common headers, told by a few string tests (a wrap's continuation has none): SGLang's
+    ``[2026-...``, vLLM's ``(Name pid=N) `` or ``LEVEL ``. False means: ask the parsers."""
+    c = line[:1]
+    if c == "[":
+        return "0" <= line[1:2] <= "9"
+    if c == "(":
+        return " pid=" in line[:64]
+    return line.startswith(_LEVELS)
+
+
 def _is_vllm_access(line: str) -> bool:
     """``(APIServer pid=1) INFO:     127.0.0.1:40052 - "POST ..." 200 OK``: a uvicorn access line
     (no timestamp, nothing to parse), most of a busy vLLM log."""
@@ -103,6 +134,7 @@ class Pipeline:
         self.lock = threading.RLock()
         self.observers: list[Observer] = list(observers)
         self._seq = 0
+        self._wrapped: dict[str, Wrapped] = {}  # source -> its held line (see Wrapped)
 
     def source(self, name: str) -> SourceState:
         """The state of source ``name``, created on first use (so it is listed before any line)."""
@@ -117,6 +149,10 @@ class Pipeline:
         """Parse and apply one line; return its outcome (parsed / ignored / unrecognized)."""
         src = self.sources.get(source) or self.source(source)
         src.fed_at = time.monotonic()
+        if self._wrapped and source in self._wrapped:
+            out = self._continue_wrapped(src, line)
+            if out is not None:
+                return out
         if src.engine == ev.SGLANG and line[:1] == "[":
             out = self._feed_sglang_fast(src, line)
             if out is not None:
@@ -127,17 +163,74 @@ class Pipeline:
             return ev.IGNORED
         parsed = parse_line(line, src.engine, src.year)
         with self.lock:
-            src.lines[parsed.outcome] += 1
             if parsed.event is None:
-                if parsed.engine and src.engine is None:
-                    src.engine = parsed.engine
-                if parsed.ts is not None and (src.last_ts is None or parsed.ts > src.last_ts):
-                    src.last_ts = parsed.ts
+                if len(line) >= WRAP_MIN_WIDTH and (parsed.outcome == ev.UNRECOGNIZED or parsed.engine is not None or src.engine is None):
+                    # a known message cut short, a line with a header that says nothing (a message
+                    # cut before its marker) or, before the engine is known, any line: it may
+                    # continue on the next lines
+                    self._wrapped[source] = Wrapped([line.rstrip("\r\n")], parsed.outcome, parsed.ts, parsed.engine)
+                    return parsed.outcome
+                self._count_unapplied(src, parsed.outcome, parsed.engine, parsed.ts)
                 return parsed.outcome
+            src.lines[parsed.outcome] += 1
             if src.pending_count:
                 self._commit_all(src)  # keep log order: older batch samples first
             self._apply(src, parsed, line)
         return parsed.outcome
+
+    @staticmethod
+    def _count_unapplied(src: SourceState, outcome: str, engine: str | None, ts: float | None, n: int = 1) -> None:
+        """Count lines that carry no event; what their header said still counts (engine, time)."""
+        src.lines[outcome] += n
+        if engine and src.engine is None:
+            src.engine = engine
+        if ts is not None and (src.last_ts is None or ts > src.last_ts):
+            src.last_ts = ts
+
+    def _continue_wrapped(self, src: SourceState, line: str) -> str | None:
+        """``line`` after a held line (:class:`Wrapped`): a header-less line no wider than the first,
+        which carries nothing on its own, is its continuation; once the joined text parses, the
+        message is applied (with the first line's header) and its lines count as parsed. Returns
+        the outcome, or None when ``line`` is not a continuation (the held line was counted as it
+        was, and ``line`` takes the usual path)."""
+        w = self._wrapped[src.name]
+        piece = line.rstrip("\r\n")
+        first = w.lines[0]
+        # the usual case, in one comparison: the next line starts like the held one (the same
+        # header start: '[2026-', '(APISe', 'INFO 0'), so it is a new line, not a continuation
+        if (
+            len(piece) <= len(first)
+            and piece[:6] != first[:6]
+            and not _starts_with_header(piece)
+            and not has_header(piece, src.engine, src.year)
+        ):
+            alone = parse_line(piece, src.engine, src.year)
+            if alone.event is None:
+                w.lines.append(piece)
+                joined = parse_line("".join(w.lines), src.engine, src.year)
+                if joined.event is not None:
+                    del self._wrapped[src.name]
+                    with self.lock:
+                        src.lines[ev.PARSED] += len(w.lines)
+                        if src.pending_count:
+                            self._commit_all(src)
+                        self._apply(src, joined, "".join(w.lines))
+                    return ev.PARSED
+                if len(piece) >= len(first) - 1 and len(w.lines) < WRAP_MAX_LINES:
+                    return ev.IGNORED  # a full-width piece: more may follow
+                self._drop_wrapped(src)
+                return ev.IGNORED
+        self._drop_wrapped(src)
+        return None
+
+    def _drop_wrapped(self, src: SourceState) -> None:
+        """Count a held line (and the pieces that followed it) as what they were on their own."""
+        w = self._wrapped.pop(src.name, None)
+        if w is not None:
+            with self.lock:
+                self._count_unapplied(src, w.outcome, w.engine, w.ts)
+                if len(w.lines) > 1:
+                    src.lines[ev.IGNORED] += len(w.lines) - 1
 
     def feed_lines(self, source: str, lines: Iterable[str]) -> None:
         """Feed many lines in order; same result as ``feed`` on each, faster on busy SGLang logs."""
@@ -375,9 +468,10 @@ class Pipeline:
         further short run (at most ``BACKOFF_MAX``). Both paths give the same state."""
         feed, name = self.feed, src.name
         backoff = 0
+        wrapped = self._wrapped
         while i < n:
             sp = scan_spec()
-            if sp is None:  # both batch shapes not learned yet (start of a log)
+            if sp is None or (wrapped and name in wrapped):  # shapes not learned yet; a held line
                 i = one(i)
                 continue
             r = scan_from(i, sp)
@@ -531,6 +625,8 @@ class Pipeline:
         now = time.monotonic()
         with self.lock:
             for src in self.sources.values():
+                if self._wrapped and now - src.fed_at >= IDLE_SAMPLE_SECONDS:
+                    self._drop_wrapped(src)  # no continuation came
                 if not src.pending_count:
                     continue
                 if now - src.fed_at >= IDLE_SAMPLE_SECONDS:
@@ -549,4 +645,5 @@ class Pipeline:
         """Sample every pending line (end of a ``report``: nothing more will come)."""
         with self.lock:
             for src in self.sources.values():
+                self._drop_wrapped(src)
                 self._commit_all(src)

@@ -12,7 +12,7 @@ from .events import IGNORED, PARSED, SGLANG, UNRECOGNIZED, VLLM, Line, Unrecogni
 from .numbers import bad_count
 from .prefix import sglang_tags, sglang_ts, split_header, strip_collector
 
-__all__ = ["parse_line", "detect_engine", "SGLANG", "VLLM"]
+__all__ = ["parse_line", "detect_engine", "has_header", "SGLANG", "VLLM"]
 
 _MESSAGE_PARSERS = {SGLANG: sglang.parse_message, VLLM: vllm.parse_message}
 _NO_TAGS: tuple[str, int | None, int | None] = ("0", None, None)  # dp, tp, pp of an untagged header
@@ -70,6 +70,14 @@ def _year_of(epoch: float) -> int:
     import time
 
     return time.gmtime(epoch).tm_year
+
+
+def has_header(raw: str, engine: str | None = None, year: int = 2026) -> bool:
+    """Whether the line starts with an engine header, whole or damaged (a terminal's wrapped
+    continuation lines have none)."""
+    line, _ = strip_collector(raw)
+    h = split_header(line, engine, year)
+    return h.engine is not None or h.msg is not line
 
 
 def detect_engine(raw: str) -> str | None:

@@ -47,6 +47,32 @@ VLLM_PROC_RE = re.compile(r"\((?P<proc>[A-Za-z][\w ]*?)(?: rank=\d+)? pid=\d+(?:
 VLLM_DP_RE = re.compile(r"(?:EngineCore|Worker)_(?:DP)?(\d+)")
 
 
+# Damaged headers (pasted into issues, cut by terminals or collectors): a header that lost parts
+# but still sits at the start of the line. Only tried where no whole header matched; the message
+# after it is then parsed like a bare message (its text decides the engine), with what the
+# remains say (rank tags, a vLLM process name, the time when the date survived).
+_SGLANG_TAGS = r"(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*"
+SGLANG_PARTIAL_RE = re.compile(
+    # '[16:08:49 TP0] ', '2026-04-14 16:08:49 TP0] ' (lost its '['), '16:08:49] ', '[04-14 16:08:49] ',
+    # '[2026-04-14 16:08:49 TP0]Decode' (lost the space)
+    r"(?:\[?(?P<date>(?:\d{4}-)?\d{2}-\d{2}) |\[)?(?P<time>\d{2}:\d{2}):(?P<sec>\d{2})(?:\.(?P<ms>\d{3}))?"
+    r"(?P<tags>" + _SGLANG_TAGS + r")\] ?"
+    # '[TP0] ', '[DP1 TP1 EP1] ': the time stripped, the rank tags kept
+    r"|\[(?P<only_tags>(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] ?"
+)
+VLLM_PARTIAL_RE = re.compile(
+    # '[loggers.py:127] ', 'INFO [loggers.py:127] ', '09-30 16:03:10 [gpu_worker.py:298] ' (the level or the
+    # time stripped, or both), with or without the '(EngineCore_DP0 pid=200) ' process prefix
+    r"(?:\((?P<proc>[A-Za-z][\w ]*?)(?: rank=\d+)? pid=\d+(?:, ip=[^)]*)?\) ?)?"
+    r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) )?"
+    r"(?:(?P<md>\d{2}-\d{2}) (?P<time>\d{2}:\d{2}:\d{2})(?:[.,]\d+)? )?"
+    r"(?:\[(?P<file>[\w.-]+\.py):\d+\] "
+    # 'INFO 09-30 16:03:10 ' with the '[file:N] ' stripped
+    r"|(?<=\d ))"
+)
+_LEVELS = ("DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL ")
+
+
 @dataclass(slots=True)
 class Header:
     engine: str | None
@@ -217,10 +243,51 @@ def split_header(line: str, engine: str | None, year: int) -> Header:
             return h
         if engine == VLLM:
             pm = VLLM_PROC_RE.search(line)
-            if pm is not None:
+            if pm is not None and (".py:" not in line or VLLM_PARTIAL_RE.match(line, pm.start()) is None):
                 h = Header(VLLM, line[pm.end() :], process=pm.group("proc"))
                 dm = VLLM_DP_RE.search(pm.group("proc"))
                 if dm:
                     h.dp_rank = dm.group(1)
                 return h
-    return Header(None, line)
+    h = damaged_header(line, engine, year)
+    return Header(None, line) if h is None else h
+
+
+def damaged_header(line: str, engine: str | None, year: int) -> Header | None:
+    """The remains of an SGLang or vLLM header at the start of ``line`` (see SGLANG_PARTIAL_RE and
+    VLLM_PARTIAL_RE), or None. The header's engine stays unknown: the message decides, as for a
+    line without header; the time is kept only where the date survived (vLLM's year-less date
+    takes ``year``)."""
+    c = line[:1]
+    if engine != VLLM and (c == "[" or "0" <= c <= "9"):  # cheap gates: most header-less lines fail them
+        m = SGLANG_PARTIAL_RE.match(line)
+        if m is not None:
+            h = Header(None, line[m.end() :])
+            tags = m.group("tags") or m.group("only_tags")
+            if tags:
+                h.dp_rank, h.tp_rank, h.pp_rank = sglang_tags(" " + tags if m.group("only_tags") else tags)
+            date = m.group("date")
+            if date:
+                ymd = date if len(date) == 10 else f"{year:04d}-{date}"
+                try:
+                    h.ts = sglang_ts(f"{ymd} {m.group('time')}", m.group("sec"), m.group("ms"))
+                except (ValueError, OverflowError):
+                    h.ts = None
+            return h
+    if engine != SGLANG and (".py:" in line[:400] or line.startswith(_LEVELS)):
+        m = VLLM_PARTIAL_RE.match(line)
+        if m is not None and (m.group("file") or m.group("md")):
+            h = Header(None, line[m.end() :], process=m.group("proc"))
+            md = m.group("md")
+            if md:
+                t = m.group("time")
+                try:
+                    h.ts = minute_epoch(f"{year:04d}-{md} {t[:5]}") + int(t[6:8])
+                except (ValueError, OverflowError):
+                    h.ts = None
+            if h.process:
+                dm = VLLM_DP_RE.search(h.process)
+                if dm:
+                    h.dp_rank = dm.group(1)
+            return h
+    return None

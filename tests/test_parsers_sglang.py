@@ -779,7 +779,9 @@ MIN_PARSED = {
     "unified-memory.log": 16,
     "replayssm.log": 15,
 }
-FIXTURE_FILES = sorted(p.name for p in FIXTURES.glob("*.log"))
+# a terminal-wrapped paste: its first pieces are unrecognized on their own by design
+WRAPPED = "pasted-damaged-headers.log"
+FIXTURE_FILES = sorted(p.name for p in FIXTURES.glob("*.log") if p.name != WRAPPED)
 
 
 def test_fixture_set_covers_every_era() -> None:
@@ -820,3 +822,69 @@ def test_real_excerpts_are_verbatim_reference_lines() -> None:
     text = ref.read_text(encoding="utf-8")
     for line in (FIXTURES / "real-excerpts.log").read_text(encoding="utf-8").splitlines():
         assert line in text, line
+
+
+# --------------------------------------------------------------------------------------------
+# damaged headers (pasted into issues, cut by terminals or collectors): the message decides
+
+DECODE_MSG = (
+    "Decode batch, #running-req: 9, #full token: 20902, full token usage: 0.10, mamba num: 45, mamba usage: 0.96, "
+    "cuda graph: True, gen throughput (token/s): 466.71, #queue-req: 13"
+)
+KV_MSG = "KV Cache is allocated. #tokens: 211360, K size: 3.22 GB, V size: 3.22 GB"
+TS_0905 = time.mktime((2026, 8, 23, 9, 5, 37, 0, 0, -1))
+
+
+@pytest.mark.parametrize(
+    "head,dp,tp,ts",
+    [
+        pytest.param("[09:05:37 TP0] ", "0", 0, None, id="time-only"),
+        pytest.param("[09:05:37.125 DP1 TP3] ", "1", 3, None, id="time-ms-tags"),
+        pytest.param("[09:05:37] ", "0", None, None, id="time-only-no-tags"),
+        pytest.param("2026-08-23 09:05:37 TP0] ", "0", 0, TS_0905, id="lost-leading-bracket"),
+        pytest.param("09:05:37 TP1] ", "0", 1, None, id="lost-bracket-and-date"),
+        pytest.param("[2026-08-23 09:05:37 TP0]", "0", 0, TS_0905, id="lost-space"),
+        pytest.param("[TP0] ", "0", 0, None, id="tags-only"),
+        pytest.param("[DP1 TP1 EP1] ", "1", 1, None, id="dp-tags-only"),
+        pytest.param("", "0", None, None, id="no-header"),
+    ],
+)
+@pytest.mark.parametrize("engine", [None, "sglang"])
+def test_damaged_sglang_headers_are_read_by_the_message(head: str, dp: str, tp: int | None, ts: float | None, engine: str | None) -> None:
+    for msg, kind in ((DECODE_MSG, ev.BatchStats), (KV_MSG, ev.KVCacheAllocated)):
+        r = parsed(head + msg, engine)
+        assert r.engine == "sglang" and type(r.event) is kind
+        assert (r.dp_rank, r.tp_rank, r.ts) == (dp, tp, ts)
+    assert parsed(head + DECODE_MSG, engine).event.mamba_used == 45
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "2024-01-01 12:00:00 status installed libc6:amd64 2.36-9",  # dpkg.log
+        "12:00:01 up 3 days,  2:01,  1 user,  load average: 0.00",  # uptime
+        "[12:00:01] some other program's line",
+        "[TP0] nothing SGLang would print",
+    ],
+)
+def test_lines_that_only_look_like_damaged_headers_stay_ignored(line: str) -> None:
+    assert parse_line(line, None).outcome == IGNORED
+    assert parse_line(line, "sglang").outcome == IGNORED
+
+
+def test_damaged_header_fixture_is_read_whole() -> None:
+    """fixtures/sglang/pasted-damaged-headers.log: every damaged form in one paste, and the cap
+    warning wrapped by a terminal at 76 columns (joined by the pipeline, tests/test_wrapped.py)."""
+    lines = (FIXTURES / "pasted-damaged-headers.log").read_text().splitlines()
+    outcomes = [parse_line(ln, "sglang").outcome for ln in lines]
+    assert UNRECOGNIZED in outcomes  # the first piece of each wrapped warning, on its own
+    kinds = {type(parse_line(ln, "sglang").event).__name__ for ln in lines}
+    assert {
+        "WeightsLoaded",
+        "MambaCacheAllocated",
+        "KVCacheAllocated",
+        "SchedulerSummary",
+        "BatchStats",
+        "Retraction",
+        "PoolExhausted",
+    } <= kinds

@@ -676,6 +676,7 @@ FIXTURES = {
     "mamba-blocks-exceeded.log": 10,
     "kv-too-small.log": 8,
     "real-excerpts.log": 20,
+    "pasted-damaged-headers.log": 7,
 }
 
 
@@ -729,3 +730,38 @@ def test_fixture_dp2_ranks() -> None:
     assert tokens == {"0": 428880, "1": 427136}
     blocks = {r.dp_rank: r.event.gpu_blocks for r in rs if isinstance(r.event, ev.KVCapacity) and r.event.gpu_blocks}
     assert blocks == {"0": 26805, "1": 26696}
+
+
+# --------------------------------------------------------------------------------------------
+# damaged headers: the message decides, what survives of the header is kept
+
+KV_MEM = "Available KV cache memory: 21.12 GiB"
+
+
+@pytest.mark.parametrize(
+    "head,dp,has_ts",
+    [
+        pytest.param("[gpu_worker.py:298] ", "0", False, id="file-only"),
+        pytest.param("INFO [gpu_worker.py:298] ", "0", False, id="level-and-file"),
+        pytest.param("09-30 16:03:12 [gpu_worker.py:298] ", "0", True, id="time-and-file"),
+        pytest.param("(EngineCore_DP1 pid=200) [gpu_worker.py:298] ", "1", False, id="process-and-file"),
+        pytest.param("(EngineCore_DP1 pid=200) 09-30 16:03:12 [gpu_worker.py:298] ", "1", True, id="process-time-file"),
+        pytest.param("INFO 09-30 16:03:12 ", "0", True, id="file-stripped"),
+    ],
+)
+@pytest.mark.parametrize("engine", [None, V])
+def test_damaged_vllm_headers_are_read_by_the_message(head: str, dp: str, has_ts: bool, engine: str | None) -> None:
+    r = one(head + KV_MEM, engine)
+    assert r.outcome == "parsed" and r.engine == V and type(r.event) is ev.KVMemory
+    assert r.dp_rank == dp and (r.ts is not None) == has_ts
+    stats = (
+        "Engine 000: Avg prompt throughput: 1872.3 tokens/s, Avg generation throughput: 5.4 tokens/s, Running: 12 reqs, "
+        "Waiting: 3 reqs, GPU KV cache usage: 87.5%, Prefix cache hit rate: 45.0%"
+    )
+    r = one(head + stats, engine)
+    assert type(r.event) is ev.BatchStats and r.event.running == 12
+
+
+def test_damaged_vllm_header_fixture() -> None:
+    lines = (pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "vllm" / "pasted-damaged-headers.log").read_text().splitlines()
+    assert all(one(ln, None).outcome == "parsed" for ln in lines)
