@@ -123,9 +123,11 @@ class Service:
         return self.servers[0]
 
     def _forget(self, source: str) -> None:
-        """A DaemonSet source whose pod is gone: its state and series go."""
+        """A DaemonSet source whose pod is gone: its state, series and timelines go."""
         with self.pipe.lock:
             self.pipe.sources.pop(source, None)
+            for key in [k for k in self.history.timelines if k[0] == source]:
+                del self.history.timelines[key]
 
     def all_sources(self) -> list:
         out: list = list(self.manager.snapshot())

@@ -87,5 +87,29 @@ def test_daemonset_mode(tmp_path):
         assert h.value(text, h.DECODE, namespace="infer", pod="qwen-c") == 2
         assert c.exists()
         assert "forgotten" in s.stderr()
+        code, status = s.get("/status.json")
+        assert code == 200 and "qwen-b" not in status and "qwen-a" in status  # its timelines and tailer went too
     finally:
         s.kill()
+
+
+def test_forget_drops_state_and_timelines(tmp_path):
+    """Service._forget (a pod gone for --kubernetes-forget-after) leaves nothing of the source behind."""
+    from exporter.serve import ServeConfig, Service
+
+    root = tmp_path / "pods"
+    root.mkdir()
+    svc = Service(ServeConfig(listen="127.0.0.1:0", kubernetes_pods=str(root)))
+    try:
+        for name in ("ns/a/sglang", "ns/b/sglang"):
+            svc.pipe.source(name)
+            for i in range(30):
+                svc.pipe.feed(name, h.decode_line(i * 11))
+        svc.pipe.finish()
+        assert {k[0] for k in svc.history.timelines} == {"ns/a/sglang", "ns/b/sglang"}
+        svc._forget("ns/b/sglang")
+        assert set(svc.pipe.sources) == {"ns/a/sglang"}
+        assert {k[0] for k in svc.history.timelines} == {"ns/a/sglang"}
+    finally:
+        for srv in svc.servers:
+            srv.server_close()

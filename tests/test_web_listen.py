@@ -264,3 +264,43 @@ def test_web_config_reload_of_users_and_refused_tls_switch(running, tmp_path, pk
     # broken YAML: refused too, the config in force stays
     cfg_path.write_text("basic_auth_users: [\n")
     assert code("new") == 200 and rc.failing
+
+
+def test_serve_reloads_rotated_certificate(pki, tmp_path):
+    """The same through a real ``serve`` process: --web.config.file, a cert-manager style swap of
+    the Secret's files, the next HTTPS connection gets the new certificate, and the self-metric
+    tells a change that does not load."""
+    import test_serve_support as h
+
+    live = tmp_path / "live"
+    live.mkdir()
+    _install(pki / "one.crt", live / "tls.crt")
+    _install(pki / "one.key", live / "tls.key")
+    cfg = tmp_path / "web.yml"
+    cfg.write_text(f"tls_server_config:\n  cert_file: {live / 'tls.crt'}\n  key_file: {live / 'tls.key'}\n")
+    log = tmp_path / "s.log"
+    log.touch()
+    s = h.Serve(tmp_path, "--log", str(log), "--web.config.file", str(cfg))
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    try:
+
+        def up() -> bool:
+            assert s.proc.poll() is None, s.stderr()
+            try:
+                return _peer_cn(s.port, ctx) == "one"
+            except OSError:
+                return False
+
+        h.wait_for(up, what="https up")
+
+        def reload_ok() -> float:
+            return h.value(get("127.0.0.1", s.port, "/metrics", ctx)[1], "hybrid_cache_exporter_web_config_last_reload_successful")
+
+        assert reload_ok() == 1
+        _install(pki / "two.key", live / "tls.key")  # the key first: does not match the old cert
+        assert _peer_cn(s.port, ctx) == "one" and reload_ok() == 0
+        _install(pki / "two.crt", live / "tls.crt")
+        assert _peer_cn(s.port, ctx) == "two" and reload_ok() == 1
+        assert "web config not reloaded" in s.stderr() and "reloaded (files changed)" in s.stderr()
+    finally:
+        s.kill()
