@@ -113,3 +113,20 @@ def test_forget_drops_state_and_timelines(tmp_path):
     finally:
         for srv in svc.servers:
             srv.server_close()
+
+
+def test_kubelet_glob_means_daemonset_mode(tmp_path):
+    """--log '<...>/pods/*/*/*.log' is recognised: the same labels as --kubernetes-pods (not every
+    container's 0.log collapsed into one source named "0")."""
+    root = tmp_path / "pods"
+    pod(root, "infer", "qwen-a", lines=3)
+    pod(root, "batch", "qwen-b", lines=2)
+    s = h.Serve(tmp_path, "--log", f"{root}/*/*/*.log", "--from-beginning", "--poll-interval", "0.1")
+    try:
+        s.wait_up()
+        text = h.wait_count(s, 5)
+        assert h.value(text, h.DECODE, namespace="infer", pod="qwen-a", container="sglang", source="infer/qwen-a/sglang") == 3
+        assert h.value(text, h.DECODE, namespace="batch", pod="qwen-b") == 2
+        assert "kubelet's layout" in s.stderr()
+    finally:
+        s.kill()

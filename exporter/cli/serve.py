@@ -25,6 +25,8 @@ from .common import add_pipeline_args, engine_of, rules_config
 log = logging.getLogger("hybrid_cache_exporter")
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]*$")
+# --log '/var/log/pods/*/*/*.log' is the kubelet's layout: DaemonSet mode on that directory
+KUBELET_GLOB = re.compile(r"^(/(?:.*/)?pods)/\*/\*/\*\.log$")
 
 
 def parse_log_spec(arg: str) -> tuple[str | None, str]:
@@ -166,6 +168,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ..web import ReloadingWebConfig, WebConfigError, check_telemetry_path, resolve_listen
 
     configure_logging(args.log_level, args.log_format)
+    kubelet = [a for a in args.log if KUBELET_GLOB.match(a)]
+    if kubelet and not args.kubernetes_pods:
+        args.kubernetes_pods = KUBELET_GLOB.match(kubelet[0]).group(1)
+        args.log = [a for a in args.log if a not in kubelet]
+        log.info("--log %s is the kubelet's layout: reading it as --kubernetes-pods %s", kubelet[0], args.kubernetes_pods)
     listens = args.listen or [f":{DEFAULT_PORT}"]
     try:
         for a in listens:
