@@ -888,3 +888,25 @@ def test_damaged_header_fixture_is_read_whole() -> None:
         "Retraction",
         "PoolExhausted",
     } <= kinds
+
+
+@pytest.mark.parametrize(
+    "msg",
+    [
+        "Not enough space for mamba cache, try to increase --mamba-full-memory-ratio or --max-mamba-cache-size.",
+        "Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.",
+        "AssertionError: Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.",
+    ],
+)
+def test_mamba_exhausted_fires_on_either_message(msg: str) -> None:
+    """docs/rules.md names both: the pool is out of slots, or of the extra_buffer ping-pong slots."""
+    from exporter.app import exposition, new_pipeline
+
+    pipe = new_pipeline("sglang")
+    pipe.feed(
+        "s",
+        "[2026-08-23 09:06:30 TP0] Decode batch, #running-req: 9, #full token: 20902, full token usage: 0.10, mamba num: 45, mamba usage: 0.96, cuda graph: True, gen throughput (token/s): 466.71, #queue-req: 13",
+    )
+    pipe.feed("s", "[2026-08-23 09:06:31 TP0] " + msg)
+    pipe.finish()
+    assert b'rule="mamba_exhausted",source="s"} 1.0' in exposition(pipe)
