@@ -188,3 +188,16 @@ def test_missing_glob_and_not_yet_missing(serve, tmp_path):
     assert h.value(text, "hybrid_cache_exporter_source_missing", source="late") == 0
     assert re.search(r'^hybrid_cache_exporter_source_missing\{source=".*\*\.log"\} 0\.0$', text, re.M)
     assert s.get("/readyz")[0] == 200
+
+
+def test_flag_spellings_parse():
+    """--flag=value as the Go exporters write it, the old spellings, repeated addresses."""
+    from exporter.cli import build_parser
+
+    ns = build_parser().parse_args(
+        ["serve", "--log", "x", "--log.level=WARN", "--log.format=JSON", "--web.listen-address=[::1]:1", "--listen", ":2",
+         "--web.telemetry-path=/m", "--web.config.file=w.yml"]
+    )  # fmt: skip
+    assert (ns.log_level, ns.log_format, ns.listen, ns.telemetry_path, ns.web_config) == ("warn", "json", ["[::1]:1", ":2"], "/m", "w.yml")
+    assert build_parser().parse_args(["serve", "--log", "x", "--log-level", "debug"]).log_level == "debug"
+    assert build_parser().parse_args(["serve", "--log", "x"]).listen is None  # the face fills in :19833

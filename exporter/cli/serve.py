@@ -86,11 +86,17 @@ def register(sub) -> None:
         "--log-level",
         dest="log_level",
         default="info",
+        type=str.lower,
         choices=sorted(LEVELS),
         help="the exporter's own log level (stderr; default info)",
     )
     web.add_argument(
-        "--log.format", dest="log_format", default="logfmt", choices=FORMATS, help="the exporter's own log format (default logfmt)"
+        "--log.format",
+        dest="log_format",
+        default="logfmt",
+        type=str.lower,
+        choices=FORMATS,
+        help="the exporter's own log format (default logfmt)",
     )
     k8s = p.add_argument_group("DaemonSet mode (docs/fleet.md)")
     k8s.add_argument(
