@@ -304,3 +304,13 @@ def test_serve_reloads_rotated_certificate(pki, tmp_path):
         assert "web config not reloaded" in s.stderr() and "reloaded (files changed)" in s.stderr()
     finally:
         s.kill()
+
+
+def test_all_interfaces_without_ipv6(monkeypatch):
+    """':PORT' on a host without IPv6 (ipv6.disable=1, some containers) falls back to IPv4;
+    '[::]:PORT' asks for IPv6 and is refused with a clear message."""
+    monkeypatch.setattr(web, "_ipv6_usable", lambda: False)
+    b = web.resolve_listen(":0")
+    assert (b.family, b.host, b.dual_stack) == (socket.AF_INET, "0.0.0.0", False)
+    with pytest.raises(ValueError, match="no IPv6"):
+        web.resolve_listen("[::]:0")
