@@ -54,7 +54,7 @@ def fmt_ts(ts: float | None) -> str:
 def fmt_dur(s: float | None) -> str:
     if s is None:
         return "?"
-    s = int(round(s))
+    s = max(0, int(round(s)))  # a duration is never negative (files read out of order were, before)
     h, rem = divmod(s, 3600)
     m, sec = divmod(rem, 60)
     return f"{h}h{m:02d}m{sec:02d}s" if h else f"{m}m{sec:02d}s"
@@ -318,7 +318,7 @@ def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
         fired_s = 0.0
         for start, end in eps:
             if start is not None:
-                fired_s += ((end if end is not None else last) or start) - start
+                fired_s += max(0.0, ((end if end is not None else last) or start) - start)  # never negative
         lines = []
         for kind in ("fire", "recent", "clear"):
             for ts, line in evd.get(kind, ()):
@@ -339,7 +339,7 @@ def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
     live_rules = {f["rule"] for f in findings if f["live"]}
     return {
         "dp_rank": srv.dp_rank,
-        "log_time": {"first": fmt_ts(first), "last": fmt_ts(last), "seconds": round(last - first, 1) if first and last else 0},
+        "log_time": {"first": fmt_ts(first), "last": fmt_ts(last), "seconds": round(max(0.0, last - first), 1) if first and last else 0},
         "capacity": cap_facts,
         "peaks": {k: _num(v) for k, v in (m.get("peaks") or {}).items()},
         "counters": {
