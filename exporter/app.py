@@ -18,15 +18,16 @@ from .history import REPORT_ROWS
 from .history import attach as attach_history
 from .pipeline import Pipeline
 from .reading import replay_files
+from .recommend import observe
 from .rules import RulesConfig, attach
 from .state import DEFAULT_MAX_DP_RANKS
 
 
 def new_pipeline(engine: str | None = None, config: RulesConfig | None = None, max_dp_ranks: int = DEFAULT_MAX_DP_RANKS) -> Pipeline:
-    """A pipeline with the diagnosis rules attached (``config`` None = built-in thresholds);
-    ``max_dp_ranks``: distinct dp_rank values kept per source (``--max-dp-ranks``)."""
+    """A pipeline with the diagnosis rules attached (``config`` None = built-in thresholds) and the
+    recommendations observing them; ``max_dp_ranks``: distinct dp_rank values kept per source (``--max-dp-ranks``)."""
     pipe = Pipeline(engine, max_dp_ranks=max_dp_ranks)
-    attach(pipe, config)
+    observe(attach(pipe, config))  # rules on the pipeline, recommendations on the rules
     return pipe
 
 

@@ -33,6 +33,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .version import parse_version as parse_version  # the one parser, re-exported
+from .version import require_version
+
 KiB = 1 << 10
 MiB = 1 << 20
 GiB = 1 << 30
@@ -542,18 +545,6 @@ def tokens_for_bytes(model: ModelSpec, nbytes: float, kv_dtype: str | None = Non
 SGLANG_STRATEGIES = ("disable", "no_buffer", "extra_buffer", "extra_buffer_lazy", "auto")
 
 
-def parse_version(v: str | tuple[int, ...] | None) -> tuple[int, int, int, int]:
-    """``"0.5.3.post3"`` -> ``(0, 5, 3, 3)``; ``"v0.5.19rc1"`` -> ``(0, 5, 19, 0)``; ``None`` -> latest known."""
-    if v is None:
-        return LATEST_SGLANG
-    if isinstance(v, tuple):
-        return (tuple(v) + (0, 0, 0, 0))[:4]  # type: ignore[return-value]
-    m = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.?post(\d+))?", str(v).strip())
-    if not m:
-        raise ValueError(f"unparseable version {v!r}")
-    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0), int(m.group(4) or 0))
-
-
 def _norm_strategy(strategy: str | None, overlap: bool = True) -> str:
     s = (strategy or "auto").strip().lower().replace("-", "_")
     if s in ("disable", "disabled", "disable_radix", "disable_radix_cache", "off", "none", "radix_off"):
@@ -580,7 +571,7 @@ def sglang_slots_per_request(
     ``SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1`` (≥0.5.17 only; ignored before). Raises ``ValueError`` for a strategy
     that does not exist in that version.
     """
-    v = parse_version(version)
+    v = require_version(version, LATEST_SGLANG)
     s = _norm_strategy(strategy, overlap)
     if s == "disable" or v < (0, 5, 3, 3):  # 0.5.2-0.5.3: radix forced off for hybrid GDN
         return 1
@@ -663,7 +654,7 @@ def sglang_pool(
     ``--context-length`` or the model's (``make_plan`` passes ``ModelSpec.context_length``), so without
     ``--max-running-requests`` SGLang never runs more than 4,096 requests.
     """
-    v = parse_version(version)
+    v = require_version(version, LATEST_SGLANG)
     rest = int(rest_bytes)
     D = max(0, spec_draft_tokens)
     spr = max(1, slots_per_request)
@@ -792,7 +783,7 @@ class VLLMRelease:
 
 
 def vllm_release(version: str | tuple[int, ...] | None) -> VLLMRelease:
-    return VLLMRelease(parse_version(version) if version is not None else VLLM_LATEST)
+    return VLLMRelease(require_version(version, VLLM_LATEST))
 
 
 def vllm_default_mode(version: str | tuple[int, ...] | None = None, prefix_caching: bool | None = None) -> str:

@@ -32,6 +32,7 @@ from .rules import (
     MAMBA_EXHAUSTED,
     REQUEST_CAP_BOUND,
     RETRACTION_STORM,
+    Rules,
     RulesConfig,
     _source_memory,
     _truthy,
@@ -520,6 +521,37 @@ def inputs(src: SourceState, srv: ServerState, cfg: RulesConfig) -> tuple:
     )
 
 
+RECOMMEND_REFRESH_SECONDS = 30.0
+_NEVER = float("-inf")
+
+
+class Recommender:
+    """Observes the rules (:class:`exporter.rules.FindingObserver`): recomputes a server's recommendations
+    when one of its findings changes, and refreshes them (their values follow the usage percentiles) every
+    30 s of log time while a finding is live, unless nothing they depend on changed (:func:`inputs`)."""
+
+    def transition(self, src: SourceState, srv: ServerState, rule: str, on: bool, cfg: RulesConfig) -> None:
+        update(src, srv, cfg)
+        srv.rule_memory["reco_inputs"] = None  # the next refresh recomputes
+
+    def sample(self, src: SourceState, srv: ServerState, ts: float, cfg: RulesConfig) -> None:
+        m = srv.rule_memory
+        if ts - m.get("reco_ts", _NEVER) < RECOMMEND_REFRESH_SECONDS:
+            return
+        m["reco_ts"] = ts
+        now = inputs(src, srv, cfg)
+        if now != m.get("reco_inputs"):
+            update(src, srv, cfg)
+            m["reco_inputs"] = now
+
+
+def observe(rules: Rules) -> Rules:
+    """Make the recommendations follow ``rules`` (idempotent); returns ``rules``."""
+    if not any(isinstance(o, Recommender) for o in rules.observers):
+        rules.observers.append(Recommender())
+    return rules
+
+
 def update_ratio(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> None:
     f = srv.findings
     if f.get(MAMBA_BOUND) or f.get(KV_BOUND) or f.get(MAMBA_CAPPED):
@@ -528,4 +560,15 @@ def update_ratio(src: SourceState, srv: ServerState, cfg: RulesConfig | None = N
         srv.recommended_ratio = None
 
 
-__all__ = ["Recommendation", "candidates", "for_rules", "inputs", "observed", "update", "update_ratio", "balanced_ratio"]
+__all__ = [
+    "Recommendation",
+    "Recommender",
+    "observe",
+    "candidates",
+    "for_rules",
+    "inputs",
+    "observed",
+    "update",
+    "update_ratio",
+    "balanced_ratio",
+]

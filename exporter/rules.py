@@ -28,13 +28,15 @@ import dataclasses
 import re
 from bisect import bisect_left
 from collections import deque
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass
 from itertools import accumulate
+from typing import Protocol
 
 from parsers import events as ev
 
+from . import capacity as cap
 from .state import ServerState, SourceState, effective_max_running
+from .version import VersionRange, fmt_version, parse_version  # noqa: F401  (re-exported for the report)
 
 MAMBA_BOUND = "mamba_bound"
 KV_BOUND = "kv_bound"
@@ -48,8 +50,6 @@ SUSTAINED_RULES = (MAMBA_BOUND, KV_BOUND, REQUEST_CAP_BOUND)
 
 EVIDENCE_LINE_MAX = 400  # characters of a raw line kept as evidence
 EPISODES_MAX = 50  # fire/clear episodes kept per rule
-RECOMMEND_REFRESH_SECONDS = 30.0
-_NEVER = float("-inf")
 
 
 # --------------------------------------------------------------------------------------------
@@ -120,83 +120,7 @@ def load_config(path: str | None) -> RulesConfig:
 
 
 # --------------------------------------------------------------------------------------------
-# versions
-
-
-def parse_version(v: str | None) -> tuple[int, ...] | None:
-    """'0.5.3.post3' -> (0, 5, 3, 3); '0.5.19' -> (0, 5, 19, 0); None/garbage -> None."""
-    if not v:
-        return None
-    return _parse_version(str(v))
-
-
-@lru_cache(maxsize=256)
-def _parse_version(v: str) -> tuple[int, ...] | None:
-    """Cached: the release gates of every recommendation refresh parse the same few strings."""
-    m = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.?post(\d+))?", v.strip())
-    if not m:
-        return None
-    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0), int(m.group(4) or 0))
-
-
-@lru_cache(maxsize=256)
-def fmt_version(v: tuple[int, ...] | None) -> str:
-    if v is None:
-        return "?"
-    s = f"{v[0]}.{v[1]}.{v[2]}"
-    return s + (f".post{v[3]}" if len(v) > 3 and v[3] else "")
-
-
-@dataclass
-class VersionRange:
-    """What the log tells about the engine release: a floor and a ceiling (inclusive), either may
-    be unknown. vLLM prints its version; SGLang does not, so its range is inferred from format
-    features (see docs/rules.md, "Release detection")."""
-
-    floor: tuple[int, ...] | None = None
-    ceiling: tuple[int, ...] | None = None
-    exact: bool = False
-    reasons: list[str] = field(default_factory=list)
-
-    def at_least(self, v: str) -> bool:
-        """True only when the log proves the release is >= v."""
-        pv = parse_version(v)
-        return self.floor is not None and pv is not None and self.floor >= pv
-
-    def below(self, v: str) -> bool:
-        """True only when the log proves the release is < v."""
-        pv = parse_version(v)
-        return self.ceiling is not None and pv is not None and self.ceiling < pv
-
-    def may_be_in(self, lo: str, hi: str) -> bool:
-        """True unless the log proves the release is outside [lo, hi]."""
-        plo, phi = parse_version(lo), parse_version(hi)
-        if self.ceiling is not None and plo is not None and self.ceiling < plo:
-            return False
-        return not (self.floor is not None and phi is not None and self.floor > phi)
-
-    def raise_floor(self, v: str, why: str) -> None:
-        pv = parse_version(v)
-        if pv is not None and (self.floor is None or pv > self.floor):
-            self.floor = pv
-            self.reasons.append(f">={v}: {why}")
-
-    def lower_ceiling(self, v: str, why: str) -> None:
-        pv = parse_version(v)
-        if pv is not None and (self.ceiling is None or pv < self.ceiling):
-            self.ceiling = pv
-            self.reasons.append(f"<={v}: {why}")
-
-    def __str__(self) -> str:
-        if self.exact or (self.floor is not None and self.floor == self.ceiling):
-            return fmt_version(self.floor)
-        if self.floor is None and self.ceiling is None:
-            return "unknown"
-        if self.ceiling is None:
-            return ">=" + fmt_version(self.floor)
-        if self.floor is None:
-            return "<=" + fmt_version(self.ceiling)
-        return f"{fmt_version(self.floor)}..{fmt_version(self.ceiling)}"
+# versions: exporter/version.py
 
 
 # server_args keys that exist only from / until a release (sglang ref §2.1, §7.1)
@@ -304,24 +228,15 @@ def speculative_on(src: SourceState) -> bool:
 
 
 def slots_per_request_table(version: tuple[int, ...], strategy: str, overlap: bool, spec: bool) -> int | None:
-    """`_calculate_mamba_ratio` by release, SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK off (ref §7.2)."""
-    if strategy == "disabled":
-        return 1
-    if version < (0, 5, 3, 3):
-        return 1  # 0.5.2-0.5.3: radix cache forced off for hybrid GDN
-    if version < (0, 5, 7, 0):
-        return 3  # one radix mode before the strategies existed (0.5.3.post3-0.5.6)
-    if strategy == "no_buffer":
-        if version < (0, 5, 8, 0):
-            return 5
-        return 3
-    if strategy == "extra_buffer":
-        if version < (0, 5, 10, 0):
-            return 4 if spec else 5
-        return 5 if overlap else 4
-    if strategy == "extra_buffer_lazy":
-        return 4 if version >= (0, 5, 13, 0) else None
-    return None
+    """The capacity model's table (:func:`exporter.capacity.sglang_slots_per_request`, the one copy), read with
+    what a log can say: before 0.5.7 there was one radix mode whatever the strategy name, and a strategy that a
+    release does not have gives ``None`` instead of an error."""
+    if version < (0, 5, 7, 0) and strategy != "disabled":
+        strategy = "no_buffer"
+    try:
+        return cap.sglang_slots_per_request(strategy, version, overlap=overlap, spec=spec)
+    except ValueError:
+        return None
 
 
 def slots_per_request(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> tuple[int | None, str]:
@@ -337,7 +252,7 @@ def slots_per_request(src: SourceState, srv: ServerState, cfg: RulesConfig | Non
     spec = speculative_on(src)
     cands = {slots_per_request_table(x, strategy, overlap, spec) for x in (vr.floor, vr.ceiling) if x is not None}
     if vr.floor is None and vr.ceiling is None:
-        cands = {slots_per_request_table((0, 5, 23, 0), strategy, overlap, spec)}
+        cands = {slots_per_request_table(cap.LATEST_SGLANG, strategy, overlap, spec)}
     elif vr.floor is None:
         cands.add(slots_per_request_table((0, 5, 10, 0), strategy, overlap, spec) if vr.ceiling >= (0, 5, 10, 0) else None)
     cands.discard(None)
@@ -583,11 +498,22 @@ class Recent(deque):
         return n
 
 
+class FindingObserver(Protocol):
+    """What watches the rules (the recommendations): told of every transition of a finding, and of every
+    sample while a finding is live. The rules know nothing else about who listens (the composition root,
+    ``exporter/app.py``, wires them), so the flow is one way: rules -> observers."""
+
+    def transition(self, src: SourceState, srv: ServerState, rule: str, on: bool, cfg: RulesConfig) -> None: ...
+
+    def sample(self, src: SourceState, srv: ServerState, ts: float, cfg: RulesConfig) -> None: ...
+
+
 class Rules:
     """The observer: ``Rules(config)(src, srv, parsed_line, raw_line)``."""
 
     def __init__(self, config: RulesConfig | None = None) -> None:
         self.config = config or RulesConfig()
+        self.observers: list[FindingObserver] = []
 
     # ---- memory helpers
     def memory(self, srv: ServerState) -> dict:
@@ -625,10 +551,8 @@ class Rules:
             if eps and eps[-1][1] is None:
                 eps[-1][1] = ts
             evd["clear"] = [(t, _clip(x)) for t, x in evidence if x][:2]
-        from . import recommend
-
-        recommend.update(src, srv, self.config)
-        m["reco_inputs"] = None  # the next refresh recomputes
+        for o in self.observers:
+            o.transition(src, srv, rule, on, self.config)
 
     # ---- observer entry point
     def __call__(self, src: SourceState, srv: ServerState, line: ev.Line, raw: str) -> None:
@@ -810,16 +734,9 @@ class Rules:
                 self._set(src, srv, rule, tr == "fire", ts, h_evidence(h, ts, raw))
         if e.preemptions or findings.get(RETRACTION_STORM):
             self._storm(src, srv, m, ts, raw)
-        # refresh recommendations (their values follow the usage percentiles) every 30 s of log time,
-        # unless nothing they depend on changed since they were last computed
-        if any(findings.values()) and ts - m.get("reco_ts", _NEVER) >= RECOMMEND_REFRESH_SECONDS:
-            m["reco_ts"] = ts
-            from . import recommend
-
-            inputs = recommend.inputs(src, srv, cfg)
-            if inputs != m.get("reco_inputs"):
-                recommend.update(src, srv, cfg)
-                m["reco_inputs"] = inputs
+        if self.observers and any(findings.values()):
+            for o in self.observers:
+                o.sample(src, srv, ts, cfg)
 
     def _storm(self, src: SourceState, srv: ServerState, m: dict, ts: float, raw: str) -> None:
         cfg = self.config

@@ -322,9 +322,19 @@ def test_sglang_caps_from_reference():
 
 
 def test_parse_version():
+    """One parser (exporter/version.py) for the whole exporter: None on garbage, require_version raises."""
+    from exporter import rules, version
+
+    assert cap.parse_version is version.parse_version is rules.parse_version
     assert cap.parse_version("0.5.3.post3") == (0, 5, 3, 3)
     assert cap.parse_version("v0.5.19rc1") == (0, 5, 19, 0)
     assert cap.parse_version("0.5.3") < cap.parse_version("0.5.3.post3") < cap.parse_version("0.5.4")
+    assert cap.parse_version("garbage") is None and cap.parse_version(None) is None
+    assert version.require_version(None, (0, 5, 23, 0)) == (0, 5, 23, 0)
+    with pytest.raises(ValueError):
+        version.require_version("garbage", (0, 5, 23, 0))
+    with pytest.raises(ValueError):
+        cap.sglang_slots_per_request("extra_buffer", "garbage")
 
 
 def test_sglang_pool_formula():

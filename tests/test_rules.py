@@ -8,6 +8,7 @@ import pytest
 
 from exporter import recommend, rules
 from exporter.pipeline import Pipeline
+from exporter.recommend import observe
 from exporter.rules import RulesConfig, VersionRange, attach, load_config
 from parsers import events as ev
 
@@ -17,7 +18,7 @@ T0 = 1_786_000_000.0
 class Feeder:
     def __init__(self, engine: str = ev.SGLANG, config: RulesConfig | None = None, source: str = "t") -> None:
         self.pipe = Pipeline(engine)
-        self.rules = attach(self.pipe, config)
+        self.rules = observe(attach(self.pipe, config))
         self.engine = engine
         self.name = source
 

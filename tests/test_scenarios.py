@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.app import new_pipeline
 from exporter.pipeline import Pipeline
 from exporter.reading import read_lines, replay_files
+from exporter.recommend import observe
 from exporter.rules import RULE_IDS, attach
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,7 +137,7 @@ def test_replay_equals_feeding_line_by_line(name):
     a = new_pipeline(None)
     replay_files(a, [str(path)], None)
     b = Pipeline()
-    attach(b)
+    observe(attach(b))
     src = path.name.split(".", 1)[0]
     for line in read_lines(str(path)):
         b.feed(src, line)
