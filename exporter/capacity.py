@@ -1081,6 +1081,7 @@ class ObservedCapacity:
     radix_strategy: str | None = None
     engine: str = "sglang"
     padding_slots: int = 1
+    context_len: int | None = None  # tokens one request may reach: a KV pool below it cannot hold one
 
     @property
     def state_bytes(self) -> float | None:

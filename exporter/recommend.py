@@ -19,12 +19,27 @@ release; an unknown release gets the flags that exist everywhere.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 from parsers import events as ev
 
 from . import capacity as cap
+from .facts import (
+    _none,
+    _num,
+    _truthy,
+    demand_of,
+    facts_of,
+    is_multimodal,
+    mamba_cap,
+    radix_strategy,
+    sglang_ssm_dtype,
+    speculative_on,
+    version_range,
+    vllm_arch,
+    vllm_is_hybrid,
+    vllm_ssm_dtype,
+)
 from .rules import (
     KV_BOUND,
     MAMBA_BOUND,
@@ -34,19 +49,10 @@ from .rules import (
     RETRACTION_STORM,
     Rules,
     RulesConfig,
-    _source_memory,
-    _truthy,
-    mamba_cap,
-    radix_strategy,
-    requested_max_running,
-    slots_per_request,
-    speculative_on,
-    version_range,
 )
 from .state import ServerState, SourceState, effective_max_running
 
 SKIP_DECODE_LOCK = "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK"
-_MULTIMODAL_NAME_RE = re.compile(r"qwen3\.[5-9]|qwen3_5|vl\b|-vl-|omni", re.I)
 
 
 @dataclass
@@ -68,111 +74,14 @@ class Recommendation:
 # what the log says
 
 
-def _num(v: object) -> float | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, (int, float)):
-        return float(v)
-    try:
-        return float(str(v))
-    except ValueError:
-        return None
-
-
-def _none(v: object) -> bool:
-    return v in (None, "", "None", "none", "null", "auto")
-
-
 def _usage_p(srv: ServerState, pool: str, q: float = 0.95) -> float | None:
     u = srv.rule_memory.get("usage", {}).get(pool)
     return u.quantile(q) if u is not None and u.n else None
 
 
-def sglang_ssm_dtype(src: SourceState) -> tuple[str, str]:
-    """(dtype, where from). server_args None -> the model config, float32 on public checkpoints."""
-    v = src.config.get("mamba_ssm_dtype")
-    if not _none(v):
-        return cap.normalize_dtype(str(v)), "server_args"
-    return "float32", "the model config's default (mamba_ssm_dtype not set in server_args)"
-
-
-def vllm_arch(src: SourceState) -> str | None:
-    return _source_memory(src).get("arch")
-
-
-def vllm_is_hybrid(src: SourceState, srv: ServerState) -> bool:
-    c = srv.capacity
-    arch = vllm_arch(src) or ""
-    return bool(
-        c.get("attention_block_size_tokens")
-        or c.get("mamba_blocks")
-        or src.config.get("mamba_cache_mode")
-        or src.config.get("mamba_ssm_cache_dtype")
-        or re.search(r"Qwen3Next|Qwen3_5|Qwen4Exp|NemotronH|Jamba|FalconH1|GraniteMoeHybrid|KimiLinear|Lfm2|MiniMaxText01", arch)
-    )
-
-
-def vllm_ssm_dtype(src: SourceState) -> str:
-    v = src.config.get("mamba_ssm_cache_dtype")
-    if not _none(v):
-        return cap.normalize_dtype(str(v))
-    arch = vllm_arch(src) or ""
-    model = str(src.config.get("model") or src.config.get("model_path") or "")
-    # auto -> float32 for NemotronH (HF value), Qwen3.5/3.6 (HF mamba_ssm_dtype), KDA (ref §4.1)
-    if re.search(r"NemotronH|Qwen3_5|KimiLinear", arch) or re.search(r"qwen3\.[5-9]|nemotron-h|kimi-linear", model, re.I):
-        return "float32"
-    mc = src.config.get("mamba_cache_dtype")
-    return cap.normalize_dtype(str(mc)) if not _none(mc) else "bfloat16"
-
-
-def is_multimodal(src: SourceState) -> bool:
-    arch = vllm_arch(src)
-    if arch:
-        return arch.endswith("ForConditionalGeneration")
-    model = str(src.config.get("model") or src.config.get("served_model_name") or "")
-    return bool(_MULTIMODAL_NAME_RE.search(model)) and "next" not in model.lower()
-
-
 def observed(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> cap.ObservedCapacity:
-    """The capacity model's view of this server, from the log only."""
-    c = srv.capacity
-    eff, _ = effective_max_running(src, srv)
-    spr, _ = slots_per_request(src, srv, cfg)
-    req, _ = requested_max_running(src, srv)
-    b = srv.mamba_state_bytes
-    if src.engine == ev.VLLM:
-        return cap.ObservedCapacity(
-            mamba_slots=int(c["mamba_blocks"]) if c.get("mamba_blocks") else None,
-            kv_tokens=int(c["kv_capacity_tokens"]) if c.get("kv_capacity_tokens") else None,
-            kv_bytes=c.get("kv_capacity_bytes"),
-            max_running_requests=int(eff) if eff else None,
-            ssm_dtype=vllm_ssm_dtype(src),
-            mamba_usage=None,
-            kv_usage=_usage_p(srv, "kv"),
-            kv_dtype=str(src.config.get("kv_cache_dtype") or "auto"),
-            requested_max_running_requests=int(req) if req else None,
-            engine="vllm",
-            padding_slots=0,
-        )
-    ratio = _num(src.config.get("mamba_full_memory_ratio"))
-    kv_dtype = src.config.get("kv_cache_dtype")
-    return cap.ObservedCapacity(
-        mamba_slots=int(c["mamba_capacity_slots"]) if c.get("mamba_capacity_slots") else None,
-        slots_per_request=spr,
-        conv_bytes=b.get("conv"),
-        ssm_bytes=b.get("ssm"),
-        kv_tokens=int(c["kv_capacity_tokens"]) if c.get("kv_capacity_tokens") else None,
-        kv_bytes=c.get("kv_capacity_bytes"),
-        max_running_requests=int(eff) if eff else None,
-        mamba_full_memory_ratio=ratio if ratio else 0.9,
-        ssm_dtype=sglang_ssm_dtype(src)[0],
-        mamba_usage=_usage_p(srv, "mamba"),
-        kv_usage=_usage_p(srv, "kv"),
-        kv_dtype=None if _none(kv_dtype) else str(kv_dtype).replace("torch.", ""),
-        requested_max_running_requests=int(req) if req else None,
-        radix_strategy=radix_strategy(src),
-        engine="sglang",
-    )
+    """The capacity model's view of this server, from the log only (its facts + the observed demand)."""
+    return facts_of(src, srv, cfg).observed(demand_of(srv))
 
 
 def balanced_ratio(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> float | None:

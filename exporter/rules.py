@@ -34,8 +34,19 @@ from typing import Protocol
 
 from parsers import events as ev
 
-from . import capacity as cap
-from .state import ServerState, SourceState, effective_max_running
+from .facts import (  # noqa: F401  (the derivations moved to facts.py; re-exported for old importers)
+    _source_memory,
+    _truthy,
+    facts_of,
+    mamba_cap,
+    radix_strategy,
+    requested_max_running,
+    slots_per_request,
+    slots_per_request_table,
+    speculative_on,
+    version_range,
+)
+from .state import ServerState, SourceState
 from .version import VersionRange, fmt_version, parse_version  # noqa: F401  (re-exported for the report)
 
 MAMBA_BOUND = "mamba_bound"
@@ -178,127 +189,6 @@ def _sglang_features(vr: VersionRange, e: object, raw: str) -> None:
         vr.raise_floor("0.5.15", "ReplaySSM ring buffers")
     elif isinstance(e, ev.UnifiedMemory):
         vr.raise_floor("0.5.15", "unified memory pool")
-
-
-def version_range(src: SourceState, cfg: RulesConfig | None = None) -> VersionRange:
-    """The release range of the server behind ``src`` (this boot)."""
-    mem = _source_memory(src)
-    if cfg is not None and cfg.engine_version:
-        pv = parse_version(cfg.engine_version)
-        return VersionRange(pv, pv, True, [f"rules-config engine_version={cfg.engine_version}"])
-    if src.version:
-        pv = parse_version(src.version)
-        if pv is not None:
-            return VersionRange(pv, pv, True, [f"version {src.version} in the log"])
-    vr = mem.get("version_range")
-    return vr if isinstance(vr, VersionRange) else VersionRange()
-
-
-# --------------------------------------------------------------------------------------------
-# SGLang slots-per-request table (sglang ref §7.2)
-
-
-def _truthy(v: object) -> bool:
-    if isinstance(v, str):
-        return v.strip().lower() in ("true", "1", "yes", "on")
-    return bool(v)
-
-
-def radix_strategy(src: SourceState) -> str:
-    """'disabled' | 'no_buffer' | 'extra_buffer' | 'extra_buffer_lazy' | 'auto' (unresolved)."""
-    cfg = src.config
-    if _truthy(cfg.get("disable_radix_cache")):
-        return "disabled"
-    s = cfg.get("mamba_radix_cache_strategy") or cfg.get("mamba_scheduler_strategy")
-    s = str(s).strip().lower() if s not in (None, "") else "auto"
-    if s == "auto":
-        overlap = not _truthy(cfg.get("disable_overlap_schedule"))
-        page = cfg.get("page_size")
-        paged = isinstance(page, (int, float)) and not isinstance(page, bool) and page > 1
-        return "extra_buffer" if overlap or paged else "no_buffer"
-    return s
-
-
-def speculative_on(src: SourceState) -> bool:
-    for k in ("speculative_algorithm", "speculative_config"):
-        v = src.config.get(k)
-        if v not in (None, "", "None", "none", {}):
-            return True
-    return False
-
-
-def slots_per_request_table(version: tuple[int, ...], strategy: str, overlap: bool, spec: bool) -> int | None:
-    """The capacity model's table (:func:`exporter.capacity.sglang_slots_per_request`, the one copy), read with
-    what a log can say: before 0.5.7 there was one radix mode whatever the strategy name, and a strategy that a
-    release does not have gives ``None`` instead of an error."""
-    if version < (0, 5, 7, 0) and strategy != "disabled":
-        strategy = "no_buffer"
-    try:
-        return cap.sglang_slots_per_request(strategy, version, overlap=overlap, spec=spec)
-    except ValueError:
-        return None
-
-
-def slots_per_request(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> tuple[int | None, str]:
-    """Mamba slots each running request reserves: printed (cap line), else from the table."""
-    v = srv.capacity.get("mamba_slots_per_request")
-    if v:
-        return int(v), "log"
-    if src.engine != ev.SGLANG:
-        return None, ""
-    vr = version_range(src, cfg)
-    strategy = radix_strategy(src)
-    overlap = not _truthy(src.config.get("disable_overlap_schedule"))
-    spec = speculative_on(src)
-    cands = {slots_per_request_table(x, strategy, overlap, spec) for x in (vr.floor, vr.ceiling) if x is not None}
-    if vr.floor is None and vr.ceiling is None:
-        cands = {slots_per_request_table(cap.LATEST_SGLANG, strategy, overlap, spec)}
-    elif vr.floor is None:
-        cands.add(slots_per_request_table((0, 5, 10, 0), strategy, overlap, spec) if vr.ceiling >= (0, 5, 10, 0) else None)
-    cands.discard(None)
-    if len(cands) == 1:
-        return cands.pop(), f"table ({strategy}, SGLang {vr})"
-    if cands:
-        # ambiguous across the known range: the floor's value
-        return slots_per_request_table(vr.floor or (0, 5, 10, 0), strategy, overlap, spec), f"table ({strategy}, SGLang {vr}, ambiguous)"
-    return None, ""
-
-
-def mamba_cap(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> int | None:
-    """Running requests the mamba pool allows: the printed cap, else slots // slots per request."""
-    c = srv.capacity
-    v = c.get("mamba_capped_max_running_requests")
-    if v:
-        return int(v)
-    slots = c.get("mamba_capacity_slots")
-    if not slots:
-        return None
-    spr, _ = slots_per_request(src, srv, cfg)
-    if not spr:
-        return None
-    return int(slots) // spr
-
-
-def requested_max_running(src: SourceState, srv: ServerState) -> tuple[float | None, str]:
-    """What the operator asked for (per DP worker), or SGLang's default estimate when unset."""
-    c = srv.capacity
-    if c.get("requested_max_running_requests"):
-        return c["requested_max_running_requests"], "log"
-    cfg = src.config
-    req = cfg.get("max_running_requests")
-    if isinstance(req, (int, float)) and not isinstance(req, bool) and req > 0:
-        dp = cfg.get("dp_size") or 1
-        if _truthy(cfg.get("enable_dp_attention")) and isinstance(dp, (int, float)) and dp > 1:
-            return float(int(req) // int(dp)), "server_args (per dp worker)"
-        return float(req), "server_args"
-    if src.engine == ev.SGLANG and "max_running_requests" in cfg:
-        tokens = c.get("kv_capacity_tokens")
-        ctx = c.get("context_length_tokens") or cfg.get("context_length")
-        if tokens and isinstance(ctx, (int, float)) and ctx > 0:
-            est = min(max(int(tokens / ctx * 512), 2048), 4096)
-            return float(min(est, int(tokens) // 2)), "default estimate"
-        return 2048.0, "default estimate"
-    return None, ""
 
 
 # --------------------------------------------------------------------------------------------
@@ -450,15 +340,6 @@ class UsageStats:
             idx = range(lo, hi + 1 if hi == 100 else hi)
             out.append((lo / 100, hi / 100, sum(self.counts[i] for i in idx), sum(self.seconds[i] for i in idx)))
         return out
-
-
-# --------------------------------------------------------------------------------------------
-# per-source memory
-
-
-def _source_memory(src: SourceState) -> dict:
-    """Per-source rule memory (release range, architecture); forgotten when the server restarts."""
-    return src.rule_memory
 
 
 # --------------------------------------------------------------------------------------------
@@ -649,12 +530,8 @@ class Rules:
         if running is not None and e.kind == "prefill" and e.new_seqs:
             running += e.new_seqs  # the prefill line prints the running batch before the new ones join
         m = srv.rule_memory
-        gen = src.rule_memory.get("gen", 0)
-        if m.get("derived_gen") != gen:
-            m["derived_gen"] = gen
-            m["mcap"] = mamba_cap(src, srv, cfg)
-            m["eff"] = effective_max_running(src, srv)[0]
-        mcap, eff = m["mcap"], m["eff"]
+        facts = facts_of(src, srv, cfg)  # derived once per generation of what the log said
+        mcap, eff = facts.mamba_cap, facts.max_running
         waiting = queued is not None and queued > 0
         pinned_mamba = mcap is not None and running is not None and running >= mcap
 
@@ -783,10 +660,11 @@ class Rules:
             slots, eff = c.get("mamba_capacity_slots"), c.get("max_running_requests")
             if not slots or not eff or "max_running_requests" not in src.config:
                 continue
-            spr, how = slots_per_request(src, s, self.config)
+            f = facts_of(src, s, self.config)
+            spr, how = f.slots_per_request, f.slots_per_request_source
             if not spr:
                 continue
-            req, req_how = requested_max_running(src, s)
+            req, req_how = f.requested_max_running, f.requested_source
             if req is None:
                 continue
             cap = int(slots) // spr

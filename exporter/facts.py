@@ -1,0 +1,394 @@
+"""Facts about one server, derived from what its log said: release, radix strategy, slots per request, caps and
+where they come from, dtypes, the capacity the pools were given.
+
+Everything above the rules reads these (the rules' conditions, the recommendations, ``report``, the collector's
+request cap), so a fact is derived in one place. :func:`facts_of` derives them once per *generation* of what the
+log said about the server (a non-batch line bumps the source's generation, a restart starts a new boot) and
+keeps them on the server; batch samples reuse them. What changes per sample (the usage distribution, the peak
+demand) is :class:`Demand`, read at the moment a recommendation is computed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from parsers import events as ev
+
+from . import capacity as cap
+from .state import ServerState, SourceState, effective_max_running
+from .version import VersionRange, parse_version
+
+_MULTIMODAL_NAME_RE = re.compile(r"qwen3\.[5-9]|qwen3_5|vl\b|-vl-|omni", re.I)
+
+
+class EngineVersionConfig(Protocol):
+    """The one setting the facts read from the rules' configuration (``RulesConfig.engine_version``)."""
+
+    engine_version: str | None
+
+
+def _source_memory(src: SourceState) -> dict:
+    """Per-source rule memory (release range, architecture, generation); forgotten when the server restarts."""
+    return src.rule_memory
+
+
+# --------------------------------------------------------------------------------------------
+# release, strategy, slots per request, caps
+
+
+def version_range(src: SourceState, cfg: EngineVersionConfig | None = None) -> VersionRange:
+    """The release range of the server behind ``src`` (this boot)."""
+    mem = _source_memory(src)
+    if cfg is not None and cfg.engine_version:
+        pv = parse_version(cfg.engine_version)
+        return VersionRange(pv, pv, True, [f"rules-config engine_version={cfg.engine_version}"])
+    if src.version:
+        pv = parse_version(src.version)
+        if pv is not None:
+            return VersionRange(pv, pv, True, [f"version {src.version} in the log"])
+    vr = mem.get("version_range")
+    return vr if isinstance(vr, VersionRange) else VersionRange()
+
+
+# --------------------------------------------------------------------------------------------
+# SGLang slots-per-request table (sglang ref §7.2)
+
+
+def _truthy(v: object) -> bool:
+    if isinstance(v, str):
+        return v.strip().lower() in ("true", "1", "yes", "on")
+    return bool(v)
+
+
+def radix_strategy(src: SourceState) -> str:
+    """'disabled' | 'no_buffer' | 'extra_buffer' | 'extra_buffer_lazy' | 'auto' (unresolved)."""
+    cfg = src.config
+    if _truthy(cfg.get("disable_radix_cache")):
+        return "disabled"
+    s = cfg.get("mamba_radix_cache_strategy") or cfg.get("mamba_scheduler_strategy")
+    s = str(s).strip().lower() if s not in (None, "") else "auto"
+    if s == "auto":
+        overlap = not _truthy(cfg.get("disable_overlap_schedule"))
+        page = cfg.get("page_size")
+        paged = isinstance(page, (int, float)) and not isinstance(page, bool) and page > 1
+        return "extra_buffer" if overlap or paged else "no_buffer"
+    return s
+
+
+def speculative_on(src: SourceState) -> bool:
+    for k in ("speculative_algorithm", "speculative_config"):
+        v = src.config.get(k)
+        if v not in (None, "", "None", "none", {}):
+            return True
+    return False
+
+
+def slots_per_request_table(version: tuple[int, ...], strategy: str, overlap: bool, spec: bool) -> int | None:
+    """The capacity model's table (:func:`exporter.capacity.sglang_slots_per_request`, the one copy), read with
+    what a log can say: before 0.5.7 there was one radix mode whatever the strategy name, and a strategy that a
+    release does not have gives ``None`` instead of an error."""
+    if version < (0, 5, 7, 0) and strategy != "disabled":
+        strategy = "no_buffer"
+    try:
+        return cap.sglang_slots_per_request(strategy, version, overlap=overlap, spec=spec)
+    except ValueError:
+        return None
+
+
+def slots_per_request(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None = None) -> tuple[int | None, str]:
+    """Mamba slots each running request reserves: printed (cap line), else from the table."""
+    v = srv.capacity.get("mamba_slots_per_request")
+    if v:
+        return int(v), "log"
+    if src.engine != ev.SGLANG:
+        return None, ""
+    vr = version_range(src, cfg)
+    strategy = radix_strategy(src)
+    overlap = not _truthy(src.config.get("disable_overlap_schedule"))
+    spec = speculative_on(src)
+    cands = {slots_per_request_table(x, strategy, overlap, spec) for x in (vr.floor, vr.ceiling) if x is not None}
+    if vr.floor is None and vr.ceiling is None:
+        cands = {slots_per_request_table(cap.LATEST_SGLANG, strategy, overlap, spec)}
+    elif vr.floor is None:
+        cands.add(slots_per_request_table((0, 5, 10, 0), strategy, overlap, spec) if vr.ceiling >= (0, 5, 10, 0) else None)
+    cands.discard(None)
+    if len(cands) == 1:
+        return cands.pop(), f"table ({strategy}, SGLang {vr})"
+    if cands:
+        # ambiguous across the known range: the floor's value
+        return slots_per_request_table(vr.floor or (0, 5, 10, 0), strategy, overlap, spec), f"table ({strategy}, SGLang {vr}, ambiguous)"
+    return None, ""
+
+
+def mamba_cap(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None = None) -> int | None:
+    """Running requests the mamba pool allows: the printed cap, else slots // slots per request."""
+    c = srv.capacity
+    v = c.get("mamba_capped_max_running_requests")
+    if v:
+        return int(v)
+    slots = c.get("mamba_capacity_slots")
+    if not slots:
+        return None
+    spr, _ = slots_per_request(src, srv, cfg)
+    if not spr:
+        return None
+    return int(slots) // spr
+
+
+def requested_max_running(src: SourceState, srv: ServerState) -> tuple[float | None, str]:
+    """What the operator asked for (per DP worker), or SGLang's default estimate when unset."""
+    c = srv.capacity
+    if c.get("requested_max_running_requests"):
+        return c["requested_max_running_requests"], "log"
+    cfg = src.config
+    req = cfg.get("max_running_requests")
+    if isinstance(req, (int, float)) and not isinstance(req, bool) and req > 0:
+        dp = cfg.get("dp_size") or 1
+        if _truthy(cfg.get("enable_dp_attention")) and isinstance(dp, (int, float)) and dp > 1:
+            return float(int(req) // int(dp)), "server_args (per dp worker)"
+        return float(req), "server_args"
+    if src.engine == ev.SGLANG and "max_running_requests" in cfg:
+        tokens = c.get("kv_capacity_tokens")
+        ctx = c.get("context_length_tokens") or cfg.get("context_length")
+        if tokens and isinstance(ctx, (int, float)) and ctx > 0:
+            est = min(max(int(tokens / ctx * 512), 2048), 4096)
+            return float(min(est, int(tokens) // 2)), "default estimate"
+        return 2048.0, "default estimate"
+    return None, ""
+
+
+# --------------------------------------------------------------------------------------------
+# dtypes and model kind from the config the log printed
+
+
+def _num(v: object) -> float | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    try:
+        return float(str(v))
+    except ValueError:
+        return None
+
+
+def _none(v: object) -> bool:
+    return v in (None, "", "None", "none", "null", "auto")
+
+
+def sglang_ssm_dtype(src: SourceState) -> tuple[str, str]:
+    """(dtype, where from). server_args None -> the model config, float32 on public checkpoints."""
+    v = src.config.get("mamba_ssm_dtype")
+    if not _none(v):
+        return cap.normalize_dtype(str(v)), "server_args"
+    return "float32", "the model config's default (mamba_ssm_dtype not set in server_args)"
+
+
+def vllm_arch(src: SourceState) -> str | None:
+    return _source_memory(src).get("arch")
+
+
+def vllm_is_hybrid(src: SourceState, srv: ServerState) -> bool:
+    c = srv.capacity
+    arch = vllm_arch(src) or ""
+    return bool(
+        c.get("attention_block_size_tokens")
+        or c.get("mamba_blocks")
+        or src.config.get("mamba_cache_mode")
+        or src.config.get("mamba_ssm_cache_dtype")
+        or re.search(r"Qwen3Next|Qwen3_5|Qwen4Exp|NemotronH|Jamba|FalconH1|GraniteMoeHybrid|KimiLinear|Lfm2|MiniMaxText01", arch)
+    )
+
+
+def vllm_ssm_dtype(src: SourceState) -> str:
+    v = src.config.get("mamba_ssm_cache_dtype")
+    if not _none(v):
+        return cap.normalize_dtype(str(v))
+    arch = vllm_arch(src) or ""
+    model = str(src.config.get("model") or src.config.get("model_path") or "")
+    # auto -> float32 for NemotronH (HF value), Qwen3.5/3.6 (HF mamba_ssm_dtype), KDA (ref §4.1)
+    if re.search(r"NemotronH|Qwen3_5|KimiLinear", arch) or re.search(r"qwen3\.[5-9]|nemotron-h|kimi-linear", model, re.I):
+        return "float32"
+    mc = src.config.get("mamba_cache_dtype")
+    return cap.normalize_dtype(str(mc)) if not _none(mc) else "bfloat16"
+
+
+def is_multimodal(src: SourceState) -> bool:
+    arch = vllm_arch(src)
+    if arch:
+        return arch.endswith("ForConditionalGeneration")
+    model = str(src.config.get("model") or src.config.get("served_model_name") or "")
+    return bool(_MULTIMODAL_NAME_RE.search(model)) and "next" not in model.lower()
+
+
+# --------------------------------------------------------------------------------------------
+# the facts of one server, derived once per generation
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What the log said about one server, derived in one place (see the module doc). ``*_source`` says where a
+    value came from (``log``, ``server_args``, ``table (...)``, ``default estimate`` …) for ``report``."""
+
+    engine: str | None
+    version: VersionRange
+    strategy: str  # disabled | no_buffer | extra_buffer | extra_buffer_lazy (SGLang; resolved from auto)
+    overlap: bool
+    speculative: bool
+    unified_memory: bool
+    slots_per_request: int | None
+    slots_per_request_source: str
+    mamba_slots: int | None
+    mamba_cap: int | None  # running requests the mamba pool allows
+    max_running: float | None  # the effective request cap
+    max_running_source: str
+    requested_max_running: float | None  # what the operator asked for (per DP worker), or SGLang's estimate
+    requested_source: str
+    ssm_dtype: str
+    ssm_dtype_source: str
+    kv_dtype: str | None
+    context_len: int | None  # tokens one request may reach (SGLang context_len / vLLM max_model_len)
+    capacity: cap.ObservedCapacity  # the pools as logged; usage left empty (see :meth:`observed`)
+    generation: tuple = field(default=(), compare=False)
+
+    def observed(self, demand: Demand) -> cap.ObservedCapacity:
+        """The capacity model's view with the usage percentiles of ``demand`` filled in."""
+        return replace(
+            self.capacity,
+            kv_usage=demand.kv_p95,
+            mamba_usage=demand.mamba_p95 if self.engine != ev.VLLM else None,
+        )
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What the server was asked to do so far (changes per sample): usage percentiles and peak demand."""
+
+    kv_p95: float | None = None
+    kv_max: float | None = None
+    mamba_p95: float | None = None
+    peak_running: float = 0.0
+    peak_queued: float = 0.0
+
+
+def demand_of(srv: ServerState) -> Demand:
+    m = srv.rule_memory
+    usage, peaks = m.get("usage", {}), m.get("peaks", {})
+
+    def q(pool: str, p: float) -> float | None:
+        u = usage.get(pool)
+        return u.quantile(p) if u is not None and u.n else None
+
+    return Demand(
+        kv_p95=q("kv", 0.95),
+        kv_max=q("kv", 1.0),
+        mamba_p95=q("mamba", 0.95),
+        peak_running=float(peaks.get("running", 0) or 0),
+        peak_queued=float(peaks.get("queued", 0) or 0),
+    )
+
+
+def _generation(src: SourceState, cfg: EngineVersionConfig | None) -> tuple | None:
+    """What the facts depend on, as a stamp: the boot, the source's generation (bumped by the rules on every
+    non-batch line, i.e. whenever config or capacity may change), the engine and the configured release.
+    ``None`` when no rules run on the source (nothing bumps the generation): then nothing is cached."""
+    gen = src.rule_memory.get("gen")
+    if gen is None:
+        return None
+    return (src.restarts, gen, src.engine, getattr(cfg, "engine_version", None))
+
+
+def derive(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None = None, generation: tuple = ()) -> ServerFacts:
+    """The facts of ``srv``, computed now (no cache; :func:`facts_of` caches)."""
+    c = srv.capacity
+    conf = src.config
+    eff, eff_how = effective_max_running(src, srv)
+    spr, spr_how = slots_per_request(src, srv, cfg)
+    req, req_how = requested_max_running(src, srv)
+    vr = version_range(src, cfg)
+    b = srv.mamba_state_bytes
+    ctx = c.get("context_length_tokens") or conf.get("context_length") or conf.get("max_model_len")
+    ctx = int(ctx) if isinstance(ctx, (int, float)) and not isinstance(ctx, bool) and ctx > 0 else None
+    if src.engine == ev.VLLM:
+        ssm, ssm_how = vllm_ssm_dtype(src), "vllm config"
+        kvd = str(conf.get("kv_cache_dtype") or "auto")
+        slots = int(c["mamba_blocks"]) if c.get("mamba_blocks") else None
+        observed = cap.ObservedCapacity(
+            mamba_slots=slots,
+            kv_tokens=int(c["kv_capacity_tokens"]) if c.get("kv_capacity_tokens") else None,
+            kv_bytes=c.get("kv_capacity_bytes"),
+            max_running_requests=int(eff) if eff else None,
+            ssm_dtype=ssm,
+            kv_dtype=kvd,
+            requested_max_running_requests=int(req) if req else None,
+            engine="vllm",
+            padding_slots=0,
+            context_len=ctx,
+        )
+    else:
+        ssm, ssm_how = sglang_ssm_dtype(src)
+        raw_kv = conf.get("kv_cache_dtype")
+        kvd = None if _none(raw_kv) else str(raw_kv).replace("torch.", "")
+        slots = int(c["mamba_capacity_slots"]) if c.get("mamba_capacity_slots") else None
+        ratio = _num(conf.get("mamba_full_memory_ratio"))
+        observed = cap.ObservedCapacity(
+            mamba_slots=slots,
+            slots_per_request=spr,
+            conv_bytes=b.get("conv"),
+            ssm_bytes=b.get("ssm"),
+            kv_tokens=int(c["kv_capacity_tokens"]) if c.get("kv_capacity_tokens") else None,
+            kv_bytes=c.get("kv_capacity_bytes"),
+            max_running_requests=int(eff) if eff else None,
+            mamba_full_memory_ratio=ratio if ratio else 0.9,
+            ssm_dtype=ssm,
+            kv_dtype=kvd,
+            requested_max_running_requests=int(req) if req else None,
+            radix_strategy=radix_strategy(src),
+            engine="sglang",
+            context_len=ctx,
+        )
+    return ServerFacts(
+        engine=src.engine,
+        version=vr,
+        strategy=radix_strategy(src),
+        overlap=not _truthy(conf.get("disable_overlap_schedule")),
+        speculative=speculative_on(src),
+        unified_memory=_truthy(conf.get("enable_unified_memory")),
+        slots_per_request=spr,
+        slots_per_request_source=spr_how,
+        mamba_slots=slots,
+        mamba_cap=mamba_cap(src, srv, cfg),
+        max_running=eff,
+        max_running_source=eff_how,
+        requested_max_running=req,
+        requested_source=req_how,
+        ssm_dtype=ssm,
+        ssm_dtype_source=ssm_how,
+        kv_dtype=kvd,
+        context_len=ctx,
+        capacity=observed,
+        generation=generation,
+    )
+
+
+def facts_of(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None = None) -> ServerFacts:
+    """The facts of ``srv``, derived once per generation of what the log said (kept on the server)."""
+    gen = _generation(src, cfg)
+    if gen is None:
+        return derive(src, srv, cfg)
+    f = srv.rule_memory.get("facts")
+    if f is None or f.generation != gen:
+        f = srv.rule_memory["facts"] = derive(src, srv, cfg, gen)
+    return f
+
+
+def peek(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None = None) -> ServerFacts:
+    """The facts for a reader that must not write (the collector at scrape time): the kept ones when current,
+    else derived without keeping them."""
+    gen = _generation(src, cfg)
+    f = srv.rule_memory.get("facts")
+    if gen is not None and f is not None and f.generation == gen:
+        return f
+    return derive(src, srv, cfg)
