@@ -1,0 +1,19 @@
+"""The capacity model of hybrid linear-attention models: full-attention KV plus per-request conv/SSM state.
+
+* :mod:`.model`    — dtypes and what a ``config.json`` says (:class:`ModelSpec`);
+* :mod:`.sizing`   — bytes per token and per request, SGLang's and vLLM's pool sizing by release;
+* :mod:`.planning` — a plan for one set of inputs (``hybrid-cache-exporter plan``);
+* :mod:`.effects`  — the expected effect of a flag, from a log (:class:`ObservedCapacity`) or from a plan.
+
+docs/sizing.md explains the arithmetic; tests/oracle/ re-implements it independently from the engines' wheels.
+``from exporter import capacity as cap`` sees every name below.
+"""
+
+from ..version import parse_version as parse_version  # the one parser, re-exported
+from .effects import *  # noqa: F403
+from .effects import _make_effect as _make_effect
+from .model import *  # noqa: F403
+from .planning import *  # noqa: F403
+from .sizing import *  # noqa: F403
+from .sizing import LATEST_SGLANG as LATEST_SGLANG
+from .sizing import _norm_strategy as _norm_strategy

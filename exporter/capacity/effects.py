@@ -1,0 +1,526 @@
+"""Expected effects of flags: from what a log says (:class:`ObservedCapacity`) and from a plan.
+
+The flags themselves (which engine, which gates, which value, which effect function) are catalogued in
+``exporter/flags.py``; these are the effect computations it points to.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .model import GiB, MiB, ModelSpec, _short, dtype_bytes, normalize_dtype
+from .planning import Plan, PlanInputs, make_plan
+from .sizing import _norm_strategy, balanced_ratio_for_context
+
+# --------------------------------------------------------------------------------------------------------------
+# effects of flags
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Effect:
+    """Expected effect of one flag. ``*_before``/``*_after`` are ``None`` when unknown/unchanged-unknown."""
+
+    flag: str
+    value: str | None
+    summary: str  # human string, e.g. "ssm bf16: mamba slots 80 → 160, cap 16 → 32"
+    mamba_slots_before: int | None = None
+    mamba_slots_after: int | None = None
+    slots_per_request_before: int | None = None
+    slots_per_request_after: int | None = None
+    kv_tokens_before: int | None = None
+    kv_tokens_after: int | None = None
+    cap_before: int | None = None
+    cap_after: int | None = None
+    notes: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return self.summary
+
+    @property
+    def cap_gain(self) -> int | None:
+        if self.cap_before is None or self.cap_after is None:
+            return None
+        return self.cap_after - self.cap_before
+
+
+def _fmt(n: int | float | None) -> str:
+    if n is None:
+        return "?"
+    if isinstance(n, float) and not n.is_integer():
+        return f"{n:.3g}"
+    return f"{int(n):,}"
+
+
+def _arrow(label: str, a: int | None, b: int | None) -> str | None:
+    if a is None and b is None:
+        return None
+    return f"{label} {_fmt(a)} → {_fmt(b)}"
+
+
+def _make_effect(
+    flag: str, value: str | None, head: str, *, notes: tuple[str, ...] = (), slot_label: str = "mamba slots", **ba: int | None
+) -> Effect:
+    parts = []
+    for label, key in (
+        (slot_label, "mamba_slots"),
+        ("slots/request" if slot_label == "mamba slots" else "blocks/request", "slots_per_request"),
+        ("KV tokens", "kv_tokens"),
+        ("cap", "cap"),
+    ):
+        a, b = ba.get(f"{key}_before"), ba.get(f"{key}_after")
+        if key != "cap" and a == b:
+            continue  # only show what moves; the cap is always shown
+        s = _arrow(label, a, b)
+        if s:
+            parts.append(s)
+    summary = f"{head}: " + ", ".join(parts) if parts else head
+    if notes:
+        summary += " (" + "; ".join(notes) + ")"
+    return Effect(flag=flag, value=value, summary=summary, notes=notes, **ba)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class ObservedCapacity:
+    """What the logs say (one TP/DP rank). All optional.
+
+    ``conv_bytes``/``ssm_bytes``/``kv_bytes`` are **pool totals** in bytes as logged ("Mamba Cache is allocated …
+    conv_state size", "KV Cache is allocated … KV size" × 2**30). ``mamba_slots`` is ``max_mamba_cache_size``;
+    SGLang allocates ``mamba_slots + padding_slots`` slots, so bytes per slot = (conv+ssm)/(slots+padding).
+    For vLLM fill ``mamba_slots`` = ``num_blocks``, ``slots_per_request`` = ``n_mamba_groups × blocks_per_group``,
+    ``padding_slots=0`` and ``conv_bytes``/``ssm_bytes`` = ``num_blocks × group_size ×`` per-layer conv/ssm bytes
+    (so a dtype change scales ``num_blocks`` like the page size does; the padding to a whole attention block is
+    ignored).
+    """
+
+    mamba_slots: int | None = None
+    slots_per_request: int | None = None
+    conv_bytes: float | None = None
+    ssm_bytes: float | None = None
+    kv_tokens: int | None = None
+    kv_bytes: float | None = None
+    max_running_requests: int | None = None
+    mamba_full_memory_ratio: float | None = None
+    ssm_dtype: str | None = None
+    mamba_usage: float | None = None
+    kv_usage: float | None = None
+    # extras (optional)
+    kv_dtype: str | None = None
+    requested_max_running_requests: int | None = None
+    radix_strategy: str | None = None
+    engine: str = "sglang"
+    padding_slots: int = 1
+    context_len: int | None = None  # tokens one request may reach: a KV pool below it cannot hold one
+
+    @property
+    def state_bytes(self) -> float | None:
+        if self.conv_bytes is None and self.ssm_bytes is None:
+            return None
+        return (self.conv_bytes or 0.0) + (self.ssm_bytes or 0.0)
+
+    @property
+    def bytes_per_slot(self) -> float | None:
+        sb = self.state_bytes
+        if sb is None or not self.mamba_slots:
+            return None
+        return sb / (self.mamba_slots + self.padding_slots)
+
+    @property
+    def kv_bytes_per_token(self) -> float | None:
+        if self.kv_bytes and self.kv_tokens:
+            return self.kv_bytes / self.kv_tokens
+        return None
+
+    @property
+    def mamba_cap(self) -> int | None:
+        if self.mamba_slots is None or not self.slots_per_request:
+            return None
+        return self.mamba_slots // self.slots_per_request
+
+
+def _other_limit(obs: ObservedCapacity) -> int | None:
+    """A limit on max_running_requests that is neither the mamba pool nor the KV pool (requested/estimate)."""
+    if obs.requested_max_running_requests:
+        return obs.requested_max_running_requests
+    mrr, mc = obs.max_running_requests, obs.mamba_cap
+    if mrr is None or (mc is not None and mrr >= mc):
+        return None
+    if obs.kv_tokens and mrr == obs.kv_tokens // 2:
+        return None  # KV-bound: it moves with kv_tokens
+    return mrr
+
+
+def _cap(obs: ObservedCapacity, slots: int | None, spr: int | None, kv_tokens: int | None) -> int | None:
+    lim = []
+    if slots is not None and spr:
+        lim.append(slots // spr)
+    if kv_tokens and obs.engine == "sglang":
+        lim.append(kv_tokens // 2)
+    o = _other_limit(obs)
+    if o:
+        lim.append(o)
+    return min(lim) if lim else None
+
+
+def _current_cap(obs: ObservedCapacity) -> int | None:
+    if obs.max_running_requests is not None:
+        return obs.max_running_requests
+    return _cap(obs, obs.mamba_slots, obs.slots_per_request, obs.kv_tokens)
+
+
+def _norm_flag(flag: str) -> str:
+    f = flag.strip()
+    if f.upper().startswith("SGLANG_"):
+        return f.upper().split("=")[0]
+    return f.lstrip("-").lower().replace("_", "-")
+
+
+def _resize_slots(obs: ObservedCapacity, new_slot_bytes: float) -> int | None:
+    """Slots that fit in the current mamba budget at ``new_slot_bytes`` each."""
+    sb = obs.state_bytes
+    if sb is None or not obs.mamba_slots or new_slot_bytes <= 0:
+        return None
+    return max(0, int(sb // new_slot_bytes) - obs.padding_slots)
+
+
+def project_effect(observed: ObservedCapacity, flag: str, value: Any = None) -> Effect | None:
+    """Expected effect of ``flag`` (= ``value``) given only what the logs say. ``None`` if not applicable or not
+    computable from ``observed``.
+
+    Flags: ``--mamba-ssm-dtype`` / ``--mamba-ssm-cache-dtype`` (value dtype), ``--mamba-full-memory-ratio`` (R'),
+    ``--max-mamba-cache-size`` (N), ``SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK`` (1), ``--mamba-radix-cache-strategy``
+    (extra_buffer_lazy), ``--disable-radix-cache``, ``--kv-cache-dtype`` (fp8), ``--max-num-seqs`` (N),
+    ``--language-model-only`` (always ``None``: the vision tower size is not in the logs).
+
+    * ssm dtype: slot bytes = conv + ssm·(new/old); the same mamba budget holds ``floor(budget/slot) − padding``
+      slots, i.e. ≈ ``(S+1)·(conv+ssm)/(conv+ssm/2) − 1`` for fp32 → bf16.
+    * ratio R': ``total = mamba_bytes + kv_bytes``; mamba budget' = ``total·R'/(1+R')``; slots' =
+      ``floor(budget'/slot) − padding``; KV tokens scale with the KV bytes left.
+    * cap' = ``min(slots'//spr', kv_tokens'//2 (SGLang), other limit)`` where "other" is the requested
+      max_running_requests when known (or the current value if it was below both pool limits).
+    """
+    f = _norm_flag(flag)
+    o = observed
+    spr = o.slots_per_request
+    cap0 = _current_cap(o)
+    S0 = o.mamba_slots
+    val = None if value is None else str(value)
+
+    if f in ("mamba-ssm-dtype", "mamba-ssm-cache-dtype"):
+        new = normalize_dtype(val or "bfloat16")
+        old = normalize_dtype(o.ssm_dtype or "float32")
+        if new == old or o.ssm_bytes is None or o.bytes_per_slot is None:
+            return None
+        conv_slot = (o.conv_bytes or 0.0) / (S0 + o.padding_slots)  # type: ignore[operator]
+        ssm_slot = o.ssm_bytes / (S0 + o.padding_slots)  # type: ignore[operator]
+        new_slot = conv_slot + ssm_slot * dtype_bytes(new) / dtype_bytes(old)
+        S1 = _resize_slots(o, new_slot)
+        return _make_effect(
+            f"--{f}",
+            new,
+            f"ssm {_short(new)}",
+            mamba_slots_before=S0,
+            mamba_slots_after=S1,
+            slots_per_request_before=spr,
+            slots_per_request_after=spr,
+            cap_before=cap0,
+            cap_after=_cap(o, S1, spr, o.kv_tokens),
+            notes=(f"ssm {_short(old)} → {_short(new)}: state {_mib(o.bytes_per_slot)} → {_mib(new_slot)} per slot",),
+        )
+
+    if f in ("mamba-full-memory-ratio", "max-mamba-cache-size"):
+        slot = o.bytes_per_slot
+        sb = o.state_bytes
+        if slot is None or sb is None or o.kv_bytes is None:
+            return None
+        total = sb + o.kv_bytes
+        if f == "mamba-full-memory-ratio":
+            R = float(val) if val is not None else balanced_mamba_full_memory_ratio(o)
+            if R is None or R <= 0:
+                return None
+            S1 = max(0, int(total * R / (1 + R) // slot) - o.padding_slots)
+            head = f"mamba-full-memory-ratio {_fmt(o.mamba_full_memory_ratio)} → {_fmt(R)}"
+            shown = f"{R:g}"
+        else:
+            if val is None:
+                return None
+            S1 = int(val)
+            head = f"max-mamba-cache-size {S1:,}"
+            shown = str(S1)
+        kv1_bytes = total - (S1 + o.padding_slots) * slot
+        kpt = o.kv_bytes_per_token
+        kv1 = int(max(0.0, kv1_bytes) // kpt) if kpt else None
+        notes = ()
+        if kv1_bytes <= 0:
+            notes = ("does not fit: no memory left for the KV pool",)
+        return _make_effect(
+            f"--{f}",
+            shown,
+            head,
+            notes=notes,
+            mamba_slots_before=S0,
+            mamba_slots_after=S1,
+            slots_per_request_before=spr,
+            slots_per_request_after=spr,
+            kv_tokens_before=o.kv_tokens,
+            kv_tokens_after=kv1,
+            cap_before=cap0,
+            cap_after=_cap(o, S1, spr, kv1),
+        )
+
+    if f in ("SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK", "mamba-radix-cache-strategy", "disable-radix-cache"):
+        if spr is None or S0 is None:
+            return None
+        strat = (o.radix_strategy or "").replace("-", "_").lower()
+        if f == "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK":
+            if val is not None and val.strip().lower() in ("0", "false", "no", "off"):
+                return None
+            # no_buffer stays at 3 (base 2 + 1); disable stays at 1; extra_buffer(_lazy) drop one
+            spr1 = spr if (spr <= 1 or strat == "no_buffer" or (spr == 3 and not strat)) else spr - 1
+            head, shown, notes = "skip decode lock", "1", ("SGLang ≥0.5.17",)
+        elif f == "mamba-radix-cache-strategy":
+            s = _norm_strategy(val or "extra_buffer_lazy")
+            if s == "extra_buffer_lazy":
+                spr1 = 4
+                notes = ("needs overlap schedule; no PD disaggregation / DFLASH",)
+            elif s == "no_buffer":
+                spr1 = 3
+                notes = ("no_buffer disables the overlap scheduler",)
+            elif s == "extra_buffer":
+                spr1 = 5
+                notes = ()
+            else:
+                spr1 = 1
+                notes = ("radix prefix cache off",)
+            head, shown = f"radix strategy {s}", s
+        else:
+            spr1, head, shown, notes = 1, "disable radix cache", None, ("loses prefix-cache hits",)
+        if spr1 >= spr:
+            return None
+        return _make_effect(
+            f if f.startswith("SGLANG_") else f"--{f}",
+            shown,
+            head,
+            notes=notes,
+            mamba_slots_before=S0,
+            mamba_slots_after=S0,
+            slots_per_request_before=spr,
+            slots_per_request_after=spr1,
+            cap_before=cap0,
+            cap_after=_cap(o, S0, spr1, o.kv_tokens),
+        )
+
+    if f == "kv-cache-dtype":
+        new = normalize_dtype(val or "fp8")
+        old = normalize_dtype(o.kv_dtype or "bfloat16")
+        if new == old or not o.kv_tokens:
+            return None
+        kv1 = int(o.kv_tokens * dtype_bytes(old) / dtype_bytes(new))
+        notes = () if o.kv_dtype else ("assuming the current KV dtype is 16-bit",)
+        return _make_effect(
+            "--kv-cache-dtype",
+            val or "fp8",
+            f"kv {_short(new)}",
+            notes=notes,
+            mamba_slots_before=S0,
+            mamba_slots_after=S0,
+            kv_tokens_before=o.kv_tokens,
+            kv_tokens_after=kv1,
+            cap_before=cap0,
+            cap_after=_cap(o, S0, spr, kv1) if o.engine == "sglang" else cap0,
+        )
+
+    if f == "max-num-seqs":
+        if val is None:
+            return None
+        n = int(val)
+        lim = [n]
+        if o.mamba_cap is not None:
+            lim.append(o.mamba_cap)
+        return _make_effect(
+            "--max-num-seqs",
+            str(n),
+            f"max-num-seqs {n:,}",
+            cap_before=cap0,
+            cap_after=min(lim),
+            notes=("vLLM V1 draws state blocks per running sequence; must be ≤ mamba-bound concurrency",),
+        )
+
+    return None  # includes --language-model-only: not computable from logs
+
+
+def _mib(b: float | None) -> str:
+    return "?" if b is None else f"{b / MiB:.2f} MiB"
+
+
+def balanced_mamba_full_memory_ratio(observed: ObservedCapacity) -> float | None:
+    """Ratio R (mamba bytes : full-KV bytes) at which both pools would show the same usage for the observed load.
+
+    Bytes in use: ``U_m = mamba_usage · M`` and ``U_k = kv_usage · K`` where M, K are the current pool bytes.
+    Keeping ``M + K`` fixed, equal usage ``U_m/M' = U_k/K'`` gives ``M'/K' = U_m/U_k``, so
+    ``R = (mamba_usage · M) / (kv_usage · K)``. When the pool bytes are unknown but the current ratio is,
+    ``M/K ≈ R_now`` and ``R = R_now · mamba_usage / kv_usage``.
+    Returns ``None`` when the usages are missing or ``kv_usage`` is 0 (no KV in use: any R works / infinite).
+    """
+    um, uk = observed.mamba_usage, observed.kv_usage
+    if um is None or uk is None or uk <= 0 or um < 0:
+        return None
+    M, K = observed.state_bytes, observed.kv_bytes
+    if M and K:
+        return (um * M) / (uk * K)
+    if observed.mamba_full_memory_ratio:
+        return observed.mamba_full_memory_ratio * um / uk
+    return None
+
+
+def _plan_effect(before: Plan, after: Plan, flag: str, value: str | None, head: str, notes: tuple[str, ...] = ()) -> Effect:
+    return _make_effect(
+        flag,
+        value,
+        head,
+        notes=notes,
+        slot_label="mamba slots" if before.inputs.engine == "sglang" else "blocks",
+        mamba_slots_before=before.mamba_slots,
+        mamba_slots_after=after.mamba_slots,
+        slots_per_request_before=before.slots_per_request,
+        slots_per_request_after=after.slots_per_request,
+        kv_tokens_before=before.kv_tokens,
+        kv_tokens_after=after.kv_tokens,
+        cap_before=before.cap,
+        cap_after=after.cap,
+    )
+
+
+def flag_effect(model: ModelSpec, inputs: PlanInputs, flag: str, value: Any = None) -> Effect | None:
+    """Effect of one flag computed by re-planning from the config. ``None`` if the flag does not apply
+    (wrong engine, already set, not a hybrid, unsupported in that version)."""
+    f = _norm_flag(flag)
+    base = make_plan(model, inputs)
+    val = None if value is None else str(value)
+    eng = inputs.engine
+    try:
+        if f in ("mamba-ssm-dtype", "mamba-ssm-cache-dtype"):
+            if not model.is_hybrid or (eng == "sglang") != (f == "mamba-ssm-dtype"):
+                return None
+            new = normalize_dtype(val or "bfloat16")
+            if new == base.state.ssm_dtype:
+                return None
+            after = make_plan(model, replace(inputs, ssm_dtype=new))
+            old_b, new_b = base.state.per_request, after.state.per_request
+            return _plan_effect(
+                base, after, f"--{f}", new, f"ssm {_short(new)}", (f"state {_mib(old_b)} → {_mib(new_b)} per request per GPU",)
+            )
+        if f == "kv-cache-dtype":
+            new = normalize_dtype(val or "fp8")
+            if new == normalize_dtype(inputs.kv_dtype, model.model_dtype):
+                return None
+            after = make_plan(model, replace(inputs, kv_dtype=new))
+            return _plan_effect(base, after, "--kv-cache-dtype", val or "fp8", f"kv {_short(new)}")
+        if eng == "sglang":
+            if not model.is_hybrid:
+                return None
+            if f == "mamba-full-memory-ratio":
+                if val is None:
+                    if not inputs.context_len:
+                        return None
+                    r = balanced_ratio_for_context(
+                        base.state.per_request, base.slots_per_request or 1, base.kv_bytes_per_token, inputs.context_len
+                    )
+                    val = f"{r:.3g}"
+                R = float(val)
+                if abs(R - inputs.ratio) < 1e-9:
+                    return None
+                after = make_plan(model, replace(inputs, ratio=R, max_mamba_cache_size=None))
+                return _plan_effect(base, after, "--mamba-full-memory-ratio", val, f"mamba-full-memory-ratio {inputs.ratio:g} → {R:g}")
+            if f == "max-mamba-cache-size":
+                if val is None:
+                    if not inputs.max_running_requests:
+                        return None
+                    val = str(inputs.max_running_requests * (base.slots_per_request or 1))
+                after = make_plan(model, replace(inputs, max_mamba_cache_size=int(val)))
+                notes = () if after.sglang and after.sglang.fits else ("does not fit: no memory left for the KV pool",)
+                return _plan_effect(base, after, "--max-mamba-cache-size", val, f"max-mamba-cache-size {int(val):,}", notes)
+            if f == "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK":
+                if inputs.skip_decode_lock:
+                    return None
+                after = make_plan(model, replace(inputs, skip_decode_lock=True))
+                if after.slots_per_request == base.slots_per_request:
+                    return None
+                return _plan_effect(base, after, f, "1", "skip decode lock", ("SGLang ≥0.5.17",))
+            if f == "mamba-radix-cache-strategy":
+                s = _norm_strategy(val or "extra_buffer_lazy", inputs.overlap)
+                after = make_plan(model, replace(inputs, radix_strategy=s))
+                if after.slots_per_request == base.slots_per_request:
+                    return None
+                notes = ("needs overlap schedule; no PD disaggregation / DFLASH",) if s == "extra_buffer_lazy" else ()
+                return _plan_effect(base, after, "--mamba-radix-cache-strategy", s, f"radix strategy {s}", notes)
+            if f == "disable-radix-cache":
+                if _norm_strategy(inputs.radix_strategy, inputs.overlap) == "disable":
+                    return None
+                after = make_plan(model, replace(inputs, radix_strategy="disable"))
+                return _plan_effect(base, after, "--disable-radix-cache", None, "disable radix cache", ("loses prefix-cache hits",))
+            return None
+        # vllm
+        if f == "max-num-seqs":
+            vp = base.vllm
+            assert vp is not None
+            if val is None:
+                # what the pool can actually run: full-length requests at max_model_len, else the mamba bound
+                need = math.ceil(vp.max_concurrency) if vp.max_concurrency else vp.mamba_bound_concurrency
+                if model.is_hybrid:
+                    need = min(need, vp.mamba_bound_concurrency)
+                if inputs.max_running_requests is not None and inputs.max_running_requests <= need:
+                    return None
+                val = str(max(1, need))
+            after = make_plan(model, replace(inputs, max_running_requests=int(val)))
+            notes = ()
+            if model.is_hybrid and int(val) > vp.num_blocks:
+                notes = (f"vLLM ≥0.20 refuses to start: max_num_seqs > {vp.num_blocks} mamba cache blocks",)
+            return _plan_effect(base, after, "--max-num-seqs", val, f"max-num-seqs {int(val):,}", notes)
+        if f == "language-model-only":
+            if not model.vision_params or inputs.language_model_only:
+                return None
+            vb = model.vision_params * dtype_bytes(model.model_dtype) // max(1, inputs.tp)
+            after = make_plan(model, replace(inputs, budget_bytes=inputs.budget_bytes + vb, language_model_only=True))
+            return _plan_effect(
+                base,
+                after,
+                "--language-model-only",
+                None,
+                "language-model-only",
+                (f"≥{vb / GiB:.2f} GiB of vision-tower weights freed per GPU (lower bound; encoder cache not counted)",),
+            )
+    except ValueError:
+        return None
+    return None
+
+
+SGLANG_FLAGS = (
+    ("--mamba-ssm-dtype", "bfloat16"),
+    ("--kv-cache-dtype", "fp8_e4m3"),
+    ("--mamba-full-memory-ratio", None),
+    ("--max-mamba-cache-size", None),
+    ("SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK", "1"),
+    ("--mamba-radix-cache-strategy", "extra_buffer_lazy"),
+    ("--disable-radix-cache", None),
+)
+VLLM_FLAGS = (
+    ("--max-num-seqs", None),
+    ("--kv-cache-dtype", "fp8"),
+    ("--mamba-ssm-cache-dtype", "bfloat16"),
+    ("--language-model-only", None),
+)
+
+
+def all_flag_effects(model: ModelSpec, inputs: PlanInputs) -> list[Effect]:
+    """Every applicable recommended flag for ``inputs.engine``, in the order listed in SGLANG_FLAGS / VLLM_FLAGS."""
+    flags = SGLANG_FLAGS if inputs.engine == "sglang" else VLLM_FLAGS
+    out = []
+    for flag, value in flags:
+        e = flag_effect(model, inputs, flag, value)
+        if e is not None:
+            out.append(e)
+    return out
+

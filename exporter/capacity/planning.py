@@ -1,0 +1,177 @@
+"""A capacity plan from a config: both engines' pools for one set of inputs, and what it leaves out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .model import ModelSpec
+from .sizing import (
+    LinearState,
+    SGLangPool,
+    VLLMPool,
+    _norm_strategy,
+    kv_bytes_per_token,
+    linear_state,
+    sglang_pool,
+    sglang_slots_per_request,
+    vllm_default_mode,
+    vllm_pool,
+)
+
+# --------------------------------------------------------------------------------------------------------------
+# config-driven plan and its flag effects
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """Inputs of a capacity plan. ``budget_bytes`` is per GPU, for KV + state."""
+
+    engine: str = "sglang"
+    tp: int = 1
+    budget_bytes: int = 0
+    kv_dtype: str | None = None
+    ssm_dtype: str | None = None
+    ratio: float = 0.9
+    radix_strategy: str = "auto"
+    context_len: int | None = None
+    max_running_requests: int | None = None
+    spec_draft_tokens: int = 0
+    max_mamba_cache_size: int | None = None
+    skip_decode_lock: bool = False
+    overlap: bool = True
+    sglang_version: str | None = None
+    vllm_mode: str | None = None  # None/"auto": follows prefix caching (align by default for hybrids, 0.26+)
+    language_model_only: bool = False
+    notes: tuple[str, ...] = field(default=())
+    platform: str = "hopper"  # hopper | blackwell: vLLM block alignment, SGLang page size
+    prefix_caching: bool | None = None  # vLLM --enable-prefix-caching / --no-enable-prefix-caching (None: default)
+    vllm_version: str | None = None  # vLLM release for the version table (default 0.33.0)
+    num_gpu_blocks_override: int | None = None
+
+    @property
+    def sglang_page_size(self) -> int:
+        """SGLang 0.5.23 defaults ``page_size`` to 1 on Hopper; the Blackwell TRT-LLM MHA/MLA backends it picks for
+        these models take 64 (``arg_groups/overrides.py::_mla_backend_page_constraints``,
+        ``model_overrides/qwen3_5.py``)."""
+        return 64 if self.platform == "blackwell" else 1
+
+    @property
+    def resolved_vllm_mode(self) -> str:
+        m = (self.vllm_mode or "auto").lower()
+        return vllm_default_mode(self.vllm_version, self.prefix_caching) if m == "auto" else m
+
+
+@dataclass(frozen=True)
+class Plan:
+    model: ModelSpec
+    inputs: PlanInputs
+    kv_bytes_per_token: int  # per GPU
+    kv_bytes_per_token_all_gpus: int
+    state: LinearState
+    slots_per_request: int | None  # SGLang slots / vLLM blocks per request (all mamba groups)
+    sglang: SGLangPool | None = None
+    vllm: VLLMPool | None = None
+
+    @property
+    def cap(self) -> int:
+        if self.sglang is not None:
+            return self.sglang.max_running_requests
+        assert self.vllm is not None
+        return self.vllm.cap
+
+    @property
+    def binding_pool(self) -> str:
+        return self.sglang.binding_pool if self.sglang is not None else self.vllm.binding_pool  # type: ignore[union-attr]
+
+    @property
+    def mamba_slots(self) -> int:
+        if self.sglang is not None:
+            return self.sglang.mamba_slots
+        return self.vllm.num_blocks  # type: ignore[union-attr]
+
+    @property
+    def kv_tokens(self) -> int:
+        if self.sglang is not None:
+            return self.sglang.kv_tokens
+        v = self.vllm
+        assert v is not None
+        return v.kv_cache_tokens_new if v.kv_cache_tokens_new is not None else v.kv_cache_tokens_old
+
+
+def make_plan(model: ModelSpec, inputs: PlanInputs) -> Plan:
+    """Size the pools for ``model`` under ``inputs`` (SGLang or vLLM)."""
+    tp = max(1, inputs.tp)
+    kvt = kv_bytes_per_token(model, inputs.kv_dtype, tp)
+    if inputs.engine == "vllm":
+        vp = vllm_pool(
+            model,
+            inputs.budget_bytes,
+            tp=tp,
+            kv_dtype=inputs.kv_dtype,
+            ssm_dtype=inputs.ssm_dtype,
+            mode=inputs.resolved_vllm_mode,
+            spec_tokens=inputs.spec_draft_tokens,
+            max_model_len=inputs.context_len or model.context_length,
+            max_num_seqs=inputs.max_running_requests,
+            version=inputs.vllm_version,
+            platform=inputs.platform,
+            num_gpu_blocks_override=inputs.num_gpu_blocks_override,
+        )
+        st = linear_state(model, tp, inputs.ssm_dtype, engine="vllm", conv_extra_tokens=inputs.spec_draft_tokens)
+        return Plan(model, inputs, kvt, kvt * tp, st, vp.n_mamba_groups * vp.blocks_per_request or None, vllm=vp)
+    st = linear_state(model, tp, inputs.ssm_dtype, engine="sglang")
+    strat = _norm_strategy(inputs.radix_strategy, inputs.overlap)
+    spr = sglang_slots_per_request(
+        strat,
+        inputs.sglang_version,
+        overlap=inputs.overlap,
+        spec=inputs.spec_draft_tokens > 0,
+        skip_decode_lock=inputs.skip_decode_lock,
+    )
+    sp = sglang_pool(
+        inputs.budget_bytes,
+        st.per_request,
+        kvt,
+        ratio=inputs.ratio,
+        slots_per_request=spr,
+        max_mamba_cache_size=inputs.max_mamba_cache_size,
+        max_running_requests=inputs.max_running_requests,
+        radix=strat != "disable",
+        spec_draft_tokens=inputs.spec_draft_tokens,
+        context_len=inputs.context_len or model.context_length,
+        version=inputs.sglang_version,
+        page_size=inputs.sglang_page_size,
+    )
+    return Plan(model, inputs, kvt, kvt * tp, st, spr if model.is_hybrid else None, sglang=sp)
+
+
+def unmodelled_notes(model: ModelSpec, inputs: PlanInputs, *, gpu_memory: bool = False) -> list[str]:
+    """What the engines do that this model does not, said where it changes a number the plan shows."""
+    out: list[str] = []
+    if inputs.engine == "sglang":
+        if model.is_hybrid:
+            out.append(
+                "not modelled: SGLang re-sizes the KV pool after CUDA-graph capture; that can only lower KV tokens and max_running_requests"
+            )
+        if not inputs.context_len:
+            out.append(f"context length {model.context_length:,} from the config (SGLang's fallback without --context-length)")
+        if inputs.spec_draft_tokens:
+            out.append("not modelled: the draft model's weights and KV (only the target's mamba intermediate state is)")
+    else:
+        if not inputs.context_len:
+            out.append(f"max_model_len {model.context_length:,} from the config (vLLM's default without --max-model-len)")
+        if inputs.spec_draft_tokens:
+            out.append("not modelled: the draft model's weights and KV cache (vLLM sizes the pool after loading it)")
+        if model.is_hybrid and inputs.resolved_vllm_mode == "align":
+            out.append("mamba cache mode align (prefix caching on, the default for hybrids): 2+ state blocks per request")
+    if gpu_memory:
+        out.append(
+            "not modelled with --gpu-memory: activation/CUDA-graph memory and the reserve taken before the split "
+            "(SGLang: mamba pre-capture reserve, multimodal reserve); prefer --kv-budget from the log"
+        )
+    if inputs.platform == "blackwell":
+        out.append("blackwell: page/block sizes from the engines' default backends, not checked against a real log")
+    return out
+
+

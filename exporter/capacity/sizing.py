@@ -1,0 +1,635 @@
+"""Pool sizing of the capacity model for hybrid linear-attention models (full-attention KV + per-request conv/SSM state).
+
+Everything here is arithmetic on a HuggingFace ``config.json`` dict or on numbers read from the SGLang / vLLM logs.
+The only I/O is :func:`load_config`. Units: bytes unless a name says otherwise; ``GiB = 2**30`` (SGLang's "GB" is
+also ``2**30``).
+
+Formulas (sources: ``/work/shared/reference/sglang-log-formats.md`` §7, ``vllm-log-formats.md`` §4, the seeds):
+
+* KV bytes per token per GPU
+  * GQA/MHA: ``2 * kv_heads_per_rank * head_dim * kv_dtype_bytes * n_full_layers`` with
+    ``kv_heads_per_rank = max(1, kv_heads // tp)`` (KV heads are replicated when ``tp > kv_heads``).
+  * MLA: ``(kv_lora_rank + qk_rope_head_dim) * kv_dtype_bytes * n_full_layers`` (the latent is replicated on every
+    rank, so no TP division).
+* Per-request linear state per GPU (per layer, summed over the linear layers), ``K = conv_kernel``:
+  * GDN:    conv ``(2*k_heads*k_dim + v_heads*v_dim)/tp * (K-1)``; ssm ``v_heads/tp * v_dim * k_dim``
+  * KDA:    conv ``(3*heads*head_dim)/tp * (K-1)``;                 ssm ``heads/tp * head_dim * head_dim``
+  * Mamba2: conv ``(intermediate + 2*n_groups'*d_state)/tp * (K-1)``; ssm ``n_heads/tp * head_dim * d_state``
+    with ``n_groups' = n_groups + (tp - n_groups if n_groups % tp else 0)``.
+  conv is bf16 by default; ssm follows ``--mamba-ssm-dtype`` / config ``mamba_ssm_dtype`` / engine default.
+* SGLang (≥0.5.17 auto path): ``budget = rest * R/(1+R)``; ``S = floor((budget - per_req)/per_req)`` (one padding
+  slot); KV gets ``rest - (S+1)*per_req``; cap ``= S // slots_per_request``. Older versions:
+  ``S = floor(budget / (per_req*(1+D)))`` and KV gets ``rest - S*per_req*(1+D)``.
+* vLLM V1: shared block pool, page unification, ``num_blocks = budget // (P * group_size)``, mamba-bound
+  concurrency ``num_blocks // (n_mamba_groups * blocks_per_group)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..version import require_version
+from .model import ModelSpec, dtype_bytes, normalize_dtype
+
+LATEST_SGLANG = (0, 5, 23, 0)
+
+# --------------------------------------------------------------------------------------------------------------
+# per-token KV and per-request state
+# --------------------------------------------------------------------------------------------------------------
+
+
+def kv_heads_per_rank(model: ModelSpec, tp: int = 1) -> int:
+    """``max(1, kv_heads // tp)``: KV heads are split over TP and replicated once ``tp > kv_heads``."""
+    return max(1, model.num_kv_heads // max(1, tp))
+
+
+def kv_bytes_per_token_per_layer(model: ModelSpec, kv_dtype: str | None = None, tp: int = 1) -> int:
+    """Per GPU, one full-attention layer. MLA is not divided by TP."""
+    b = dtype_bytes(kv_dtype, model.model_dtype)
+    if model.attention == "mla":
+        return (model.kv_lora_rank + model.qk_rope_head_dim) * b
+    return 2 * kv_heads_per_rank(model, tp) * model.head_dim * b
+
+
+def kv_bytes_per_token(model: ModelSpec, kv_dtype: str | None = None, tp: int = 1) -> int:
+    """Per-token KV bytes **per GPU** over all full-attention layers.
+
+    Qwen3.8-27B: 65,536 (bf16) / 32,768 (fp8). kimi-k3: 27,648 = 27 KiB (bf16) / 13,824 (fp8), any TP.
+    The sum over the ``tp`` GPUs is ``tp *`` this value; the logical (TP1) cost is ``kv_bytes_per_token(model, d, 1)``.
+    """
+    return kv_bytes_per_token_per_layer(model, kv_dtype, tp) * model.full_layers
+
+
+def resolve_ssm_dtype(model: ModelSpec, engine: str = "sglang", override: str | None = None) -> str:
+    """SSM (temporal) state dtype, from where each engine reads it for this model family.
+
+    ``override`` (``--mamba-ssm-dtype`` / ``--mamba-ssm-cache-dtype``) always wins. Otherwise:
+
+    * SGLang 0.5.23 (``configs/mamba_utils.py::mamba2_state_dtype``): the config's ``mamba_ssm_dtype``
+      (``text_config`` first) for the families that pass their config (Qwen3-Next, Qwen3.5, Nemotron-H), else
+      float32. ``configs/kimi_linear.py::KimiLinearConfig.mamba2_cache_params`` passes no config, so a Kimi
+      ``mamba_ssm_dtype`` is ignored: float32 unless ``--mamba-ssm-dtype``.
+    * vLLM 0.33.0 (``model_executor/models/config.py`` hooks, ``layers/mamba/mamba_utils.py``): Qwen3.5 takes the
+      text config's ``mamba_ssm_dtype``; Nemotron-H takes ``mamba_ssm_cache_dtype`` else float32; KDA (Kimi) is
+      float32 on ``auto``; anything else (Qwen3-Next GDN) follows the conv dtype, i.e. the model dtype.
+    """
+    if override is not None and str(override).lower() != "auto":
+        return normalize_dtype(override)
+    fam = model.family
+    if engine == "vllm":
+        if fam == "qwen3_5" and model.config_ssm_dtype:
+            return model.config_ssm_dtype
+        if fam == "nemotron_h":
+            return model.config_ssm_cache_dtype or "float32"
+        if fam == "kimi":
+            return "float32"
+        return model.model_dtype
+    if fam == "kimi":
+        return "float32"
+    return model.config_ssm_dtype or "float32"
+
+
+@dataclass(frozen=True)
+class LinearState:
+    """Per-request linear-layer state, per GPU, summed over the linear layers."""
+
+    layers: int
+    tp: int
+    conv_elements_per_layer: int
+    ssm_elements_per_layer: int
+    conv_dtype: str
+    ssm_dtype: str
+
+    @property
+    def conv_bytes_per_layer(self) -> int:
+        return self.conv_elements_per_layer * dtype_bytes(self.conv_dtype)
+
+    @property
+    def ssm_bytes_per_layer(self) -> int:
+        return self.ssm_elements_per_layer * dtype_bytes(self.ssm_dtype)
+
+    @property
+    def page_bytes(self) -> int:
+        """One layer's conv+ssm (vLLM's un-padded mamba page)."""
+        return self.conv_bytes_per_layer + self.ssm_bytes_per_layer
+
+    @property
+    def conv_bytes(self) -> int:
+        return self.layers * self.conv_bytes_per_layer
+
+    @property
+    def ssm_bytes(self) -> int:
+        return self.layers * self.ssm_bytes_per_layer
+
+    @property
+    def per_request(self) -> int:
+        """SGLang's ``mamba_cache_per_req`` (per GPU)."""
+        return self.conv_bytes + self.ssm_bytes
+
+    @property
+    def all_gpus(self) -> int:
+        return self.per_request * self.tp
+
+
+def linear_state(
+    model: ModelSpec,
+    tp: int = 1,
+    ssm_dtype: str | None = None,
+    conv_dtype: str | None = None,
+    engine: str = "sglang",
+    conv_extra_tokens: int = 0,
+) -> LinearState:
+    """Per-request conv + SSM state per GPU (formulas in the module docstring).
+
+    ``conv_extra_tokens``: vLLM widens the conv window by ``num_speculative_tokens``. SGLang keeps the spec
+    intermediate states in a separate buffer, so leave it 0 there.
+    """
+    tp = max(1, tp)
+    k1 = max(0, model.conv_kernel - 1) + conv_extra_tokens
+    kind = model.linear_kind
+    if not model.is_hybrid:
+        conv = ssm = 0
+    elif kind == "gdn":
+        # SGLang builds GDN state with Mamba2StateShape.create(n_groups=k_heads), which pads the groups to a
+        # multiple of TP; vLLM's gated_delta_net_state_shape does not (identical when TP divides k_heads)
+        kh = model.lin_k_heads
+        if engine == "sglang" and kh % tp:
+            kh += tp - kh
+        conv = (2 * kh * model.lin_k_dim + model.lin_v_heads * model.lin_v_dim) // tp * k1
+        ssm = model.lin_v_heads // tp * model.lin_v_dim * model.lin_k_dim
+    elif kind == "kda":
+        conv = (model.lin_v_heads * model.lin_v_dim + 2 * model.lin_k_heads * model.lin_k_dim) // tp * k1
+        ssm = model.lin_v_heads // tp * model.lin_v_dim * model.lin_v_dim
+    elif kind == "mamba2":
+        g = model.mamba_n_groups
+        g_eff = g + (tp - g if g % tp else 0)
+        conv = (model.mamba_intermediate + 2 * g_eff * model.mamba_d_state) // tp * k1
+        ssm = model.lin_v_heads // tp * model.lin_v_dim * model.mamba_d_state
+    else:  # pragma: no cover - model_from_config never produces another kind
+        raise ValueError(f"unknown linear kind {kind!r}")
+    return LinearState(
+        layers=model.linear_layers if model.is_hybrid else 0,
+        tp=tp,
+        conv_elements_per_layer=conv,
+        ssm_elements_per_layer=ssm,
+        conv_dtype=normalize_dtype(conv_dtype, model.model_dtype) if conv_dtype else "bfloat16",
+        ssm_dtype=resolve_ssm_dtype(model, engine, ssm_dtype),
+    )
+
+
+def per_sequence_bytes(model: ModelSpec, context_len: int, kv_dtype: str | None = None, tp: int = 1, ssm_dtype: str | None = None) -> int:
+    """KV for ``context_len`` tokens + one copy of the linear state, per GPU (the seed's "合计" column at TP1)."""
+    return context_len * kv_bytes_per_token(model, kv_dtype, tp) + linear_state(model, tp, ssm_dtype).per_request
+
+
+def tokens_for_bytes(model: ModelSpec, nbytes: float, kv_dtype: str | None = None, tp: int = 1) -> int:
+    """How many tokens of KV fit in ``nbytes`` (per GPU). 4.5 GiB fp8 on Qwen3.8-27B -> 147,456."""
+    return int(nbytes // kv_bytes_per_token(model, kv_dtype, tp))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# SGLang: slots per request, pool sizing, request cap
+# --------------------------------------------------------------------------------------------------------------
+
+SGLANG_STRATEGIES = ("disable", "no_buffer", "extra_buffer", "extra_buffer_lazy", "auto")
+
+
+def _norm_strategy(strategy: str | None, overlap: bool = True) -> str:
+    s = (strategy or "auto").strip().lower().replace("-", "_")
+    if s in ("disable", "disabled", "disable_radix", "disable_radix_cache", "off", "none", "radix_off"):
+        return "disable"
+    if s == "auto":
+        return "extra_buffer" if overlap else "no_buffer"
+    if s not in SGLANG_STRATEGIES:
+        raise ValueError(f"unknown mamba radix cache strategy {strategy!r}")
+    return s
+
+
+def sglang_slots_per_request(
+    strategy: str | None = "auto",
+    version: str | tuple[int, ...] | None = None,
+    *,
+    overlap: bool = True,
+    spec: bool = False,
+    skip_decode_lock: bool = False,
+) -> int:
+    """Mamba slots reserved per running request (sglang ref §7.2 table).
+
+    ``strategy``: ``disable`` (``--disable-radix-cache``), ``no_buffer``, ``extra_buffer``, ``extra_buffer_lazy``,
+    ``auto`` (extra_buffer when overlap is on, else no_buffer). ``skip_decode_lock`` is
+    ``SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1`` (≥0.5.17 only; ignored before). Raises ``ValueError`` for a strategy
+    that does not exist in that version.
+    """
+    v = require_version(version, LATEST_SGLANG)
+    s = _norm_strategy(strategy, overlap)
+    if s == "disable" or v < (0, 5, 3, 3):  # 0.5.2-0.5.3: radix forced off for hybrid GDN
+        return 1
+    skip = 1 if (skip_decode_lock and v >= (0, 5, 17, 0)) else 0
+    if s == "no_buffer":
+        if v < (0, 5, 7, 0):
+            return 3
+        if v < (0, 5, 8, 0):
+            return 5  # the 0.5.7 quirk: +2 unless extra_buffer *and* spec
+        return 3  # ≥0.5.17 with skip: base 2 + MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_BUFFER 1 = 3
+    if s == "extra_buffer":
+        if v < (0, 5, 7, 0):
+            raise ValueError(f"extra_buffer does not exist in SGLang {'.'.join(map(str, v[:3]))} (≥0.5.7)")
+        if v < (0, 5, 10, 0):
+            return 4 if spec else 5
+        return (5 if overlap else 4) - skip
+    # extra_buffer_lazy
+    if v < (0, 5, 13, 0):
+        raise ValueError("extra_buffer_lazy needs SGLang ≥0.5.13")
+    return 4 - skip
+
+
+def sglang_mamba_cap(mamba_slots: int, slots_per_request: int) -> int:
+    """``max_mamba_cache_size // slots_per_request``: 80//5=16, 186//3=62, 47//5=9."""
+    return mamba_slots // max(1, slots_per_request)
+
+
+@dataclass(frozen=True)
+class SGLangPool:
+    """Result of sizing the SGLang pools for one TP rank."""
+
+    rest_bytes: int
+    ratio: float
+    per_req: int
+    slots_per_request: int
+    mamba_slots: int
+    mamba_bytes: int  # (S + padding) * per_req (+ spec intermediate)
+    kv_bytes: int
+    kv_bytes_per_token: int
+    kv_tokens: int
+    mamba_cap: int  # S // slots_per_request
+    kv_cap: int  # token_capacity // 2
+    max_running_requests: int  # effective, after every cap
+    bound_by: str  # what limits max_running_requests: mamba | kv | requested | estimate
+    context_len: int | None = None
+    requests_at_context: int | None = None  # kv_tokens // context_len
+    binding_pool: str = "mamba"  # which pool runs out first at context_len: mamba | kv
+    spec_intermediate_bytes: int = 0
+    fits: bool = True
+
+    @property
+    def mamba_usage_at_cap(self) -> float:
+        return self.max_running_requests * self.slots_per_request / self.mamba_slots if self.mamba_slots else 0.0
+
+
+def sglang_pool(
+    rest_bytes: float,
+    per_req: int,
+    kv_bytes_per_tok: int,
+    *,
+    ratio: float = 0.9,
+    slots_per_request: int = 5,
+    max_mamba_cache_size: int | None = None,
+    max_running_requests: int | None = None,
+    radix: bool = True,
+    spec_draft_tokens: int = 0,
+    context_len: int | None = None,
+    version: str | tuple[int, ...] | None = None,
+    page_size: int = 1,
+) -> SGLangPool:
+    """Split ``rest_bytes`` (per-rank memory left for KV + mamba) between the two pools like SGLang does.
+
+    ≥0.5.17 (default): explicit ``max_mamba_cache_size`` → S = it; radix off + ``max_running_requests`` → S = mrr;
+    else ``budget = rest·R/(1+R)``, ``S = floor((budget − per_req)/per_req)`` (no spec) or
+    ``floor((budget − per_req(1+D))/(per_req(1+D/spr)))`` (spec). KV = ``rest − (S+1)·per_req − intermediate``.
+    Older versions use ``S = floor(budget/(per_req(1+D)))`` and no padding slot in the budget.
+    KV tokens are floored to whole pages (``page_size``: 1 on Hopper, 64 with the Blackwell TRT-LLM backends).
+    Cap (``kv_cache_configurator.py::resolve_max_num_reqs``): ``min(requested or estimate, kv_tokens // 2,
+    S // spr)`` with the estimate ``clamp(int(kv_tokens / context_len * 512), 2048, 4096)``; ``context_len`` is
+    ``--context-length`` or the model's (``make_plan`` passes ``ModelSpec.context_length``), so without
+    ``--max-running-requests`` SGLang never runs more than 4,096 requests.
+    """
+    v = require_version(version, LATEST_SGLANG)
+    rest = int(rest_bytes)
+    D = max(0, spec_draft_tokens)
+    spr = max(1, slots_per_request)
+    new = v >= (0, 5, 17, 0)
+    pad = 1 if new else 0
+    inter = 0
+    if per_req <= 0:  # not a hybrid model: everything is KV
+        S = 0
+        mamba_bytes = 0
+    else:
+        if max_mamba_cache_size is not None:
+            S = int(max_mamba_cache_size)
+        elif not radix and max_running_requests:
+            S = max(1, int(max_running_requests))
+        else:
+            budget = rest * ratio / (1 + ratio)
+            if new:
+                if D:
+                    S = math.floor((budget - per_req * (1 + D)) / (per_req * (1 + D / spr)))
+                else:
+                    S = math.floor((budget - per_req) / per_req)
+            else:
+                S = math.floor(budget / (per_req * (1 + D)))
+        S = max(0, S)
+        if D:
+            mrr_for_inter = min(max_running_requests or S // spr, S // spr) if radix else S
+            inter = per_req * (mrr_for_inter + pad) * D if new else per_req * S * D
+        mamba_bytes = (S + pad) * per_req + inter
+    kv_bytes = rest - mamba_bytes
+    fits = kv_bytes > 0 and (per_req <= 0 or S > 0)
+    kv_tokens = max(0, kv_bytes) // kv_bytes_per_tok if kv_bytes_per_tok else 0
+    page = max(1, int(page_size))
+    kv_tokens = kv_tokens // page * page
+    mamba_cap = S // spr if per_req > 0 else 10**9
+    kv_cap = kv_tokens // 2
+    if max_running_requests:
+        first, first_name = int(max_running_requests), "requested"
+    elif context_len:
+        first, first_name = min(4096, max(2048, int(kv_tokens / context_len * 512))), "estimate"
+    else:
+        first, first_name = 10**9, "none"
+    limits = [(first, first_name), (kv_cap, "kv"), (mamba_cap, "mamba")]
+    mrr, bound = min(limits, key=lambda x: x[0])
+    # ties: report mamba if it is one of the minima (that is the one SGLang warns about)
+    if mamba_cap == mrr and per_req > 0:
+        bound = "mamba"
+    req_ctx = kv_tokens // context_len if context_len else None
+    if req_ctx is not None:
+        binding = "mamba" if per_req > 0 and mamba_cap < req_ctx else "kv"
+    else:
+        binding = "mamba" if bound == "mamba" else "kv"
+    return SGLangPool(
+        rest_bytes=rest,
+        ratio=ratio,
+        per_req=per_req,
+        slots_per_request=spr,
+        mamba_slots=S,
+        mamba_bytes=mamba_bytes,
+        kv_bytes=max(0, kv_bytes),
+        kv_bytes_per_token=kv_bytes_per_tok,
+        kv_tokens=kv_tokens,
+        mamba_cap=mamba_cap if per_req > 0 else 0,
+        kv_cap=kv_cap,
+        max_running_requests=max(0, mrr),
+        bound_by=bound,
+        context_len=context_len,
+        requests_at_context=req_ctx,
+        binding_pool=binding,
+        spec_intermediate_bytes=inter,
+        fits=fits,
+    )
+
+
+def balanced_ratio_for_context(per_req: int, slots_per_request: int, kv_bytes_per_tok: int, context_len: int) -> float:
+    """``--mamba-full-memory-ratio`` at which the mamba cap equals the number of ``context_len``-token requests the
+    KV pool holds: ``R = spr·per_req / (context_len·kv_bytes_per_token)`` (mamba bytes per request over KV bytes
+    per request; padding slot ignored). Short requests → large R, long requests → small R.
+    """
+    return slots_per_request * per_req / (context_len * kv_bytes_per_tok)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# vLLM V1: shared block pool
+# --------------------------------------------------------------------------------------------------------------
+
+
+VLLM_LATEST = (0, 33, 0, 0)
+PLATFORMS = ("hopper", "blackwell")
+
+
+@dataclass(frozen=True)
+class VLLMRelease:
+    """What a vLLM release does with a hybrid model's cache, by release (the version table).
+
+    Verified against the 0.33.0 wheel (files cited per field); the older gates come from the release notes of
+    docs/sizing.md ("vLLM by release") and are kept as they were when not re-verified."""
+
+    version: tuple[int, int, int, int]
+
+    @property
+    def prefix_caching_default(self) -> bool:
+        """``config/model.py::ModelConfig.is_prefix_caching_supported`` returns True for generative hybrids from
+        0.26.0 and ``engine/arg_utils.py::_set_default_chunked_prefill_and_prefix_caching_args`` takes it."""
+        return self.version >= (0, 26, 0, 0)
+
+    @property
+    def has_modes(self) -> bool:
+        """``mamba_cache_mode`` none/align exists from 0.15.0."""
+        return self.version >= (0, 15, 0, 0)
+
+    @property
+    def spec_blocks_in_none_mode(self) -> bool:
+        return self.version >= (0, 15, 0, 0)
+
+    @property
+    def checkpoint_blocks(self) -> bool:
+        """``kv_cache_interface.py::MambaSpec.max_memory_usage_bytes`` adds ``num_prefill_checkpoint_blocks`` in
+        align mode (0.33.0)."""
+        return self.version >= (0, 33, 0, 0)
+
+    @property
+    def backend_alignment(self) -> bool:
+        """``platforms/interface.py::_align_hybrid_block_size`` takes the backend's kernel block (MLA ≥128) and, in
+        align mode, the prefill-checkpoint alignment from 0.20; before, A was 16 (64 for MLA)."""
+        return self.version >= (0, 20, 0, 0)
+
+
+def vllm_release(version: str | tuple[int, ...] | None) -> VLLMRelease:
+    return VLLMRelease(require_version(version, VLLM_LATEST))
+
+
+def vllm_default_mode(version: str | tuple[int, ...] | None = None, prefix_caching: bool | None = None) -> str:
+    """``model_executor/models/config.py::MambaModelConfig.verify_and_update_config``: prefix caching switches the
+    mode to ``align``; prefix caching is on by default for hybrids from 0.26.0."""
+    rel = vllm_release(version)
+    pc = rel.prefix_caching_default if prefix_caching is None else prefix_caching
+    return "align" if pc and rel.has_modes else "none"
+
+
+def vllm_checkpoint_blocks(model: ModelSpec, mode: str, version: str | tuple[int, ...] | None = None, platform: str = "hopper") -> int:
+    """Prefill checkpoint blocks a mamba group holds per request in align mode (0.33.0):
+
+    * Mamba2: always 1 (``layers/mamba/mamba_mixer2.py::MambaMixer2.get_kv_cache_spec``);
+    * GDN: 1 when the FlashInfer GDN prefill runs (``layers/mamba/gdn/qwen_gdn_linear_attn.py``:
+      ``_resolve_gdn_prefill_backend`` picks it on Hopper, and on Blackwell with ``head_k_dim == 128``);
+    * KDA: 1 only with FlashKDA, which needs a bounded gate (``gate_lower_bound`` in ``linear_attn_config``;
+      ``models/kimi_k3/nvidia/kda.py::is_flashkda_supported``).
+    """
+    if mode != "align" or not vllm_release(version).checkpoint_blocks or not model.is_hybrid:
+        return 0
+    if model.linear_kind == "mamba2":
+        return 1
+    if model.linear_kind == "gdn":
+        return 1 if (platform == "hopper" or model.lin_k_dim == 128) else 0
+    if model.linear_kind == "kda":
+        return 1 if model.kda_bounded_gate and model.lin_v_dim == 128 else 0
+    return 0
+
+
+def vllm_checkpoint_alignment(model: ModelSpec, mode: str, version: str | tuple[int, ...] | None = None, platform: str = "hopper") -> int:
+    """Token alignment of those checkpoints, ``lcm``-ed into the block size in align mode
+    (``layers/mamba/abstract.py::get_mamba_prefill_checkpoint_alignment``): FlashInfer GDN 64
+    (``v1/attention/backends/gdn_attn.py::FLASHINFER_GDN_CHECKPOINT_ALIGNMENT``), FlashKDA 16
+    (``layers/mamba/kda_checkpoint.py``); Mamba2 declares none (1)."""
+    if not vllm_checkpoint_blocks(model, mode, version, platform):
+        return 1
+    return {"gdn": 64, "kda": 16}.get(model.linear_kind or "", 1)
+
+
+def vllm_blocks_per_request(
+    mode: str = "none", spec_tokens: int = 0, version: str | tuple[int, ...] | None = None, checkpoint_blocks: int = 0
+) -> int:
+    """Mamba blocks per request per mamba group (``MambaSpec.max_memory_usage_bytes / page_size``): none →
+    ``1 + spec`` (0.10–0.14: 1), align → ``2 + spec + checkpoint blocks``. ``all`` mode depends on the length;
+    not modelled (raises)."""
+    rel = vllm_release(version)
+    m = (mode or "none").lower()
+    if m == "none":
+        return 1 + max(0, spec_tokens) if rel.spec_blocks_in_none_mode else 1
+    if m == "align":
+        return 2 + max(0, spec_tokens) + (checkpoint_blocks if rel.checkpoint_blocks else 0)
+    raise ValueError(f"mamba cache mode {mode!r} not modelled (use none or align)")
+
+
+def vllm_kernel_alignment(
+    model: ModelSpec, mode: str, version: str | tuple[int, ...] | None = None, platform: str = "hopper", block_size: int = 16
+) -> int:
+    """The ``A`` of ``attn_block = A × cdiv(mamba_page, A × attn_page_per_token)``.
+
+    0.20+ (``platforms/interface.py::_align_hybrid_block_size``): the attention backend's smallest kernel block
+    raised to the configured block size (16; the Blackwell default backends prefer 128-token blocks), at least
+    128 for MLA, ``lcm``-ed with the checkpoint alignment in align mode. Before 0.20: 16, or 64 for MLA."""
+    if not vllm_release(version).backend_alignment:
+        return 64 if model.attention == "mla" else 16
+    a = max(128 if platform == "blackwell" else 16, block_size)
+    if model.attention == "mla":
+        a = max(a, 128)
+    return math.lcm(a, vllm_checkpoint_alignment(model, mode, version, platform))
+
+
+def vllm_group_size(n_attn: int, n_mamba: int) -> int:
+    """``v1/core/kv_cache_planning.py::_get_kv_cache_groups_uniform_page_size``: the smaller layer count, or the
+    larger one when it is below 1.5× the smaller (fewer padding layers)."""
+    counts = [x for x in (n_attn, n_mamba) if x > 0]
+    if not counts:
+        return 1
+    lo, hi = min(counts), max(counts)
+    return hi if hi < lo * 1.5 else lo
+
+
+@dataclass(frozen=True)
+class VLLMPool:
+    budget_bytes: int
+    attn_page_per_token: int  # bytes per token per attention layer per GPU
+    mamba_page: int  # one linear layer's state bytes per GPU (unpadded)
+    block_size: int
+    page_bytes: int  # P, after unification
+    padding_pct: float
+    group_size: int
+    n_attn_groups: int
+    n_mamba_groups: int
+    num_blocks: int
+    blocks_per_request: int  # per mamba group
+    state_bytes_per_request: int  # n_mamba_groups * group_size * P * bpg (per GPU)
+    mamba_bound_concurrency: int
+    max_model_len: int | None
+    max_concurrency: float | None  # "Maximum concurrency for max_model_len tokens per request"
+    kv_cache_tokens_old: int  # (num_blocks // num_groups) * block_size   (0.9.1–0.20 log)
+    kv_cache_tokens_new: int | None  # int(max_concurrency * max_model_len)  (0.22+ log)
+    max_num_seqs: int | None
+    cap: int  # min(max_num_seqs, mamba-bound, floor(max_concurrency) if known)
+    binding_pool: str
+    mode: str = "none"  # mamba cache mode in effect (none | align)
+    checkpoint_blocks: int = 0  # prefill checkpoint blocks per request per mamba group (align, 0.33+)
+
+
+def vllm_pool(
+    model: ModelSpec,
+    budget_bytes: float,
+    *,
+    tp: int = 1,
+    kv_dtype: str | None = None,
+    ssm_dtype: str | None = None,
+    mode: str | None = None,
+    spec_tokens: int = 0,
+    max_model_len: int | None = None,
+    max_num_seqs: int | None = None,
+    user_block_size: int = 16,
+    version: str | tuple[int, ...] | None = None,
+    platform: str = "hopper",
+    prefix_caching: bool | None = None,
+    num_gpu_blocks_override: int | None = None,
+) -> VLLMPool:
+    """vLLM V1 hybrid pool: page unification, grouping, blocks, concurrency (docs/sizing.md, "vLLM").
+
+    ``mode`` ``None`` follows prefix caching (``align`` by default for hybrids from 0.26). ``version`` picks the
+    release behaviour (default 0.33.0). Qwen3-Next TP2 bf16 with 47,878,721,024 B on 0.10.2 → block 544,
+    P 557,056, 7162 blocks, 14.77x at 262,144.
+    """
+    tp = max(1, tp)
+    if platform not in PLATFORMS:
+        raise ValueError(f"unknown platform {platform!r} (one of {', '.join(PLATFORMS)})")
+    m = (mode or vllm_default_mode(version, prefix_caching)).lower()
+    st = linear_state(model, tp, ssm_dtype, engine="vllm", conv_extra_tokens=spec_tokens)
+    attn_tok = kv_bytes_per_token_per_layer(model, kv_dtype, tp)
+    mamba_page = st.page_bytes
+    block = user_block_size
+    if platform == "blackwell" and vllm_release(version).backend_alignment:
+        block = max(block, 128)
+    if model.is_hybrid and attn_tok:
+        A = vllm_kernel_alignment(model, m, version, platform, block)
+        attn_block = A * math.ceil(mamba_page / (A * attn_tok))
+        block = max(block, attn_block)
+    P = block * attn_tok
+    pad_pct = 100.0 * (P - mamba_page) / mamba_page if model.is_hybrid and mamba_page else 0.0
+    n_attn, n_mamba = model.full_layers, (model.linear_layers if model.is_hybrid else 0)
+    gs = vllm_group_size(n_attn, n_mamba)
+    g_attn = math.ceil(n_attn / gs) if n_attn else 0
+    g_mamba = math.ceil(n_mamba / gs) if n_mamba else 0
+    budget = int(budget_bytes)
+    num_blocks = budget // (P * gs) if P else 0
+    if num_gpu_blocks_override is not None:
+        num_blocks = int(num_gpu_blocks_override)  # kv_cache_planning.py::may_override_num_blocks
+    ckpt = vllm_checkpoint_blocks(model, m, version, platform) if g_mamba else 0
+    bpg = vllm_blocks_per_request(m, spec_tokens, version, ckpt) if g_mamba else 0
+    state = g_mamba * gs * P * bpg
+    mamba_bound = num_blocks // (g_mamba * bpg) if g_mamba else 10**9
+    conc = None
+    new_tokens = None
+    if max_model_len:
+        denom = g_attn * math.ceil(max_model_len / block) + g_mamba * bpg
+        conc = num_blocks / denom if denom else None
+        new_tokens = int(conc * max_model_len) if conc is not None else None
+    n_groups = g_attn + g_mamba
+    old_tokens = (num_blocks // n_groups) * block if n_groups else 0
+    limits = [mamba_bound]
+    if max_num_seqs:
+        limits.append(int(max_num_seqs))
+    if conc is not None:
+        limits.append(math.floor(conc))
+    cap = min(limits)
+    binding = "mamba" if (g_mamba and conc is not None and mamba_bound < conc) or (conc is None and g_mamba) else "kv"
+    return VLLMPool(
+        budget_bytes=budget,
+        attn_page_per_token=attn_tok,
+        mamba_page=mamba_page,
+        block_size=block,
+        page_bytes=P,
+        padding_pct=pad_pct,
+        group_size=gs,
+        n_attn_groups=g_attn,
+        n_mamba_groups=g_mamba,
+        num_blocks=num_blocks,
+        blocks_per_request=bpg,
+        state_bytes_per_request=state,
+        mamba_bound_concurrency=mamba_bound if g_mamba else 0,
+        max_model_len=max_model_len,
+        max_concurrency=conc,
+        kv_cache_tokens_old=old_tokens,
+        kv_cache_tokens_new=new_tokens,
+        max_num_seqs=max_num_seqs,
+        cap=cap,
+        binding_pool=binding,
+        mode=m,
+        checkpoint_blocks=ckpt,
+    )
+
+
