@@ -14,8 +14,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.registry import Collector
 
 from . import contract as C
+from . import facts
 from .pipeline import Pipeline
-from .state import SourceState, effective_max_running
+from .state import SourceState
 
 RUNTIME = {m.key: m for m in C.RUNTIME}
 CAPACITY = {m.key: m for m in C.CAPACITY}
@@ -116,7 +117,7 @@ def snapshot(pipeline: Pipeline) -> list[_Source]:
                         dp,
                         dict(srv.gauges),
                         dict(srv.capacity),
-                        effective_max_running(src, srv)[0],
+                        facts.peek(src, srv).max_running,  # the rules' and report's fact, read only
                         dict(srv.mamba_state_bytes),
                         dict(srv.replayssm_buffer_bytes),
                         dict(srv.counters),

@@ -18,6 +18,7 @@ from dataclasses import asdict
 from typing import Any
 
 from exporter import capacity as cap
+from exporter import flags
 
 
 class UsageError(Exception):
@@ -84,7 +85,7 @@ def build(args: argparse.Namespace) -> tuple[cap.Plan | None, list[cap.Effect], 
         plan = cap.make_plan(model, inputs)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    return plan, cap.all_flag_effects(model, inputs), notes
+    return plan, flags.plan_effects(model, inputs), notes
 
 
 def _per_unit_only(model: cap.ModelSpec, inputs: cap.PlanInputs) -> cap.Plan:

@@ -1,13 +1,16 @@
-"""Recommendations: the flags that fix each firing finding, filtered by what the log says.
+"""Recommendations: the flags that answer a server's findings, filtered by what its log says.
 
-For every live finding of a server, :func:`update` lists candidate flags and drops the ones the
-log rules out: the release (vLLM prints it; SGLang's is inferred, see ``rules.version_range``),
-the SSM / KV dtypes already in use, the radix-cache strategy, PD disaggregation, speculative
-decoding, HiCache, DCP and unified memory. The result goes to
+The recommendations observe the rules (:class:`Recommender`, wired by the composition root): when a finding
+fires or clears, and every 30 s of log time while one is live, :func:`update` walks the flags that answer each
+finding (``flags.playbook``) and asks each catalogue entry (``exporter/flags.py``) for its candidate: the gates
+(release — vLLM prints it, SGLang's is inferred —, the SSM / KV dtypes in use, the radix strategy, PD
+disaggregation, speculative decoding, HiCache, DCP, unified memory) and the value, read from the server's
+facts and demand. A flag's candidate is computed once per server, so one server never gets one flag with two
+values. The result goes to
 
 * ``srv.recommendations``: ``[(rule, flag, value), ...]`` -> ``hybrid_cache_recommendation_info``
 * ``srv.rule_memory["recommendations"]``: :class:`Recommendation` objects with the expected effect
-  text (``capacity.project_effect``) and the reason, for ``report``
+  (``flags.effect_from_log``) and the reason, for ``report``
 * ``srv.recommended_ratio``: the ``--mamba-full-memory-ratio`` that balances the observed usage of
   both pools (``capacity.balanced_mamba_full_memory_ratio`` at the p95 usages), SGLang only, while
   ``mamba_bound`` / ``kv_bound`` / ``mamba_capped`` is live.
@@ -18,41 +21,13 @@ release; an unknown release gets the flags that exist everywhere.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from parsers import events as ev
-
 from . import capacity as cap
-from .facts import (
-    _none,
-    _num,
-    _truthy,
-    demand_of,
-    facts_of,
-    is_multimodal,
-    mamba_cap,
-    radix_strategy,
-    sglang_ssm_dtype,
-    speculative_on,
-    version_range,
-    vllm_arch,
-    vllm_is_hybrid,
-    vllm_ssm_dtype,
-)
-from .rules import (
-    KV_BOUND,
-    MAMBA_BOUND,
-    MAMBA_CAPPED,
-    MAMBA_EXHAUSTED,
-    REQUEST_CAP_BOUND,
-    RETRACTION_STORM,
-    Rules,
-    RulesConfig,
-)
-from .state import ServerState, SourceState, effective_max_running
-
-SKIP_DECODE_LOCK = "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK"
+from . import flags
+from .facts import demand_of, facts_of
+from .rules import KV_BOUND, MAMBA_BOUND, MAMBA_CAPPED, Rules, RulesConfig
+from .state import ServerState, SourceState
 
 
 @dataclass
@@ -70,13 +45,12 @@ class Recommendation:
         return {"rule": self.rule, "flag": self.flag, "value": self.value, "effect": self.effect, "why": self.why}
 
 
-# --------------------------------------------------------------------------------------------
-# what the log says
-
-
-def _usage_p(srv: ServerState, pool: str, q: float = 0.95) -> float | None:
-    u = srv.rule_memory.get("usage", {}).get(pool)
-    return u.quantile(q) if u is not None and u.n else None
+def context(src: SourceState, srv: ServerState, findings, cfg: RulesConfig | None = None) -> flags.Context:
+    """What the catalogue's candidates read for ``srv``, answering ``findings``."""
+    cfg = cfg or RulesConfig()
+    f = facts_of(src, srv, cfg)
+    d = demand_of(srv)
+    return flags.Context(src, srv, f, d, f.observed(d), tuple(findings), cfg)
 
 
 def observed(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> cap.ObservedCapacity:
@@ -85,313 +59,38 @@ def observed(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None)
 
 
 def balanced_ratio(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> float | None:
-    if src.engine != ev.SGLANG or _truthy(src.config.get("enable_unified_memory")):
-        return None
-    r = cap.balanced_mamba_full_memory_ratio(observed(src, srv, cfg))
-    if r is None or not math.isfinite(r) or r <= 0:
-        return None
-    # two significant digits: a stable label value while the usage percentiles wobble
-    return float(f"{r:.2g}")
-
-
-# --------------------------------------------------------------------------------------------
-# candidates
-
-
-def _effect(o: cap.ObservedCapacity, flag: str, value: str, fallback: str) -> tuple[str, cap.Effect | None]:
-    try:
-        e = cap.project_effect(o, flag, value)
-    except (ValueError, ZeroDivisionError, TypeError):
-        e = None
-    return (str(e) if e is not None else fallback), e
-
-
-def _roundup8(n: float) -> int:
-    return int(math.ceil(n / 8.0) * 8)
-
-
-def _peak(srv: ServerState, name: str) -> float:
-    return float(srv.rule_memory.get("peaks", {}).get(name, 0) or 0)
-
-
-def _sglang_blockers_unified(src: SourceState) -> list[str]:
-    c = src.config
-    out = []
-    if not _none(c.get("disaggregation_mode")):
-        out.append("PD disaggregation")
-    if speculative_on(src):
-        out.append("speculative decoding")
-    if _truthy(c.get("enable_hierarchical_cache")):
-        out.append("HiCache")
-    dcp = _num(c.get("dcp_size")) or _num(c.get("decode_context_parallel_size"))
-    if dcp and dcp > 1:
-        out.append("decode context parallelism")
-    return out
-
-
-def _sglang_mamba(src: SourceState, srv: ServerState, rule: str, cfg: RulesConfig | None) -> list[tuple[str, str, str, str]]:
-    """(flag, value, fallback effect, why) that give the mamba pool more room (SGLang)."""
-    vr = version_range(src, cfg)
-    o = observed(src, srv, cfg)
-    out: list[tuple[str, str, str, str]] = []
-    unified = _truthy(src.config.get("enable_unified_memory"))
-    strategy = radix_strategy(src)
-    spr = o.slots_per_request
-    # 1. halve the SSM state
-    dt, where = sglang_ssm_dtype(src)
-    if cap.dtype_bytes(dt) > 2:
-        out.append(("--mamba-ssm-dtype", "bfloat16", "SSM state bytes halve: about 2x mamba slots", f"SSM state is {dt} ({where})"))
-    # 2. move memory from the idle KV pool to the mamba pool
-    if not unified and not vr.below("0.5.3.post3"):
-        r_now = o.mamba_full_memory_ratio or 0.9
-        r_new = balanced_ratio(src, srv, cfg)
-        if r_new is None or r_new <= r_now * 1.05:
-            r_new = round(r_now * 2, 2) if r_new is None else None
-        if r_new is not None:
-            out.append(
-                (
-                    "--mamba-full-memory-ratio",
-                    f"{r_new:g}",
-                    f"mamba share of the pool budget {r_now:g} -> {r_new:g}",
-                    f"current ratio {r_now:g}; balances p95 usage (kv {o.kv_usage}, mamba {o.mamba_usage})",
-                )
-            )
-    # 3. explicit pool size (ignored in 0.5.3.post3-0.5.6 with the radix cache on)
-    ignored = strategy != "disabled" and vr.may_be_in("0.5.3.post3", "0.5.6")
-    if not unified and not ignored and o.mamba_slots and spr:
-        n, why = _mamba_slots_target(src, srv, o, rule)
-        if n is not None and n > o.mamba_slots:
-            out.append(("--max-mamba-cache-size", str(n), f"mamba slots {o.mamba_slots} -> {n}, cap {o.mamba_cap} -> {n // spr}", why))
-    # 4. one slot less per request
-    if strategy in ("extra_buffer", "extra_buffer_lazy") and vr.at_least("0.5.17") and spr:
-        overlap = not _truthy(src.config.get("disable_overlap_schedule"))
-        try:
-            table = cap.sglang_slots_per_request(strategy, vr.floor, overlap=overlap, spec=speculative_on(src))
-        except ValueError:
-            table = None
-        if table is None or spr >= table:  # not already on
-            out.append((SKIP_DECODE_LOCK, "1", f"slots per request {spr} -> {spr - 1}", f"{strategy} on SGLang {vr} (>=0.5.17)"))
-    overlap = not _truthy(src.config.get("disable_overlap_schedule"))
-    if strategy == "extra_buffer" and overlap and vr.at_least("0.5.13"):
-        pd = not _none(src.config.get("disaggregation_mode"))
-        dflash = "DFLASH" in str(src.config.get("speculative_algorithm") or "").upper()
-        if not pd and not dflash:
-            flag = "--mamba-radix-cache-strategy" if vr.at_least("0.5.14") else "--mamba-scheduler-strategy"
-            out.append((flag, "extra_buffer_lazy", "slots per request 5 -> 4", f"extra_buffer with overlap on SGLang {vr} (>=0.5.13)"))
-    # 5. one shared buffer
-    if not unified and vr.at_least("0.5.15"):
-        blockers = _sglang_blockers_unified(src)
-        if not blockers:
-            out.append(
-                (
-                    "--enable-unified-memory",
-                    "true",
-                    "KV and mamba share one buffer: idle KV memory becomes mamba slots at runtime",
-                    f"SGLang {vr} (>=0.5.15), no PD / speculative / HiCache / DCP",
-                )
-            )
-    return out
-
-
-def _mamba_slots_target(src: SourceState, srv: ServerState, o: cap.ObservedCapacity, rule: str) -> tuple[int | None, str]:
-    """Slots for the observed demand (or the requested cap when mamba_capped), limited so that the
-    KV pool keeps room for its observed peak at ``kv_high`` usage."""
-    spr = o.slots_per_request or 1
-    want = _peak(srv, "running") + _peak(srv, "queued")
-    why = f"peak demand {int(_peak(srv, 'running'))} running + {int(_peak(srv, 'queued'))} queued"
-    if rule == MAMBA_CAPPED and o.requested_max_running_requests and o.requested_max_running_requests > want:
-        want = o.requested_max_running_requests
-        why = f"requested max_running_requests {o.requested_max_running_requests}"
-    n = int(want * spr)
-    why += f" x {spr} slots per request"
-    slot, kpt, kvp = o.bytes_per_slot, o.kv_bytes_per_token, _usage_p(srv, "kv", 1.0)
-    run = _peak(srv, "running")
-    if slot and kpt and o.kv_tokens and o.kv_bytes and o.state_bytes is not None and kvp is not None and run > 0:
-        # the KV pool must still hold the observed KV tokens per request for n // spr requests at 90 %:
-        # (total - (n + pad) * slot) / kpt >= t * (n / spr) / 0.9, t = KV tokens per running request
-        total = o.state_bytes + o.kv_bytes
-        t = kvp * o.kv_tokens / run
-        n_max = int((total - o.padding_slots * slot) / (slot + t * kpt / (0.9 * spr)))
-        if n_max < n:
-            n = n_max
-            why += f"; limited so the KV pool keeps {int(t)} tokens per request at <=90 % usage"
-    return n, why
-
-
-def _sglang_kv(src: SourceState, srv: ServerState, rule: str, cfg: RulesConfig | None) -> list[tuple[str, str, str, str]]:
-    vr = version_range(src, cfg)
-    o = observed(src, srv, cfg)
-    out: list[tuple[str, str, str, str]] = []
-    kvd = str(src.config.get("kv_cache_dtype") or "")
-    if "fp8" not in kvd.lower() and "float8" not in kvd.lower():
-        out.append(("--kv-cache-dtype", "fp8_e4m3", "KV tokens about 2x", f"KV cache dtype is {kvd or 'auto (model dtype)'}"))
-    unified = _truthy(src.config.get("enable_unified_memory"))
-    if not unified and o.mamba_slots and not vr.below("0.5.3.post3"):
-        r_now = o.mamba_full_memory_ratio or 0.9
-        r_new = balanced_ratio(src, srv, cfg)
-        if r_new is not None and r_new < r_now * 0.95:
-            out.append(
-                (
-                    "--mamba-full-memory-ratio",
-                    f"{r_new:g}",
-                    f"KV share of the pool budget grows (ratio {r_now:g} -> {r_new:g})",
-                    f"mamba pool has room (p95 {o.mamba_usage}); current ratio {r_now:g}",
-                )
-            )
-    if not unified and o.mamba_slots and vr.at_least("0.5.15") and not _sglang_blockers_unified(src):
-        out.append(
-            (
-                "--enable-unified-memory",
-                "true",
-                "KV and mamba share one buffer: idle mamba memory becomes KV tokens at runtime",
-                f"SGLang {vr} (>=0.5.15), no PD / speculative / HiCache / DCP",
-            )
-        )
-    return out
-
-
-def _vllm_common(src: SourceState, srv: ServerState) -> list[tuple[str, str, str, str]]:
-    """Flags that give vLLM's shared KV/state pool more blocks."""
-    vr = version_range(src)
-    out: list[tuple[str, str, str, str]] = []
-    kvd = str(src.config.get("kv_cache_dtype") or "auto")
-    if "fp8" not in kvd.lower():
-        out.append(("--kv-cache-dtype", "fp8", "KV bytes per token halve: about 2x KV tokens", f"kv_cache_dtype is {kvd}"))
-    if vllm_is_hybrid(src, srv):
-        dt = vllm_ssm_dtype(src)
-        if cap.dtype_bytes(dt) > 2:
-            # choices of --mamba-ssm-cache-dtype by release (ref §4.1)
-            value = "bfloat16" if vr.at_least("0.22") else "float16" if vr.at_least("0.15") else None
-            if value:
-                out.append(
-                    (
-                        "--mamba-ssm-cache-dtype",
-                        value,
-                        "SSM state bytes halve: smaller mamba pages, more blocks",
-                        f"SSM state is {dt}; vLLM {vr} accepts {value}",
-                    )
-                )
-    if vr.at_least("0.17") and is_multimodal(src) and not _truthy(src.config.get("language_model_only")):
-        out.append(
-            (
-                "--language-model-only",
-                "true",
-                "vision tower weights freed for the KV pool",
-                f"multimodal architecture {vllm_arch(src) or src.config.get('model')} on vLLM {vr} (>=0.17)",
-            )
-        )
-    util = _num(src.config.get("gpu_memory_utilization")) or (0.92 if vr.at_least("0.20") else 0.9)
-    if util < 0.95:
-        out.append(
-            (
-                "--gpu-memory-utilization",
-                f"{min(0.95, round(util + 0.03, 2)):g}",
-                f"KV pool grows by {round(min(0.95, util + 0.03) - util, 2):g} of GPU memory",
-                f"current {util:g}",
-            )
-        )
-    return out
-
-
-def candidates(src: SourceState, srv: ServerState, rule: str, cfg: RulesConfig | None = None) -> list[tuple[str, str, str, str]]:
-    """(flag, value, fallback effect, why) for one rule on one server."""
-    cfg = cfg or RulesConfig()
-    if src.engine == ev.SGLANG:
-        if rule in (MAMBA_BOUND, MAMBA_CAPPED, MAMBA_EXHAUSTED):
-            return _sglang_mamba(src, srv, rule, cfg)
-        if rule == KV_BOUND:
-            return _sglang_kv(src, srv, rule, cfg)
-        if rule == RETRACTION_STORM:
-            mu = _usage_p(srv, "mamba")
-            base = _sglang_mamba(src, srv, rule, cfg) if mu is not None and mu >= cfg.mamba_room else _sglang_kv(src, srv, rule, cfg)
-            return [
-                (
-                    "--schedule-conservativeness",
-                    "1.3",
-                    "admits fewer new requests while the pool is tight: fewer retractions",
-                    "retractions recompute work",
-                ),
-                *base,
-            ]
-        if rule == REQUEST_CAP_BOUND:
-            eff, _ = effective_max_running(src, srv)
-            if not eff:
-                return []
-            n = _roundup8(max(_peak(srv, "running") + _peak(srv, "queued"), eff + 1))
-            mc = mamba_cap(src, srv, cfg)
-            if mc is not None:
-                n = min(n, mc)
-            if n <= eff:
-                return []
-            dp = _num(src.config.get("dp_size")) or 1
-            total = int(n * dp) if _truthy(src.config.get("enable_dp_attention")) and dp > 1 else n
-            return [
-                (
-                    "--max-running-requests",
-                    str(total),
-                    f"cap {int(eff)} -> {n}",
-                    f"running pinned at {int(eff)} with requests waiting; both pools have headroom",
-                )
-            ]
-        return []
-    if src.engine == ev.VLLM:
-        eff, how = effective_max_running(src, srv)
-        if rule == REQUEST_CAP_BOUND:
-            if not eff:
-                return []
-            demand = _peak(srv, "running") + _peak(srv, "queued")
-            n = _roundup8(max(demand, eff + 1))
-            kvp = _usage_p(srv, "kv")
-            if kvp and kvp > 0:
-                n = min(n, int(eff * cfg.kv_high / kvp))
-            blocks = srv.capacity.get("mamba_blocks")
-            if blocks:
-                n = min(n, int(blocks))
-            if n <= eff:
-                return []
-            return [
-                (
-                    "--max-num-seqs",
-                    str(n),
-                    f"cap {int(eff)} -> {n}",
-                    f"max_num_seqs {int(eff)} ({how}) pinned with requests waiting; KV usage p95 {kvp}",
-                )
-            ]
-        if rule == MAMBA_CAPPED:
-            out = []
-            blocks = srv.capacity.get("mamba_blocks")
-            if blocks:
-                out.append(
-                    (
-                        "--max-num-seqs",
-                        str(int(blocks)),
-                        f"engine starts: max_num_seqs <= {int(blocks)} Mamba cache blocks",
-                        "the engine refuses max_num_seqs above the Mamba cache blocks",
-                    )
-                )
-            return out + _vllm_common(src, srv)
-        if rule in (KV_BOUND, RETRACTION_STORM, MAMBA_BOUND, MAMBA_EXHAUSTED):
-            return _vllm_common(src, srv)
-    return []
-
-
-# --------------------------------------------------------------------------------------------
-# entry points used by the rules
+    """The ``--mamba-full-memory-ratio`` that balances the observed p95 usage of both pools (SGLang)."""
+    return flags.balanced_ratio(context(src, srv, (), cfg))
 
 
 def for_rules(src: SourceState, srv: ServerState, rules, cfg: RulesConfig | None = None) -> list[Recommendation]:
-    """Recommendations (with expected effects) for the given rule ids of ``srv``."""
-    o = observed(src, srv, cfg)
+    """Recommendations (with expected effects) for the given rule ids of ``srv``: every flag once per server,
+    its one value listed under each of the given findings it answers."""
+    x = context(src, srv, rules, cfg)
+    made: dict[str, tuple[flags.Candidate | None, str]] = {}
     recs: list[Recommendation] = []
     seen: set[tuple[str, str, str]] = set()
-    for rule in rules:
-        for flag, value, fallback, why in candidates(src, srv, rule, cfg):
-            key = (rule, flag, value)
-            if key in seen:
+    for rule in x.findings:
+        for name in flags.playbook(x, rule):
+            if name not in made:
+                e = flags.BY_NAME[cap.norm_flag(name)]
+                c = e.candidate(x) if e.candidate is not None else None
+                text = ""
+                if c is not None:
+                    try:
+                        eff = flags.effect_from_log(x.observed, c.flag or e.flag, c.value)
+                    except (ValueError, ZeroDivisionError, TypeError):  # a log too incomplete for the model
+                        eff = None
+                    text = str(eff) if eff is not None else c.fallback
+                made[name] = (c, text)
+            c, text = made[name]
+            if c is None or rule not in c.answers:
                 continue
-            seen.add(key)
-            text, _ = _effect(o, flag, value, fallback)
-            recs.append(Recommendation(rule, flag, value, text, why))
+            flag = c.flag or name
+            key = (rule, flag, c.value)
+            if key not in seen:
+                seen.add(key)
+                recs.append(Recommendation(rule, flag, c.value, text, c.why))
     return recs
 
 
@@ -406,27 +105,19 @@ def update(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -
 
 def inputs(src: SourceState, srv: ServerState, cfg: RulesConfig) -> tuple:
     """What :func:`update` reads, as far as it can change between two batch samples: the live
-    findings, the peak demand and the p95 / max usages (``_usage_p``, ``_peak``); plus
-    stamps for the rest (config, capacity, release range, engine change only with a non-batch event,
-    which bumps the source's ``gen``, or with a restart) and the thresholds.
+    findings and the demand (peaks, p95 / max usages); plus stamps for the rest (the facts change only
+    with their generation: a non-batch event or a restart) and the thresholds.
 
     Recommendations are a function of these, so a refresh with the inputs of the last one is
     skipped: most refreshes of a long-lived finding are (tests/test_sample_cost.py checks that the
     state is the same as with every refresh computed, sample by sample)."""
-    m = srv.rule_memory
-    usage, peaks = m["usage"], m["peaks"]
-    kv, mamba = usage["kv"], usage["mamba"]
     return (
         src.restarts,
         src.rule_memory.get("gen", 0),
         src.engine,
         tuple(vars(cfg).values()),
         tuple(srv.findings.items()),
-        peaks.get("running"),
-        peaks.get("queued"),
-        kv.quantile(0.95),
-        kv.quantile(1.0),
-        mamba.quantile(0.95),
+        demand_of(srv),
     )
 
 
@@ -472,12 +163,12 @@ def update_ratio(src: SourceState, srv: ServerState, cfg: RulesConfig | None = N
 __all__ = [
     "Recommendation",
     "Recommender",
-    "observe",
-    "candidates",
+    "balanced_ratio",
+    "context",
     "for_rules",
     "inputs",
+    "observe",
     "observed",
     "update",
     "update_ratio",
-    "balanced_ratio",
 ]

@@ -8,7 +8,7 @@ attached), then the state and the rules' bounded memory are rendered:
   by log time)
 * share of log time each pool was the binding one (the instantaneous rule conditions)
 * findings, live or past, with the log lines that prove them (timestamp + raw line)
-* recommendations with their expected effect (``capacity.project_effect``)
+* recommendations with their expected effect (``flags.effect_from_log``)
 
 Terminal text by default, ``--json``, ``--markdown`` or ``--html`` (one self-contained file with
 the charts, :func:`render_html`; options in ``exporter/cli/report.py``).
@@ -19,20 +19,12 @@ from __future__ import annotations
 import time
 from html import escape
 
-from . import capacity as cap
-from . import drawing, recommend
+from . import drawing, flags, recommend
 from .drawing import RULE_WORDS, chart_data
+from .facts import facts_of, peek, version_range
 from .history import history_of
-from .rules import (
-    RULE_IDS,
-    RulesConfig,
-    mamba_cap,
-    requested_max_running,
-    rules_of,
-    slots_per_request,
-    version_range,
-)
-from .state import CONFIG_KEYS, ServerState, SourceState, effective_max_running
+from .rules import RULE_IDS, RulesConfig, rules_of
+from .state import CONFIG_KEYS, ServerState, SourceState
 
 GIB = float(1 << 30)
 RULE_TITLES = {
@@ -172,9 +164,10 @@ BINDING_WORDS = {
 def capacity_facts(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
     """Capacity facts of one server: pool sizes, slots per request, the caps and where they came from."""
     c = srv.capacity
-    eff, eff_how = effective_max_running(src, srv)
-    spr, spr_how = slots_per_request(src, srv, cfg)
-    req, req_how = requested_max_running(src, srv)
+    f = facts_of(src, srv, cfg)  # the same facts the rules and the recommendations read
+    eff, eff_how = f.max_running, f.max_running_source
+    spr, spr_how = f.slots_per_request, f.slots_per_request_source
+    req, req_how = f.requested_max_running, f.requested_source
     facts = {
         "kv_capacity_tokens": _num(c.get("kv_capacity_tokens")),
         "kv_capacity_gib": round(c["kv_capacity_bytes"] / GIB, 2) if c.get("kv_capacity_bytes") else None,
@@ -182,7 +175,7 @@ def capacity_facts(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict
         "mamba_state_gib": {k: round(v / GIB, 3) for k, v in srv.mamba_state_bytes.items()} or None,
         "mamba_slots_per_request": spr,
         "mamba_slots_per_request_source": spr_how or None,
-        "mamba_cap": mamba_cap(src, srv, cfg),
+        "mamba_cap": f.mamba_cap,
         "max_running_requests": _num(eff),
         "max_running_requests_source": eff_how or None,
         "requested_max_running_requests": _num(req),
@@ -209,10 +202,11 @@ def server_status(src: SourceState, srv: ServerState, cfg: RulesConfig, recs: li
     m = srv.rule_memory
     g = srv.gauges
     last = m.get("last_ts") or src.last_ts
-    eff, eff_how = effective_max_running(src, srv)
+    f = peek(src, srv, cfg)  # the status page reads at request time: never writes
+    eff, eff_how = f.max_running, f.max_running_source
     kv, mamba = g.get("kv_usage_ratio"), g.get("mamba_usage_ratio")
     running, queued = g.get("running_requests"), g.get("queued_requests")
-    mcap = mamba_cap(src, srv, cfg)
+    mcap = f.mamba_cap
     findings = []
     for rule in RULE_IDS:
         if not srv.findings.get(rule):
@@ -360,7 +354,7 @@ def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
 
 def whatif(src: SourceState, srv: ServerState, cfg: RulesConfig, recs: list) -> list[dict]:
     """``plan``-style what-if of each recommended flag on this server's logged capacity: the pool
-    sizes and the request cap before and after (``capacity.project_effect``), and whether the new
+    sizes and the request cap before and after (``flags.effect_from_log``), and whether the new
     cap covers the peak demand (running + queued) the log shows."""
     o = recommend.observed(src, srv, cfg)
     peaks = srv.rule_memory.get("peaks") or {}
@@ -372,7 +366,7 @@ def whatif(src: SourceState, srv: ServerState, cfg: RulesConfig, recs: list) -> 
             continue
         seen.add(key)
         try:
-            e = cap.project_effect(o, r.flag, r.value)
+            e = flags.effect_from_log(o, r.flag, r.value)
         except (ValueError, ZeroDivisionError, TypeError):
             e = None
         row = {"flag": flag_text(r.flag, r.value), "effect": r.effect}

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from exporter import capacity as cap
+from exporter import flags
 from exporter.capacity import GiB, KiB, MiB, ObservedCapacity
 
 CONFIGS = Path(__file__).resolve().parent.parent / "fixtures" / "configs"
@@ -423,20 +424,20 @@ def seed_bf16_fp32() -> ObservedCapacity:
 
 def test_project_ssm_bf16():
     o = seed_bf16_fp32()
-    e = cap.project_effect(o, "--mamba-ssm-dtype", "bfloat16")
+    e = flags.effect_from_log(o, "--mamba-ssm-dtype", "bfloat16")
     assert e is not None
     # slots scale by (conv+ssm)/(conv+ssm/2) at the same mamba budget (52 allocated incl. padding)
     expect = int(52 * (0.09 + 2.63) / (0.09 + 2.63 / 2)) - 1
     assert e.mamba_slots_after == expect == 99
     assert (e.cap_before, e.cap_after) == (10, 19)
     assert e.summary.startswith("ssm bf16: mamba slots 51 → 99, cap 10 → 19")
-    assert cap.project_effect(seed_fp8_bf16(), "--mamba-ssm-dtype", "bfloat16") is None  # already bf16
+    assert flags.effect_from_log(seed_fp8_bf16(), "--mamba-ssm-dtype", "bfloat16") is None  # already bf16
 
 
 def test_project_ssm_halving_example():
     """The brief's example: ssm-only state (conv negligible) doubles the slots."""
     o = ObservedCapacity(mamba_slots=80, slots_per_request=5, conv_bytes=0.0, ssm_bytes=81 * 100 * MiB, ssm_dtype="float32")
-    e = cap.project_effect(o, "--mamba-ssm-dtype", "bfloat16")
+    e = flags.effect_from_log(o, "--mamba-ssm-dtype", "bfloat16")
     assert e.mamba_slots_after == 161  # 81 slots' worth of bytes -> 162 allocated, 1 padding
     assert e.summary == "ssm bf16: mamba slots 80 → 161, cap 16 → 32 (ssm fp32 → bf16: state 100.00 MiB → 50.00 MiB per slot)"
 
@@ -455,19 +456,19 @@ def test_balanced_ratio_from_usage():
 def test_project_ratio_balances_usages():
     o = seed_fp8_bf16()
     r = cap.balanced_mamba_full_memory_ratio(o)
-    e = cap.project_effect(o, "--mamba-full-memory-ratio", r)
+    e = flags.effect_from_log(o, "--mamba-full-memory-ratio", r)
     assert e is not None and e.mamba_slots_after > 80 and e.kv_tokens_after < o.kv_tokens
     used_slots = 0.80 * 80
     used_tokens = 0.11 * o.kv_tokens
     assert used_slots / e.mamba_slots_after == pytest.approx(used_tokens / e.kv_tokens_after, rel=0.02)
     assert e.cap_after == min(e.mamba_slots_after // 5, 64)
     # value omitted -> balanced ratio
-    assert cap.project_effect(o, "mamba_full_memory_ratio").mamba_slots_after == e.mamba_slots_after
+    assert flags.effect_from_log(o, "mamba_full_memory_ratio").mamba_slots_after == e.mamba_slots_after
 
 
 def test_project_ratio_total_preserved():
     o = seed_fp8_bf16()
-    e = cap.project_effect(o, "--mamba-full-memory-ratio", 0.5)
+    e = flags.effect_from_log(o, "--mamba-full-memory-ratio", 0.5)
     slot = (2.19 * GiB) / 81
     total = 2.19 * GiB + 25.08 * GiB
     assert e.mamba_slots_after == int(total * 0.5 / 1.5 // slot) - 1
@@ -476,40 +477,40 @@ def test_project_ratio_total_preserved():
 
 def test_project_max_mamba_cache_size():
     o = seed_fp8_bf16()
-    e = cap.project_effect(o, "--max-mamba-cache-size", 320)
+    e = flags.effect_from_log(o, "--max-mamba-cache-size", 320)
     assert (e.mamba_slots_after, e.cap_after) == (320, 64)
     assert e.kv_tokens_after < o.kv_tokens
-    huge = cap.project_effect(o, "--max-mamba-cache-size", 5000)
+    huge = flags.effect_from_log(o, "--max-mamba-cache-size", 5000)
     assert huge.kv_tokens_after == 0 and "does not fit" in huge.summary
 
 
 def test_project_skip_lock_lazy_disable():
     o = seed_fp8_bf16()
-    e = cap.project_effect(o, "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK", "1")
+    e = flags.effect_from_log(o, "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK", "1")
     assert (e.slots_per_request_after, e.cap_after) == (4, 20)
     assert "slots/request 5 → 4" in e.summary and "cap 16 → 20" in e.summary
-    assert cap.project_effect(o, "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1").cap_after == 20
-    lazy = cap.project_effect(o, "--mamba-radix-cache-strategy", "extra_buffer_lazy")
+    assert flags.effect_from_log(o, "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1").cap_after == 20
+    lazy = flags.effect_from_log(o, "--mamba-radix-cache-strategy", "extra_buffer_lazy")
     assert (lazy.slots_per_request_after, lazy.cap_after) == (4, 20)
-    off = cap.project_effect(o, "--disable-radix-cache")
+    off = flags.effect_from_log(o, "--disable-radix-cache")
     assert (off.slots_per_request_after, off.cap_after) == (1, 64)
     # no_buffer: skip lock does not help (2 + 1)
     nb = ObservedCapacity(mamba_slots=186, slots_per_request=3, radix_strategy="no_buffer")
-    assert cap.project_effect(nb, "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK", "1") is None
-    assert cap.project_effect(nb, "--mamba-radix-cache-strategy", "extra_buffer_lazy") is None
+    assert flags.effect_from_log(nb, "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK", "1") is None
+    assert flags.effect_from_log(nb, "--mamba-radix-cache-strategy", "extra_buffer_lazy") is None
 
 
 def test_project_kv_fp8_and_vllm_flags():
     o = seed_bf16_fp32()
-    e = cap.project_effect(o, "--kv-cache-dtype", "fp8")
+    e = flags.effect_from_log(o, "--kv-cache-dtype", "fp8")
     assert e.kv_tokens_after == 2 * 974_656
-    assert cap.project_effect(seed_fp8_bf16(), "--kv-cache-dtype", "fp8_e4m3") is None
+    assert flags.effect_from_log(seed_fp8_bf16(), "--kv-cache-dtype", "fp8_e4m3") is None
     v = ObservedCapacity(engine="vllm", mamba_slots=7162, slots_per_request=3, padding_slots=0, max_running_requests=256)
-    m = cap.project_effect(v, "--max-num-seqs", 8)
+    m = flags.effect_from_log(v, "--max-num-seqs", 8)
     assert (m.cap_before, m.cap_after) == (256, 8)
-    assert cap.project_effect(v, "--language-model-only") is None
-    assert cap.project_effect(v, "--no-such-flag", 1) is None
-    assert cap.project_effect(ObservedCapacity(), "--mamba-ssm-dtype", "bfloat16") is None
+    assert flags.effect_from_log(v, "--language-model-only") is None
+    assert flags.effect_from_log(v, "--no-such-flag", 1) is None
+    assert flags.effect_from_log(ObservedCapacity(), "--mamba-ssm-dtype", "bfloat16") is None
 
 
 # ---------------------------------------------------------------- config-driven plan and effects
@@ -532,7 +533,7 @@ def test_make_plan_kimi_sglang(kimi):
     assert p.state.per_request == 29_039_616
     assert p.sglang.mamba_cap == p.sglang.mamba_slots // 5
     assert p.binding_pool == "mamba"
-    effects = {e.flag: e for e in cap.all_flag_effects(kimi, inp)}
+    effects = {e.flag: e for e in flags.plan_effects(kimi, inp)}
     assert "--mamba-ssm-dtype" not in effects and "--kv-cache-dtype" not in effects  # already set
     assert effects["SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK"].slots_per_request_after == 4
     assert effects["--mamba-full-memory-ratio"].cap_after > p.cap
@@ -541,15 +542,15 @@ def test_make_plan_kimi_sglang(kimi):
 
 def test_flag_effect_ssm_bf16_from_config(qwen38):
     inp = cap.PlanInputs(engine="sglang", budget_bytes=20 * GiB, kv_dtype="fp8", context_len=32_768)
-    e = cap.flag_effect(qwen38, inp, "--mamba-ssm-dtype", "bfloat16")
+    e = flags.effect_from_plan(qwen38, inp, "--mamba-ssm-dtype", "bfloat16")
     assert e is not None and e.mamba_slots_after >= 2 * e.mamba_slots_before - 2
     assert e.summary.startswith("ssm bf16: mamba slots")
-    assert cap.flag_effect(qwen38, inp, "--max-num-seqs", 8) is None  # vLLM flag on SGLang
+    assert flags.effect_from_plan(qwen38, inp, "--max-num-seqs", 8) is None  # vLLM flag on SGLang
 
 
 def test_flag_effect_vllm(qwen38):
     inp = cap.PlanInputs(engine="vllm", budget_bytes=10 * GiB, context_len=32_768, max_running_requests=256)
-    effects = {e.flag: e for e in cap.all_flag_effects(qwen38, inp)}
+    effects = {e.flag: e for e in flags.plan_effects(qwen38, inp)}
     assert set(effects) == {"--max-num-seqs", "--kv-cache-dtype", "--mamba-ssm-cache-dtype", "--language-model-only"}
     assert effects["--kv-cache-dtype"].kv_tokens_after > effects["--kv-cache-dtype"].kv_tokens_before
     assert int(effects["--max-num-seqs"].value) < 256

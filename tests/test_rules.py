@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from exporter import recommend, rules
+from exporter import flags, recommend, rules
 from exporter.pipeline import Pipeline
 from exporter.recommend import observe
 from exporter.rules import RulesConfig, VersionRange, attach, load_config
@@ -508,3 +508,66 @@ def test_recommendations_cleared_with_the_finding():
     assert f.srv().recommendations == []
     assert f.srv().recommended_ratio is None
     assert recommend.update(f.src, f.srv()) == []
+
+
+# --------------------------------------------------------------------------------------------
+# one way through: facts once, one value per flag, the catalogue, KV below the context said
+
+
+def test_one_value_per_flag_per_server():
+    """mamba_bound and mamba_capped both live: --max-mamba-cache-size once, the same value under both."""
+    f = _mamba_bound()
+    assert f.finding("mamba_capped") == 1
+    values: dict[str, set[str]] = {}
+    for _rule, flag, value in f.srv().recommendations:
+        values.setdefault(flag, set()).add(value)
+    assert values["--max-mamba-cache-size"] and all(len(v) == 1 for v in values.values()), values
+    capped, bound = _flags(f, "mamba_capped"), _flags(f, "mamba_bound")
+    assert capped["--max-mamba-cache-size"] == bound["--max-mamba-cache-size"]
+
+
+def test_ratio_never_silently_below_the_context():
+    """The pool holds 211,360 tokens < the 262,144 context: every pool-moving effect says so; where the pool
+    does hold one request of the context, the ratio is limited so that it still does."""
+    f = _mamba_bound()
+    for r in f.srv().rule_memory["recommendations"]:
+        if r.flag in ("--mamba-full-memory-ratio", "--max-mamba-cache-size"):
+            assert "< context length 262,144" in r.effect, r.effect
+    g = Feeder()
+    sglang_boot(g)
+    g.event(ev.SchedulerSummary({"max_total_num_tokens": 211360, "max_running_requests": 16, "context_len": 100000}), T0 + 3)
+    run(g, T0 + 10, 120, running=16, queued=7, kv=0.11, mamba=0.95)
+    recs = {r.flag: r for r in g.srv().rule_memory["recommendations"] if r.rule == "mamba_bound"}
+    ratio = recs["--mamba-full-memory-ratio"]
+    assert "keeps one 100,000-token request" in ratio.why
+    assert "no longer fits" not in ratio.effect
+    after = flags.effect_from_log(recommend.observed(g.src, g.srv()), ratio.flag, ratio.value)
+    assert 100000 <= after.kv_tokens_after < 211360 and after.mamba_slots_after > 80
+
+
+def test_facts_are_derived_once_per_generation():
+    f = _mamba_bound()
+    srv = f.srv()
+    facts = srv.rule_memory["facts"]
+    run(f, T0 + 200, 60, running=16, queued=7, kv=0.11, mamba=0.95)
+    assert srv.rule_memory["facts"] is facts  # batch samples reuse them
+    f.event(ev.SchedulerSummary({"max_total_num_tokens": 211360, "max_running_requests": 16, "context_len": 131072}), T0 + 300)
+    run(f, T0 + 301, 10, running=16, queued=7, kv=0.11, mamba=0.95)
+    assert srv.rule_memory["facts"] is not facts and srv.rule_memory["facts"].context_len == 131072
+
+
+def test_the_catalogue_is_the_only_dispatch():
+    """Every flag a finding may suggest and every flag `plan` shows has one catalogue entry; the old string
+    dispatchers are gone from the capacity model and the recommendations."""
+    import inspect
+
+    from exporter import capacity
+
+    for names in flags.PLAYBOOK.values():
+        for n in names:
+            assert capacity.norm_flag(n) in flags.BY_NAME, n
+    assert len({e.flag for e in flags.CATALOGUE}) == len(flags.CATALOGUE)
+    for gone in ("project_effect", "flag_effect", "all_flag_effects"):
+        assert not hasattr(capacity, gone)
+    src = inspect.getsource(recommend)
+    assert '"--' not in src and "SGLANG_OPT" not in src  # no flag named outside the catalogue

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
 
 from .model import GiB, MiB, ModelSpec, _short, dtype_bytes, normalize_dtype
 from .planning import Plan, PlanInputs, make_plan
@@ -170,7 +169,8 @@ def _current_cap(obs: ObservedCapacity) -> int | None:
     return _cap(obs, obs.mamba_slots, obs.slots_per_request, obs.kv_tokens)
 
 
-def _norm_flag(flag: str) -> str:
+def norm_flag(flag: str) -> str:
+    """``--Mamba_SSM-dtype`` -> ``mamba-ssm-dtype``; ``SGLANG_OPT_X=1`` -> ``SGLANG_OPT_X`` (catalogue keys)."""
     f = flag.strip()
     if f.upper().startswith("SGLANG_"):
         return f.upper().split("=")[0]
@@ -185,170 +185,166 @@ def _resize_slots(obs: ObservedCapacity, new_slot_bytes: float) -> int | None:
     return max(0, int(sb // new_slot_bytes) - obs.padding_slots)
 
 
-def project_effect(observed: ObservedCapacity, flag: str, value: Any = None) -> Effect | None:
-    """Expected effect of ``flag`` (= ``value``) given only what the logs say. ``None`` if not applicable or not
-    computable from ``observed``.
+def _below_context(kv_tokens: int | None, context_len: int | None) -> tuple[str, ...]:
+    """The note every pool-moving effect carries when it leaves the KV pool below one request's context."""
+    if kv_tokens is None or not context_len or kv_tokens >= context_len:
+        return ()
+    return (f"KV pool {kv_tokens:,} tokens < context length {context_len:,}: a full-length request no longer fits",)
 
-    Flags: ``--mamba-ssm-dtype`` / ``--mamba-ssm-cache-dtype`` (value dtype), ``--mamba-full-memory-ratio`` (R'),
-    ``--max-mamba-cache-size`` (N), ``SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK`` (1), ``--mamba-radix-cache-strategy``
-    (extra_buffer_lazy), ``--disable-radix-cache``, ``--kv-cache-dtype`` (fp8), ``--max-num-seqs`` (N),
-    ``--language-model-only`` (always ``None``: the vision tower size is not in the logs).
 
-    * ssm dtype: slot bytes = conv + ssm·(new/old); the same mamba budget holds ``floor(budget/slot) − padding``
-      slots, i.e. ≈ ``(S+1)·(conv+ssm)/(conv+ssm/2) − 1`` for fp32 → bf16.
-    * ratio R': ``total = mamba_bytes + kv_bytes``; mamba budget' = ``total·R'/(1+R')``; slots' =
-      ``floor(budget'/slot) − padding``; KV tokens scale with the KV bytes left.
-    * cap' = ``min(slots'//spr', kv_tokens'//2 (SGLang), other limit)`` where "other" is the requested
-      max_running_requests when known (or the current value if it was below both pool limits).
-    """
-    f = _norm_flag(flag)
-    o = observed
+# --------------------------------------------------------------------------------------------------------------
+# effects from what the log says, one function per flag (exporter/flags.py points to them)
+#
+# * ssm dtype: slot bytes = conv + ssm·(new/old); the same mamba budget holds ``floor(budget/slot) − padding``
+#   slots, i.e. ≈ ``(S+1)·(conv+ssm)/(conv+ssm/2) − 1`` for fp32 → bf16.
+# * ratio R': ``total = mamba_bytes + kv_bytes``; mamba budget' = ``total·R'/(1+R')``; slots' =
+#   ``floor(budget'/slot) − padding``; KV tokens scale with the KV bytes left.
+# * cap' = ``min(slots'//spr', kv_tokens'//2 (SGLang), other limit)`` where "other" is the requested
+#   max_running_requests when known (or the current value if it was below both pool limits).
+
+
+def log_ssm_dtype(o: ObservedCapacity, value: str | None, flag: str = "--mamba-ssm-dtype") -> Effect | None:
+    S0, spr = o.mamba_slots, o.slots_per_request
+    new = normalize_dtype(value or "bfloat16")
+    old = normalize_dtype(o.ssm_dtype or "float32")
+    if new == old or o.ssm_bytes is None or o.bytes_per_slot is None:
+        return None
+    conv_slot = (o.conv_bytes or 0.0) / (S0 + o.padding_slots)  # type: ignore[operator]
+    ssm_slot = o.ssm_bytes / (S0 + o.padding_slots)  # type: ignore[operator]
+    new_slot = conv_slot + ssm_slot * dtype_bytes(new) / dtype_bytes(old)
+    S1 = _resize_slots(o, new_slot)
+    return _make_effect(
+        flag,
+        new,
+        f"ssm {_short(new)}",
+        mamba_slots_before=S0,
+        mamba_slots_after=S1,
+        slots_per_request_before=spr,
+        slots_per_request_after=spr,
+        cap_before=_current_cap(o),
+        cap_after=_cap(o, S1, spr, o.kv_tokens),
+        notes=(f"ssm {_short(old)} → {_short(new)}: state {_mib(o.bytes_per_slot)} → {_mib(new_slot)} per slot",),
+    )
+
+
+def _log_split(o: ObservedCapacity, flag: str, S1: int, shown: str, head: str) -> Effect:
+    """The effect of moving the mamba/KV split to ``S1`` slots (ratio or explicit size)."""
+    slot, sb = o.bytes_per_slot, o.state_bytes
+    total = sb + o.kv_bytes  # type: ignore[operator]
+    kv1_bytes = total - (S1 + o.padding_slots) * slot  # type: ignore[operator]
+    kpt = o.kv_bytes_per_token
+    kv1 = int(max(0.0, kv1_bytes) // kpt) if kpt else None
+    notes: tuple[str, ...] = ("does not fit: no memory left for the KV pool",) if kv1_bytes <= 0 else _below_context(kv1, o.context_len)
+    return _make_effect(
+        flag,
+        shown,
+        head,
+        notes=notes,
+        mamba_slots_before=o.mamba_slots,
+        mamba_slots_after=S1,
+        slots_per_request_before=o.slots_per_request,
+        slots_per_request_after=o.slots_per_request,
+        kv_tokens_before=o.kv_tokens,
+        kv_tokens_after=kv1,
+        cap_before=_current_cap(o),
+        cap_after=_cap(o, S1, o.slots_per_request, kv1),
+    )
+
+
+def log_ratio(o: ObservedCapacity, value: str | None, flag: str = "--mamba-full-memory-ratio") -> Effect | None:
+    slot, sb = o.bytes_per_slot, o.state_bytes
+    if slot is None or sb is None or o.kv_bytes is None:
+        return None
+    R = float(value) if value is not None else balanced_mamba_full_memory_ratio(o)
+    if R is None or R <= 0:
+        return None
+    S1 = max(0, int((sb + o.kv_bytes) * R / (1 + R) // slot) - o.padding_slots)
+    return _log_split(o, flag, S1, f"{R:g}", f"mamba-full-memory-ratio {_fmt(o.mamba_full_memory_ratio)} → {_fmt(R)}")
+
+
+def log_max_mamba_cache_size(o: ObservedCapacity, value: str | None, flag: str = "--max-mamba-cache-size") -> Effect | None:
+    if o.bytes_per_slot is None or o.state_bytes is None or o.kv_bytes is None or value is None:
+        return None
+    S1 = int(value)
+    return _log_split(o, flag, S1, str(S1), f"max-mamba-cache-size {S1:,}")
+
+
+def _log_slots(o: ObservedCapacity, flag: str, shown: str | None, head: str, spr1: int, notes: tuple[str, ...]) -> Effect | None:
+    spr, S0 = o.slots_per_request, o.mamba_slots
+    if spr is None or S0 is None or spr1 >= spr:
+        return None
+    return _make_effect(
+        flag,
+        shown,
+        head,
+        notes=notes,
+        mamba_slots_before=S0,
+        mamba_slots_after=S0,
+        slots_per_request_before=spr,
+        slots_per_request_after=spr1,
+        cap_before=_current_cap(o),
+        cap_after=_cap(o, S0, spr1, o.kv_tokens),
+    )
+
+
+def log_skip_decode_lock(o: ObservedCapacity, value: str | None, flag: str = "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK") -> Effect | None:
     spr = o.slots_per_request
+    if spr is None or (value is not None and value.strip().lower() in ("0", "false", "no", "off")):
+        return None
+    strat = (o.radix_strategy or "").replace("-", "_").lower()
+    # no_buffer stays at 3 (base 2 + 1); disable stays at 1; extra_buffer(_lazy) drop one
+    spr1 = spr if (spr <= 1 or strat == "no_buffer" or (spr == 3 and not strat)) else spr - 1
+    return _log_slots(o, flag, "1", "skip decode lock", spr1, ("SGLang ≥0.5.17",))
+
+
+def log_radix_strategy(o: ObservedCapacity, value: str | None, flag: str = "--mamba-radix-cache-strategy") -> Effect | None:
+    s = _norm_strategy(value or "extra_buffer_lazy")
+    spr1, notes = {
+        "extra_buffer_lazy": (4, ("needs overlap schedule; no PD disaggregation / DFLASH",)),
+        "no_buffer": (3, ("no_buffer disables the overlap scheduler",)),
+        "extra_buffer": (5, ()),
+    }.get(s, (1, ("radix prefix cache off",)))
+    return _log_slots(o, flag, s, f"radix strategy {s}", spr1, notes)
+
+
+def log_disable_radix_cache(o: ObservedCapacity, value: str | None, flag: str = "--disable-radix-cache") -> Effect | None:
+    return _log_slots(o, flag, None, "disable radix cache", 1, ("loses prefix-cache hits",))
+
+
+def log_kv_dtype(o: ObservedCapacity, value: str | None, flag: str = "--kv-cache-dtype") -> Effect | None:
+    new = normalize_dtype(value or "fp8")
+    old = normalize_dtype(o.kv_dtype or "bfloat16")
+    if new == old or not o.kv_tokens:
+        return None
+    kv1 = int(o.kv_tokens * dtype_bytes(old) / dtype_bytes(new))
     cap0 = _current_cap(o)
-    S0 = o.mamba_slots
-    val = None if value is None else str(value)
+    return _make_effect(
+        flag,
+        value or "fp8",
+        f"kv {_short(new)}",
+        notes=() if o.kv_dtype else ("assuming the current KV dtype is 16-bit",),
+        mamba_slots_before=o.mamba_slots,
+        mamba_slots_after=o.mamba_slots,
+        kv_tokens_before=o.kv_tokens,
+        kv_tokens_after=kv1,
+        cap_before=cap0,
+        cap_after=_cap(o, o.mamba_slots, o.slots_per_request, kv1) if o.engine == "sglang" else cap0,
+    )
 
-    if f in ("mamba-ssm-dtype", "mamba-ssm-cache-dtype"):
-        new = normalize_dtype(val or "bfloat16")
-        old = normalize_dtype(o.ssm_dtype or "float32")
-        if new == old or o.ssm_bytes is None or o.bytes_per_slot is None:
-            return None
-        conv_slot = (o.conv_bytes or 0.0) / (S0 + o.padding_slots)  # type: ignore[operator]
-        ssm_slot = o.ssm_bytes / (S0 + o.padding_slots)  # type: ignore[operator]
-        new_slot = conv_slot + ssm_slot * dtype_bytes(new) / dtype_bytes(old)
-        S1 = _resize_slots(o, new_slot)
-        return _make_effect(
-            f"--{f}",
-            new,
-            f"ssm {_short(new)}",
-            mamba_slots_before=S0,
-            mamba_slots_after=S1,
-            slots_per_request_before=spr,
-            slots_per_request_after=spr,
-            cap_before=cap0,
-            cap_after=_cap(o, S1, spr, o.kv_tokens),
-            notes=(f"ssm {_short(old)} → {_short(new)}: state {_mib(o.bytes_per_slot)} → {_mib(new_slot)} per slot",),
-        )
 
-    if f in ("mamba-full-memory-ratio", "max-mamba-cache-size"):
-        slot = o.bytes_per_slot
-        sb = o.state_bytes
-        if slot is None or sb is None or o.kv_bytes is None:
-            return None
-        total = sb + o.kv_bytes
-        if f == "mamba-full-memory-ratio":
-            R = float(val) if val is not None else balanced_mamba_full_memory_ratio(o)
-            if R is None or R <= 0:
-                return None
-            S1 = max(0, int(total * R / (1 + R) // slot) - o.padding_slots)
-            head = f"mamba-full-memory-ratio {_fmt(o.mamba_full_memory_ratio)} → {_fmt(R)}"
-            shown = f"{R:g}"
-        else:
-            if val is None:
-                return None
-            S1 = int(val)
-            head = f"max-mamba-cache-size {S1:,}"
-            shown = str(S1)
-        kv1_bytes = total - (S1 + o.padding_slots) * slot
-        kpt = o.kv_bytes_per_token
-        kv1 = int(max(0.0, kv1_bytes) // kpt) if kpt else None
-        notes = ()
-        if kv1_bytes <= 0:
-            notes = ("does not fit: no memory left for the KV pool",)
-        return _make_effect(
-            f"--{f}",
-            shown,
-            head,
-            notes=notes,
-            mamba_slots_before=S0,
-            mamba_slots_after=S1,
-            slots_per_request_before=spr,
-            slots_per_request_after=spr,
-            kv_tokens_before=o.kv_tokens,
-            kv_tokens_after=kv1,
-            cap_before=cap0,
-            cap_after=_cap(o, S1, spr, kv1),
-        )
-
-    if f in ("SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK", "mamba-radix-cache-strategy", "disable-radix-cache"):
-        if spr is None or S0 is None:
-            return None
-        strat = (o.radix_strategy or "").replace("-", "_").lower()
-        if f == "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK":
-            if val is not None and val.strip().lower() in ("0", "false", "no", "off"):
-                return None
-            # no_buffer stays at 3 (base 2 + 1); disable stays at 1; extra_buffer(_lazy) drop one
-            spr1 = spr if (spr <= 1 or strat == "no_buffer" or (spr == 3 and not strat)) else spr - 1
-            head, shown, notes = "skip decode lock", "1", ("SGLang ≥0.5.17",)
-        elif f == "mamba-radix-cache-strategy":
-            s = _norm_strategy(val or "extra_buffer_lazy")
-            if s == "extra_buffer_lazy":
-                spr1 = 4
-                notes = ("needs overlap schedule; no PD disaggregation / DFLASH",)
-            elif s == "no_buffer":
-                spr1 = 3
-                notes = ("no_buffer disables the overlap scheduler",)
-            elif s == "extra_buffer":
-                spr1 = 5
-                notes = ()
-            else:
-                spr1 = 1
-                notes = ("radix prefix cache off",)
-            head, shown = f"radix strategy {s}", s
-        else:
-            spr1, head, shown, notes = 1, "disable radix cache", None, ("loses prefix-cache hits",)
-        if spr1 >= spr:
-            return None
-        return _make_effect(
-            f if f.startswith("SGLANG_") else f"--{f}",
-            shown,
-            head,
-            notes=notes,
-            mamba_slots_before=S0,
-            mamba_slots_after=S0,
-            slots_per_request_before=spr,
-            slots_per_request_after=spr1,
-            cap_before=cap0,
-            cap_after=_cap(o, S0, spr1, o.kv_tokens),
-        )
-
-    if f == "kv-cache-dtype":
-        new = normalize_dtype(val or "fp8")
-        old = normalize_dtype(o.kv_dtype or "bfloat16")
-        if new == old or not o.kv_tokens:
-            return None
-        kv1 = int(o.kv_tokens * dtype_bytes(old) / dtype_bytes(new))
-        notes = () if o.kv_dtype else ("assuming the current KV dtype is 16-bit",)
-        return _make_effect(
-            "--kv-cache-dtype",
-            val or "fp8",
-            f"kv {_short(new)}",
-            notes=notes,
-            mamba_slots_before=S0,
-            mamba_slots_after=S0,
-            kv_tokens_before=o.kv_tokens,
-            kv_tokens_after=kv1,
-            cap_before=cap0,
-            cap_after=_cap(o, S0, spr, kv1) if o.engine == "sglang" else cap0,
-        )
-
-    if f == "max-num-seqs":
-        if val is None:
-            return None
-        n = int(val)
-        lim = [n]
-        if o.mamba_cap is not None:
-            lim.append(o.mamba_cap)
-        return _make_effect(
-            "--max-num-seqs",
-            str(n),
-            f"max-num-seqs {n:,}",
-            cap_before=cap0,
-            cap_after=min(lim),
-            notes=("vLLM V1 draws state blocks per running sequence; must be ≤ mamba-bound concurrency",),
-        )
-
-    return None  # includes --language-model-only: not computable from logs
+def log_max_num_seqs(o: ObservedCapacity, value: str | None, flag: str = "--max-num-seqs") -> Effect | None:
+    if value is None:
+        return None
+    n = int(value)
+    lim = [n] + ([o.mamba_cap] if o.mamba_cap is not None else [])
+    return _make_effect(
+        flag,
+        str(n),
+        f"max-num-seqs {n:,}",
+        cap_before=_current_cap(o),
+        cap_after=min(lim),
+        notes=("vLLM V1 draws state blocks per running sequence; must be ≤ mamba-bound concurrency",),
+    )
 
 
 def _mib(b: float | None) -> str:
@@ -375,12 +371,17 @@ def balanced_mamba_full_memory_ratio(observed: ObservedCapacity) -> float | None
     return None
 
 
+# --------------------------------------------------------------------------------------------------------------
+# effects from a plan (re-plan the config with the flag), one function per flag
+
+
 def _plan_effect(before: Plan, after: Plan, flag: str, value: str | None, head: str, notes: tuple[str, ...] = ()) -> Effect:
+    ctx = after.inputs.context_len or after.model.context_length
     return _make_effect(
         flag,
         value,
         head,
-        notes=notes,
+        notes=notes + (_below_context(after.kv_tokens, ctx) if after.kv_tokens < before.kv_tokens else ()),
         slot_label="mamba slots" if before.inputs.engine == "sglang" else "blocks",
         mamba_slots_before=before.mamba_slots,
         mamba_slots_after=after.mamba_slots,
@@ -393,134 +394,118 @@ def _plan_effect(before: Plan, after: Plan, flag: str, value: str | None, head: 
     )
 
 
-def flag_effect(model: ModelSpec, inputs: PlanInputs, flag: str, value: Any = None) -> Effect | None:
-    """Effect of one flag computed by re-planning from the config. ``None`` if the flag does not apply
-    (wrong engine, already set, not a hybrid, unsupported in that version)."""
-    f = _norm_flag(flag)
-    base = make_plan(model, inputs)
-    val = None if value is None else str(value)
-    eng = inputs.engine
-    try:
-        if f in ("mamba-ssm-dtype", "mamba-ssm-cache-dtype"):
-            if not model.is_hybrid or (eng == "sglang") != (f == "mamba-ssm-dtype"):
-                return None
-            new = normalize_dtype(val or "bfloat16")
-            if new == base.state.ssm_dtype:
-                return None
-            after = make_plan(model, replace(inputs, ssm_dtype=new))
-            old_b, new_b = base.state.per_request, after.state.per_request
-            return _plan_effect(
-                base, after, f"--{f}", new, f"ssm {_short(new)}", (f"state {_mib(old_b)} → {_mib(new_b)} per request per GPU",)
-            )
-        if f == "kv-cache-dtype":
-            new = normalize_dtype(val or "fp8")
-            if new == normalize_dtype(inputs.kv_dtype, model.model_dtype):
-                return None
-            after = make_plan(model, replace(inputs, kv_dtype=new))
-            return _plan_effect(base, after, "--kv-cache-dtype", val or "fp8", f"kv {_short(new)}")
-        if eng == "sglang":
-            if not model.is_hybrid:
-                return None
-            if f == "mamba-full-memory-ratio":
-                if val is None:
-                    if not inputs.context_len:
-                        return None
-                    r = balanced_ratio_for_context(
-                        base.state.per_request, base.slots_per_request or 1, base.kv_bytes_per_token, inputs.context_len
-                    )
-                    val = f"{r:.3g}"
-                R = float(val)
-                if abs(R - inputs.ratio) < 1e-9:
-                    return None
-                after = make_plan(model, replace(inputs, ratio=R, max_mamba_cache_size=None))
-                return _plan_effect(base, after, "--mamba-full-memory-ratio", val, f"mamba-full-memory-ratio {inputs.ratio:g} → {R:g}")
-            if f == "max-mamba-cache-size":
-                if val is None:
-                    if not inputs.max_running_requests:
-                        return None
-                    val = str(inputs.max_running_requests * (base.slots_per_request or 1))
-                after = make_plan(model, replace(inputs, max_mamba_cache_size=int(val)))
-                notes = () if after.sglang and after.sglang.fits else ("does not fit: no memory left for the KV pool",)
-                return _plan_effect(base, after, "--max-mamba-cache-size", val, f"max-mamba-cache-size {int(val):,}", notes)
-            if f == "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK":
-                if inputs.skip_decode_lock:
-                    return None
-                after = make_plan(model, replace(inputs, skip_decode_lock=True))
-                if after.slots_per_request == base.slots_per_request:
-                    return None
-                return _plan_effect(base, after, f, "1", "skip decode lock", ("SGLang ≥0.5.17",))
-            if f == "mamba-radix-cache-strategy":
-                s = _norm_strategy(val or "extra_buffer_lazy", inputs.overlap)
-                after = make_plan(model, replace(inputs, radix_strategy=s))
-                if after.slots_per_request == base.slots_per_request:
-                    return None
-                notes = ("needs overlap schedule; no PD disaggregation / DFLASH",) if s == "extra_buffer_lazy" else ()
-                return _plan_effect(base, after, "--mamba-radix-cache-strategy", s, f"radix strategy {s}", notes)
-            if f == "disable-radix-cache":
-                if _norm_strategy(inputs.radix_strategy, inputs.overlap) == "disable":
-                    return None
-                after = make_plan(model, replace(inputs, radix_strategy="disable"))
-                return _plan_effect(base, after, "--disable-radix-cache", None, "disable radix cache", ("loses prefix-cache hits",))
-            return None
-        # vllm
-        if f == "max-num-seqs":
-            vp = base.vllm
-            assert vp is not None
-            if val is None:
-                # what the pool can actually run: full-length requests at max_model_len, else the mamba bound
-                need = math.ceil(vp.max_concurrency) if vp.max_concurrency else vp.mamba_bound_concurrency
-                if model.is_hybrid:
-                    need = min(need, vp.mamba_bound_concurrency)
-                if inputs.max_running_requests is not None and inputs.max_running_requests <= need:
-                    return None
-                val = str(max(1, need))
-            after = make_plan(model, replace(inputs, max_running_requests=int(val)))
-            notes = ()
-            if model.is_hybrid and int(val) > vp.num_blocks:
-                notes = (f"vLLM ≥0.20 refuses to start: max_num_seqs > {vp.num_blocks} mamba cache blocks",)
-            return _plan_effect(base, after, "--max-num-seqs", val, f"max-num-seqs {int(val):,}", notes)
-        if f == "language-model-only":
-            if not model.vision_params or inputs.language_model_only:
-                return None
-            vb = model.vision_params * dtype_bytes(model.model_dtype) // max(1, inputs.tp)
-            after = make_plan(model, replace(inputs, budget_bytes=inputs.budget_bytes + vb, language_model_only=True))
-            return _plan_effect(
-                base,
-                after,
-                "--language-model-only",
-                None,
-                "language-model-only",
-                (f"≥{vb / GiB:.2f} GiB of vision-tower weights freed per GPU (lower bound; encoder cache not counted)",),
-            )
-    except ValueError:
+def plan_ssm_dtype(model: ModelSpec, inputs: PlanInputs, value: str | None, flag: str) -> Effect | None:
+    if not model.is_hybrid:
         return None
-    return None
+    base = make_plan(model, inputs)
+    new = normalize_dtype(value or "bfloat16")
+    if new == base.state.ssm_dtype:
+        return None
+    after = make_plan(model, replace(inputs, ssm_dtype=new))
+    note = f"state {_mib(base.state.per_request)} → {_mib(after.state.per_request)} per request per GPU"
+    return _plan_effect(base, after, flag, new, f"ssm {_short(new)}", (note,))
 
 
-SGLANG_FLAGS = (
-    ("--mamba-ssm-dtype", "bfloat16"),
-    ("--kv-cache-dtype", "fp8_e4m3"),
-    ("--mamba-full-memory-ratio", None),
-    ("--max-mamba-cache-size", None),
-    ("SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK", "1"),
-    ("--mamba-radix-cache-strategy", "extra_buffer_lazy"),
-    ("--disable-radix-cache", None),
-)
-VLLM_FLAGS = (
-    ("--max-num-seqs", None),
-    ("--kv-cache-dtype", "fp8"),
-    ("--mamba-ssm-cache-dtype", "bfloat16"),
-    ("--language-model-only", None),
-)
+def plan_kv_dtype(model: ModelSpec, inputs: PlanInputs, value: str | None, flag: str = "--kv-cache-dtype") -> Effect | None:
+    new = normalize_dtype(value or "fp8")
+    if new == normalize_dtype(inputs.kv_dtype, model.model_dtype):
+        return None
+    base = make_plan(model, inputs)
+    after = make_plan(model, replace(inputs, kv_dtype=new))
+    return _plan_effect(base, after, flag, value or "fp8", f"kv {_short(new)}")
 
 
-def all_flag_effects(model: ModelSpec, inputs: PlanInputs) -> list[Effect]:
-    """Every applicable recommended flag for ``inputs.engine``, in the order listed in SGLANG_FLAGS / VLLM_FLAGS."""
-    flags = SGLANG_FLAGS if inputs.engine == "sglang" else VLLM_FLAGS
-    out = []
-    for flag, value in flags:
-        e = flag_effect(model, inputs, flag, value)
-        if e is not None:
-            out.append(e)
-    return out
+def plan_ratio(model: ModelSpec, inputs: PlanInputs, value: str | None, flag: str = "--mamba-full-memory-ratio") -> Effect | None:
+    if not model.is_hybrid:
+        return None
+    base = make_plan(model, inputs)
+    if value is None:
+        if not inputs.context_len:
+            return None
+        r = balanced_ratio_for_context(base.state.per_request, base.slots_per_request or 1, base.kv_bytes_per_token, inputs.context_len)
+        value = f"{r:.3g}"
+    R = float(value)
+    if abs(R - inputs.ratio) < 1e-9:
+        return None
+    after = make_plan(model, replace(inputs, ratio=R, max_mamba_cache_size=None))
+    return _plan_effect(base, after, flag, value, f"mamba-full-memory-ratio {inputs.ratio:g} → {R:g}")
 
+
+def plan_max_mamba_cache_size(
+    model: ModelSpec, inputs: PlanInputs, value: str | None, flag: str = "--max-mamba-cache-size"
+) -> Effect | None:
+    if not model.is_hybrid:
+        return None
+    base = make_plan(model, inputs)
+    if value is None:
+        if not inputs.max_running_requests:
+            return None
+        value = str(inputs.max_running_requests * (base.slots_per_request or 1))
+    after = make_plan(model, replace(inputs, max_mamba_cache_size=int(value)))
+    notes = () if after.sglang and after.sglang.fits else ("does not fit: no memory left for the KV pool",)
+    return _plan_effect(base, after, flag, value, f"max-mamba-cache-size {int(value):,}", notes)
+
+
+def plan_skip_decode_lock(
+    model: ModelSpec, inputs: PlanInputs, value: str | None, flag: str = "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK"
+) -> Effect | None:
+    if not model.is_hybrid or inputs.skip_decode_lock:
+        return None
+    base = make_plan(model, inputs)
+    after = make_plan(model, replace(inputs, skip_decode_lock=True))
+    if after.slots_per_request == base.slots_per_request:
+        return None
+    return _plan_effect(base, after, flag, "1", "skip decode lock", ("SGLang ≥0.5.17",))
+
+
+def plan_radix_strategy(
+    model: ModelSpec, inputs: PlanInputs, value: str | None, flag: str = "--mamba-radix-cache-strategy"
+) -> Effect | None:
+    if not model.is_hybrid:
+        return None
+    s = _norm_strategy(value or "extra_buffer_lazy", inputs.overlap)
+    base = make_plan(model, inputs)
+    after = make_plan(model, replace(inputs, radix_strategy=s))
+    if after.slots_per_request == base.slots_per_request:
+        return None
+    notes = ("needs overlap schedule; no PD disaggregation / DFLASH",) if s == "extra_buffer_lazy" else ()
+    return _plan_effect(base, after, flag, s, f"radix strategy {s}", notes)
+
+
+def plan_disable_radix_cache(model: ModelSpec, inputs: PlanInputs, value: str | None, flag: str = "--disable-radix-cache") -> Effect | None:
+    if not model.is_hybrid or _norm_strategy(inputs.radix_strategy, inputs.overlap) == "disable":
+        return None
+    base = make_plan(model, inputs)
+    after = make_plan(model, replace(inputs, radix_strategy="disable"))
+    return _plan_effect(base, after, flag, None, "disable radix cache", ("loses prefix-cache hits",))
+
+
+def plan_max_num_seqs(model: ModelSpec, inputs: PlanInputs, value: str | None, flag: str = "--max-num-seqs") -> Effect | None:
+    base = make_plan(model, inputs)
+    vp = base.vllm
+    if vp is None:
+        return None
+    if value is None:
+        # what the pool can actually run: whole requests at max_model_len (floor: a fraction of a request
+        # does not run), at most the mamba bound
+        need = math.floor(vp.max_concurrency) if vp.max_concurrency else vp.mamba_bound_concurrency
+        if model.is_hybrid:
+            need = min(need, vp.mamba_bound_concurrency)
+        if inputs.max_running_requests is not None and inputs.max_running_requests <= need:
+            return None
+        value = str(max(1, need))
+    after = make_plan(model, replace(inputs, max_running_requests=int(value)))
+    notes: tuple[str, ...] = ()
+    if model.is_hybrid and int(value) > vp.num_blocks:
+        notes = (f"vLLM ≥0.20 refuses to start: max_num_seqs > {vp.num_blocks} mamba cache blocks",)
+    return _plan_effect(base, after, flag, value, f"max-num-seqs {int(value):,}", notes)
+
+
+def plan_language_model_only(model: ModelSpec, inputs: PlanInputs, value: str | None, flag: str = "--language-model-only") -> Effect | None:
+    if not model.vision_params or inputs.language_model_only:
+        return None
+    base = make_plan(model, inputs)
+    vb = model.vision_params * dtype_bytes(model.model_dtype) // max(1, inputs.tp)
+    after = make_plan(model, replace(inputs, budget_bytes=inputs.budget_bytes + vb, language_model_only=True))
+    note = f"≥{vb / GiB:.2f} GiB of vision-tower weights freed per GPU (lower bound; encoder cache not counted)"
+    return _plan_effect(base, after, flag, None, "language-model-only", (note,))

@@ -353,5 +353,3 @@ def load_model(path: str | Path) -> ModelSpec:
         return model_from_config(cfg, name=Path(path).stem)
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
-
-

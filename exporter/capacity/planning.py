@@ -173,5 +173,3 @@ def unmodelled_notes(model: ModelSpec, inputs: PlanInputs, *, gpu_memory: bool =
     if inputs.platform == "blackwell":
         out.append("blackwell: page/block sizes from the engines' default backends, not checked against a real log")
     return out
-
-

@@ -631,5 +631,3 @@ def vllm_pool(
         mode=m,
         checkpoint_blocks=ckpt,
     )
-
-

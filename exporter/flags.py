@@ -1,0 +1,507 @@
+"""The flag catalogue: one entry per engine flag the exporter recommends or plans with.
+
+An entry says which engines know the flag, when it applies to a server and with which value (``candidate``:
+its gates read the server's :class:`~exporter.facts.ServerFacts` and the observed :class:`~exporter.facts.Demand`),
+what it would do according to the log (``from_log``) and according to a plan from the config (``from_plan``).
+Both effects are computed in :mod:`exporter.capacity.effects`; nothing else dispatches on a flag's name.
+A new flag is one entry here (and, if a finding should suggest it, its name in :data:`PLAYBOOK`).
+
+A candidate is computed once per server for all the findings it answers, so a server never gets one flag
+with two values (the value answers the findings listed in ``Candidate.answers``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+from parsers import events as ev
+
+from . import capacity as cap
+from .capacity.effects import norm_flag
+from .facts import (
+    Demand,
+    ServerFacts,
+    _none,
+    _num,
+    _truthy,
+    is_multimodal,
+    vllm_arch,
+    vllm_is_hybrid,
+    vllm_ssm_dtype,
+)
+from .rules import (
+    KV_BOUND,
+    MAMBA_BOUND,
+    MAMBA_CAPPED,
+    MAMBA_EXHAUSTED,
+    REQUEST_CAP_BOUND,
+    RETRACTION_STORM,
+    RulesConfig,
+)
+from .state import ServerState, SourceState
+
+SKIP_DECODE_LOCK = "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK"
+MAMBA_SIDE = (MAMBA_BOUND, MAMBA_CAPPED, MAMBA_EXHAUSTED)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a candidate may read: the server's facts, its demand, the capacity model's view of both, and the
+    findings being answered (live ones for the metric, every fired one for ``report``)."""
+
+    src: SourceState
+    srv: ServerState
+    facts: ServerFacts
+    demand: Demand
+    observed: cap.ObservedCapacity
+    findings: tuple[str, ...]
+    cfg: RulesConfig
+
+    @cached_property
+    def storm_on_mamba(self) -> bool:
+        """A retraction storm with a full mamba pool is answered like the mamba findings, else like kv_bound."""
+        mu = self.demand.mamba_p95
+        return mu is not None and mu >= self.cfg.mamba_room
+
+    def side(self, rules: tuple[str, ...]) -> tuple[str, ...]:
+        """The findings among ``rules`` (plus the storm, on its side) that are being answered."""
+        return tuple(r for r in self.findings if r in rules)
+
+    @cached_property
+    def mamba_findings(self) -> tuple[str, ...]:
+        return self.side(MAMBA_SIDE + ((RETRACTION_STORM,) if self.storm_on_mamba else ()))
+
+    @cached_property
+    def kv_findings(self) -> tuple[str, ...]:
+        return self.side((KV_BOUND,) + (() if self.storm_on_mamba else (RETRACTION_STORM,)))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    value: str
+    fallback: str  # expected effect in words, when the capacity model cannot compute it from the log
+    why: str  # why it applies to this server
+    answers: tuple[str, ...]  # the findings this value answers
+    flag: str | None = None  # the name this release knows the flag by, when it differs from the entry's
+
+
+LogEffect = Callable[[cap.ObservedCapacity, "str | None", str], "cap.Effect | None"]
+PlanEffect = Callable[[cap.ModelSpec, cap.PlanInputs, "str | None", str], "cap.Effect | None"]
+
+
+@dataclass(frozen=True)
+class FlagEntry:
+    flag: str
+    engines: tuple[str, ...]
+    candidate: Callable[[Context], Candidate | None] | None = None  # None: never suggested from a log
+    from_log: LogEffect | None = None
+    from_plan: PlanEffect | None = None
+    plan_value: tuple[tuple[str, str | None], ...] = ()  # (engine, value) that `plan` shows the effect of
+
+
+# --------------------------------------------------------------------------------------------
+# candidates: gates and values from the facts, one function per flag
+
+
+def _roundup8(n: float) -> int:
+    return int(math.ceil(n / 8.0) * 8)
+
+
+def _unified_blockers(x: Context) -> list[str]:
+    c = x.src.config
+    out = []
+    if not _none(c.get("disaggregation_mode")):
+        out.append("PD disaggregation")
+    if x.facts.speculative:
+        out.append("speculative decoding")
+    if _truthy(c.get("enable_hierarchical_cache")):
+        out.append("HiCache")
+    dcp = _num(c.get("dcp_size")) or _num(c.get("decode_context_parallel_size"))
+    if dcp and dcp > 1:
+        out.append("decode context parallelism")
+    return out
+
+
+def c_mamba_ssm_dtype(x: Context) -> Candidate | None:
+    f = x.facts
+    if not x.mamba_findings or cap.dtype_bytes(f.ssm_dtype) <= 2:
+        return None
+    return Candidate(
+        "bfloat16", "SSM state bytes halve: about 2x mamba slots", f"SSM state is {f.ssm_dtype} ({f.ssm_dtype_source})", x.mamba_findings
+    )
+
+
+def _ratio_keeping_context(o: cap.ObservedCapacity) -> float | None:
+    """The largest ratio that still leaves the KV pool one request of the context length. Applied only where
+    the pool holds one now (one already below it is no new harm; the effect's note says so either way)."""
+    kpt, ctx = o.kv_bytes_per_token, o.context_len
+    if not kpt or not ctx or o.state_bytes is None or o.kv_bytes is None:
+        return None
+    total = o.state_bytes + o.kv_bytes
+    return total / (ctx * kpt) - 1.0
+
+
+def _floor_2sig(r: float) -> float:
+    """Two significant digits, rounded down (a limit must not be crossed by its rounding)."""
+    if r <= 0:
+        return 0.0
+    step = 10 ** (math.floor(math.log10(r)) - 1)
+    return float(f"{math.floor(r / step) * step:.2g}")
+
+
+def c_mamba_full_memory_ratio(x: Context) -> Candidate | None:
+    f, o = x.facts, x.observed
+    if f.engine != ev.SGLANG or f.unified_memory or f.version.below("0.5.3.post3"):
+        return None
+    r_now = o.mamba_full_memory_ratio or 0.9
+    balanced = balanced_ratio(x)
+    if x.mamba_findings:
+        r_new = balanced
+        if r_new is None:
+            r_new = round(r_now * 2, 2)
+        elif r_new <= r_now * 1.05:
+            return None
+        why = f"current ratio {r_now:g}; balances p95 usage (kv {o.kv_usage}, mamba {o.mamba_usage})"
+        r_max = _ratio_keeping_context(o)
+        crosses = o.kv_tokens is not None and o.context_len is not None and o.kv_tokens >= o.context_len
+        if r_max is not None and crosses and r_new > r_max:
+            capped = _floor_2sig(r_max)
+            if capped <= r_now * 1.05:
+                return None  # no room to move without dropping below one full-length request
+            why += f"; limited to {capped:g} so the KV pool keeps one {o.context_len:,}-token request"
+            r_new = capped
+        return Candidate(f"{r_new:g}", f"mamba share of the pool budget {r_now:g} -> {r_new:g}", why, x.mamba_findings)
+    if x.kv_findings and o.mamba_slots and balanced is not None and balanced < r_now * 0.95:
+        return Candidate(
+            f"{balanced:g}",
+            f"KV share of the pool budget grows (ratio {r_now:g} -> {balanced:g})",
+            f"mamba pool has room (p95 {o.mamba_usage}); current ratio {r_now:g}",
+            x.kv_findings,
+        )
+    return None
+
+
+def _mamba_slots_target(x: Context) -> tuple[int | None, str]:
+    """Slots for the observed demand (or the requested cap while mamba_capped is among the findings), limited
+    so that the KV pool keeps room for its observed peak at 90 % usage. One value whatever finding asks."""
+    o, d = x.observed, x.demand
+    spr = o.slots_per_request or 1
+    want = d.peak_running + d.peak_queued
+    why = f"peak demand {int(d.peak_running)} running + {int(d.peak_queued)} queued"
+    if MAMBA_CAPPED in x.findings and o.requested_max_running_requests and o.requested_max_running_requests > want:
+        want = o.requested_max_running_requests
+        why = f"requested max_running_requests {o.requested_max_running_requests}"
+    n = int(want * spr)
+    why += f" x {spr} slots per request"
+    slot, kpt, kvp, run = o.bytes_per_slot, o.kv_bytes_per_token, d.kv_max, d.peak_running
+    if slot and kpt and o.kv_tokens and o.kv_bytes and o.state_bytes is not None and kvp is not None and run > 0:
+        # the KV pool must still hold the observed KV tokens per request for n // spr requests at 90 %:
+        # (total - (n + pad) * slot) / kpt >= t * (n / spr) / 0.9, t = KV tokens per running request
+        total = o.state_bytes + o.kv_bytes
+        t = kvp * o.kv_tokens / run
+        n_max = int((total - o.padding_slots * slot) / (slot + t * kpt / (0.9 * spr)))
+        if n_max < n:
+            n = n_max
+            why += f"; limited so the KV pool keeps {int(t)} tokens per request at <=90 % usage"
+    return n, why
+
+
+def c_max_mamba_cache_size(x: Context) -> Candidate | None:
+    f, o = x.facts, x.observed
+    if not x.mamba_findings or f.engine != ev.SGLANG or f.unified_memory:
+        return None
+    if f.strategy != "disabled" and f.version.may_be_in("0.5.3.post3", "0.5.6"):
+        return None  # ignored in 0.5.3.post3-0.5.6 with the radix cache on
+    spr = o.slots_per_request
+    if not o.mamba_slots or not spr:
+        return None
+    n, why = _mamba_slots_target(x)
+    if n is None or n <= o.mamba_slots:
+        return None
+    return Candidate(str(n), f"mamba slots {o.mamba_slots} -> {n}, cap {o.mamba_cap} -> {n // spr}", why, x.mamba_findings)
+
+
+def c_skip_decode_lock(x: Context) -> Candidate | None:
+    f = x.facts
+    spr = f.slots_per_request
+    if not x.mamba_findings or f.strategy not in ("extra_buffer", "extra_buffer_lazy") or not f.version.at_least("0.5.17") or not spr:
+        return None
+    try:
+        table = cap.sglang_slots_per_request(f.strategy, f.version.floor, overlap=f.overlap, spec=f.speculative)
+    except ValueError:
+        table = None
+    if table is not None and spr < table:
+        return None  # already on
+    return Candidate("1", f"slots per request {spr} -> {spr - 1}", f"{f.strategy} on SGLang {f.version} (>=0.5.17)", x.mamba_findings)
+
+
+def c_radix_strategy(x: Context) -> Candidate | None:
+    f = x.facts
+    if not x.mamba_findings or f.strategy != "extra_buffer" or not f.overlap or not f.version.at_least("0.5.13"):
+        return None
+    conf = x.src.config
+    if not _none(conf.get("disaggregation_mode")) or "DFLASH" in str(conf.get("speculative_algorithm") or "").upper():
+        return None
+    name = "--mamba-radix-cache-strategy" if f.version.at_least("0.5.14") else "--mamba-scheduler-strategy"
+    return Candidate(
+        "extra_buffer_lazy",
+        "slots per request 5 -> 4",
+        f"extra_buffer with overlap on SGLang {f.version} (>=0.5.13)",
+        x.mamba_findings,
+        name,
+    )
+
+
+def c_unified_memory(x: Context) -> Candidate | None:
+    f = x.facts
+    if f.engine != ev.SGLANG or f.unified_memory or not f.version.at_least("0.5.15") or _unified_blockers(x):
+        return None
+    answers = x.mamba_findings + (x.kv_findings if x.observed.mamba_slots else ())
+    if not answers:
+        return None
+    what = "idle KV memory becomes mamba slots" if x.mamba_findings else "idle mamba memory becomes KV tokens"
+    return Candidate(
+        "true",
+        f"KV and mamba share one buffer: {what} at runtime",
+        f"SGLang {f.version} (>=0.5.15), no PD / speculative / HiCache / DCP",
+        tuple(r for r in x.findings if r in answers),
+    )
+
+
+def c_kv_cache_dtype(x: Context) -> Candidate | None:
+    f = x.facts
+    kvd = str(x.src.config.get("kv_cache_dtype") or ("" if f.engine == ev.SGLANG else "auto"))
+    if "fp8" in kvd.lower() or "float8" in kvd.lower():
+        return None
+    if f.engine == ev.SGLANG:
+        if not x.kv_findings:
+            return None
+        return Candidate("fp8_e4m3", "KV tokens about 2x", f"KV cache dtype is {kvd or 'auto (model dtype)'}", x.kv_findings)
+    answers = x.side(VLLM_POOL_FINDINGS)
+    if not answers:
+        return None
+    return Candidate("fp8", "KV bytes per token halve: about 2x KV tokens", f"kv_cache_dtype is {kvd}", answers)
+
+
+VLLM_POOL_FINDINGS = (KV_BOUND, RETRACTION_STORM, MAMBA_BOUND, MAMBA_EXHAUSTED, MAMBA_CAPPED)
+
+
+def c_mamba_ssm_cache_dtype(x: Context) -> Candidate | None:
+    f = x.facts
+    answers = x.side(VLLM_POOL_FINDINGS)
+    if f.engine != ev.VLLM or not answers or not vllm_is_hybrid(x.src, x.srv):
+        return None
+    dt = vllm_ssm_dtype(x.src)
+    if cap.dtype_bytes(dt) <= 2:
+        return None
+    # choices of --mamba-ssm-cache-dtype by release (vLLM ref §4.1)
+    value = "bfloat16" if f.version.at_least("0.22") else "float16" if f.version.at_least("0.15") else None
+    if not value:
+        return None
+    return Candidate(
+        value, "SSM state bytes halve: smaller mamba pages, more blocks", f"SSM state is {dt}; vLLM {f.version} accepts {value}", answers
+    )
+
+
+def c_language_model_only(x: Context) -> Candidate | None:
+    f = x.facts
+    answers = x.side(VLLM_POOL_FINDINGS)
+    if f.engine != ev.VLLM or not answers or not f.version.at_least("0.17") or not is_multimodal(x.src):
+        return None
+    if _truthy(x.src.config.get("language_model_only")):
+        return None
+    arch = vllm_arch(x.src) or x.src.config.get("model")
+    return Candidate(
+        "true", "vision tower weights freed for the KV pool", f"multimodal architecture {arch} on vLLM {f.version} (>=0.17)", answers
+    )
+
+
+def c_gpu_memory_utilization(x: Context) -> Candidate | None:
+    f = x.facts
+    answers = x.side(VLLM_POOL_FINDINGS)
+    if f.engine != ev.VLLM or not answers:
+        return None
+    util = _num(x.src.config.get("gpu_memory_utilization")) or (0.92 if f.version.at_least("0.20") else 0.9)
+    if util >= 0.95:
+        return None
+    new = min(0.95, round(util + 0.03, 2))
+    return Candidate(f"{new:g}", f"KV pool grows by {round(new - util, 2):g} of GPU memory", f"current {util:g}", answers)
+
+
+def c_schedule_conservativeness(x: Context) -> Candidate | None:
+    if x.facts.engine != ev.SGLANG or RETRACTION_STORM not in x.findings:
+        return None
+    return Candidate(
+        "1.3", "admits fewer new requests while the pool is tight: fewer retractions", "retractions recompute work", (RETRACTION_STORM,)
+    )
+
+
+def c_max_running_requests(x: Context) -> Candidate | None:
+    f, d = x.facts, x.demand
+    eff = f.max_running
+    if f.engine != ev.SGLANG or REQUEST_CAP_BOUND not in x.findings or not eff:
+        return None
+    n = _roundup8(max(d.peak_running + d.peak_queued, eff + 1))
+    if f.mamba_cap is not None:
+        n = min(n, f.mamba_cap)
+    if n <= eff:
+        return None
+    conf = x.src.config
+    dp = _num(conf.get("dp_size")) or 1
+    total = int(n * dp) if _truthy(conf.get("enable_dp_attention")) and dp > 1 else n
+    return Candidate(
+        str(total),
+        f"cap {int(eff)} -> {n}",
+        f"running pinned at {int(eff)} with requests waiting; both pools have headroom",
+        (REQUEST_CAP_BOUND,),
+    )
+
+
+def c_max_num_seqs(x: Context) -> Candidate | None:
+    """vLLM: for request_cap_bound, the demand (limited by KV usage and the mamba blocks); for mamba_capped,
+    at most the mamba blocks. One value answers both when both are among the findings."""
+    f, d = x.facts, x.demand
+    if f.engine != ev.VLLM:
+        return None
+    eff, blocks = f.max_running, x.srv.capacity.get("mamba_blocks")
+    if REQUEST_CAP_BOUND in x.findings and eff:
+        n = _roundup8(max(d.peak_running + d.peak_queued, eff + 1))
+        if d.kv_p95 and d.kv_p95 > 0:
+            n = min(n, int(eff * x.cfg.kv_high / d.kv_p95))
+        if blocks:
+            n = min(n, int(blocks))
+        if n > eff:
+            answers = (REQUEST_CAP_BOUND,) + ((MAMBA_CAPPED,) if MAMBA_CAPPED in x.findings and blocks else ())
+            why = f"max_num_seqs {int(eff)} ({f.max_running_source}) pinned with requests waiting; KV usage p95 {d.kv_p95}"
+            return Candidate(str(n), f"cap {int(eff)} -> {n}", why, tuple(r for r in x.findings if r in answers))
+    if MAMBA_CAPPED in x.findings and blocks:
+        return Candidate(
+            str(int(blocks)),
+            f"engine starts: max_num_seqs <= {int(blocks)} Mamba cache blocks",
+            "the engine refuses max_num_seqs above the Mamba cache blocks",
+            (MAMBA_CAPPED,),
+        )
+    return None
+
+
+def balanced_ratio(x: Context) -> float | None:
+    """The ``--mamba-full-memory-ratio`` that balances the observed p95 usage of both pools (SGLang), two
+    significant digits: a stable label value while the usage percentiles wobble."""
+    if x.facts.engine != ev.SGLANG or x.facts.unified_memory:
+        return None
+    r = cap.balanced_mamba_full_memory_ratio(x.observed)
+    if r is None or not math.isfinite(r) or r <= 0:
+        return None
+    return float(f"{r:.2g}")
+
+
+# --------------------------------------------------------------------------------------------
+# the catalogue
+
+_SG, _VL = (ev.SGLANG,), (ev.VLLM,)
+CATALOGUE: tuple[FlagEntry, ...] = (
+    FlagEntry("--mamba-ssm-dtype", _SG, c_mamba_ssm_dtype, cap.log_ssm_dtype, cap.plan_ssm_dtype, (("sglang", "bfloat16"),)),
+    FlagEntry("--mamba-ssm-cache-dtype", _VL, c_mamba_ssm_cache_dtype, cap.log_ssm_dtype, cap.plan_ssm_dtype, (("vllm", "bfloat16"),)),
+    FlagEntry(
+        "--kv-cache-dtype", _SG + _VL, c_kv_cache_dtype, cap.log_kv_dtype, cap.plan_kv_dtype, (("sglang", "fp8_e4m3"), ("vllm", "fp8"))
+    ),
+    FlagEntry("--mamba-full-memory-ratio", _SG, c_mamba_full_memory_ratio, cap.log_ratio, cap.plan_ratio, (("sglang", None),)),
+    FlagEntry(
+        "--max-mamba-cache-size",
+        _SG,
+        c_max_mamba_cache_size,
+        cap.log_max_mamba_cache_size,
+        cap.plan_max_mamba_cache_size,
+        (("sglang", None),),
+    ),
+    FlagEntry(SKIP_DECODE_LOCK, _SG, c_skip_decode_lock, cap.log_skip_decode_lock, cap.plan_skip_decode_lock, (("sglang", "1"),)),
+    FlagEntry(
+        "--mamba-radix-cache-strategy",
+        _SG,
+        c_radix_strategy,
+        cap.log_radix_strategy,
+        cap.plan_radix_strategy,
+        (("sglang", "extra_buffer_lazy"),),
+    ),
+    FlagEntry("--disable-radix-cache", _SG, None, cap.log_disable_radix_cache, cap.plan_disable_radix_cache, (("sglang", None),)),
+    FlagEntry("--enable-unified-memory", _SG, c_unified_memory),
+    FlagEntry("--schedule-conservativeness", _SG, c_schedule_conservativeness),
+    FlagEntry("--max-running-requests", _SG, c_max_running_requests),
+    FlagEntry("--max-num-seqs", _VL, c_max_num_seqs, cap.log_max_num_seqs, cap.plan_max_num_seqs, (("vllm", None),)),
+    FlagEntry("--language-model-only", _VL, c_language_model_only, None, cap.plan_language_model_only, (("vllm", None),)),
+    FlagEntry("--gpu-memory-utilization", _VL, c_gpu_memory_utilization),
+)
+BY_NAME: dict[str, FlagEntry] = {norm_flag(e.flag): e for e in CATALOGUE}
+BY_NAME[norm_flag("--mamba-scheduler-strategy")] = BY_NAME[norm_flag("--mamba-radix-cache-strategy")]  # its name in 0.5.13
+
+# which flags answer a finding, in the order they are suggested (engine, finding) -> flag names
+_SGL_MAMBA = (
+    "--mamba-ssm-dtype",
+    "--mamba-full-memory-ratio",
+    "--max-mamba-cache-size",
+    SKIP_DECODE_LOCK,
+    "--mamba-radix-cache-strategy",
+    "--enable-unified-memory",
+)
+_SGL_KV = ("--kv-cache-dtype", "--mamba-full-memory-ratio", "--enable-unified-memory")
+_VLLM_POOL = ("--kv-cache-dtype", "--mamba-ssm-cache-dtype", "--language-model-only", "--gpu-memory-utilization")
+PLAYBOOK: dict[tuple[str, str], tuple[str, ...]] = {
+    **{(ev.SGLANG, r): _SGL_MAMBA for r in MAMBA_SIDE},
+    (ev.SGLANG, KV_BOUND): _SGL_KV,
+    (ev.SGLANG, REQUEST_CAP_BOUND): ("--max-running-requests",),
+    (ev.VLLM, REQUEST_CAP_BOUND): ("--max-num-seqs",),
+    (ev.VLLM, MAMBA_CAPPED): ("--max-num-seqs", *_VLLM_POOL),
+    **{(ev.VLLM, r): _VLLM_POOL for r in (KV_BOUND, RETRACTION_STORM, MAMBA_BOUND, MAMBA_EXHAUSTED)},
+}
+
+
+def playbook(x: Context, rule: str) -> tuple[str, ...]:
+    """The flags that may answer ``rule`` on this server, in order."""
+    if x.facts.engine == ev.SGLANG and rule == RETRACTION_STORM:
+        return ("--schedule-conservativeness", *(_SGL_MAMBA if x.storm_on_mamba else _SGL_KV))
+    return PLAYBOOK.get((x.facts.engine or "", rule), ())
+
+
+# --------------------------------------------------------------------------------------------
+# effects through the catalogue (the only dispatch on a flag's name)
+
+
+def entry(flag: str) -> FlagEntry | None:
+    return BY_NAME.get(norm_flag(flag))
+
+
+def effect_from_log(observed: cap.ObservedCapacity, flag: str, value: object = None) -> cap.Effect | None:
+    """Expected effect of ``flag`` (= ``value``) from what the log says; ``None`` if not applicable or not
+    computable (``--language-model-only``: the vision tower's size is not in the logs)."""
+    e = entry(flag)
+    if e is None or e.from_log is None:
+        return None
+    name = flag if flag.upper().startswith("SGLANG_") else "--" + norm_flag(flag)
+    return e.from_log(observed, None if value is None else str(value), name)
+
+
+def effect_from_plan(model: cap.ModelSpec, inputs: cap.PlanInputs, flag: str, value: object = None) -> cap.Effect | None:
+    """Effect of one flag by re-planning from the config; ``None`` if it does not apply (wrong engine, already
+    set, not a hybrid, unsupported in that version)."""
+    e = entry(flag)
+    if e is None or e.from_plan is None or inputs.engine not in e.engines:
+        return None
+    try:
+        return e.from_plan(model, inputs, None if value is None else str(value), e.flag)
+    except ValueError:
+        return None
+
+
+def plan_effects(model: cap.ModelSpec, inputs: cap.PlanInputs) -> list[cap.Effect]:
+    """Every catalogued flag's effect on the plan for ``inputs.engine``, in catalogue order."""
+    out = []
+    for e in CATALOGUE:
+        for engine, value in e.plan_value:
+            if engine == inputs.engine:
+                eff = effect_from_plan(model, inputs, e.flag, value)
+                if eff is not None:
+                    out.append(eff)
+    return out
