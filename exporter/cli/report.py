@@ -17,8 +17,15 @@ def register(subparsers) -> None:
         "report",
         help="post-incident report: capacity, usage distributions, binding pool, findings with evidence, recommendations",
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="log files ('-' for stdin)")
-    p.add_argument("--source", help="source label for all files (default: each file's stem)")
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="log files ('-' for stdin); a log and its rotated generations (server.log server.log.1 server.log.2.gz ...) in any order are one source read oldest first; gzip, bzip2 and xz are read transparently; Docker json-file and CRI records are joined like serve does; a file with no SGLang or vLLM line is an error (docs/reading.md)",
+    )
+    p.add_argument(
+        "--source", help="source label for all files (default: each log's stem, e.g. 'server' for server.log and its generations)"
+    )
     add_pipeline_args(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="machine-readable JSON")
