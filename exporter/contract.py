@@ -479,6 +479,9 @@ FILE_MODIFIED = _self(
     "Modification time of the source's current file (stdin: time of the last read). Compare with time() to tell idle from dead.",
     "the tailer (stat of the current file)",
 )
+SOURCE_ERRORS = _self(
+    "source_errors_total", COUNTER, "Unexpected errors while reading the source (logged; the source is retried).", "the tailer"
+)
 SOURCE_UP = _self("source_up", GAUGE, "1 while the source's file is open (stdin: connected), else 0.", "the tailer")
 POSITIONS_WRITE_ERRORS = _self(
     "positions_write_errors_total", COUNTER, "Failed writes of the positions file (--positions).", "the positions file", ()
@@ -527,6 +530,7 @@ SELF: tuple[Metric, ...] = (
     OPEN_FILES,
     OVERLONG_LINES,
     FILE_MODIFIED,
+    SOURCE_ERRORS,
     SOURCE_UP,
     POSITIONS_WRITE_ERRORS,
     POSITIONS_CORRUPT,

@@ -50,6 +50,7 @@ class SelfCollector(Collector):
         yield build
         read, lag, rot, trunc = fam(C.READ_BYTES), fam(C.READ_LAG_BYTES), fam(C.ROTATIONS), fam(C.TRUNCATIONS)
         open_files, overlong, mtime, up = fam(C.OPEN_FILES), fam(C.OVERLONG_LINES), fam(C.FILE_MODIFIED), fam(C.SOURCE_UP)
+        errors = fam(C.SOURCE_ERRORS)
 
         agg: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         mt: dict[str, float] = {}
@@ -61,6 +62,7 @@ class SelfCollector(Collector):
             a["trunc"] += s.truncations
             a["open"] += s.open_files()
             a["overlong"] += s.overlong
+            a["errors"] += getattr(s, "errors", 0)
             is_up = getattr(s, "up", None)
             if is_up is None:
                 is_up = getattr(s, "active", None) is not None
@@ -75,10 +77,11 @@ class SelfCollector(Collector):
             trunc.add_metric([name], a["trunc"])
             open_files.add_metric([name], a["open"])
             overlong.add_metric([name], a["overlong"])
+            errors.add_metric([name], a["errors"])
             up.add_metric([name], a["up"])
             if name in mt:
                 mtime.add_metric([name], mt[name])
-        yield from (read, lag, rot, trunc, open_files, overlong, mtime, up)
+        yield from (read, lag, rot, trunc, open_files, overlong, errors, mtime, up)
         pos = self.positions
         yield fam(C.POSITIONS_WRITE_ERRORS, value=pos.write_errors if pos else 0)
         yield fam(C.POSITIONS_CORRUPT, value=pos.corrupt if pos else 0)

@@ -113,7 +113,16 @@ class Service:
         exposed = Labelled(self.registry, cfg.labels, self.pods.labels if self.pods else None)
         listens = [cfg.listen] if isinstance(cfg.listen, str) else list(cfg.listen)
         pages = StatusPages(self.pipe, self.history, self.rows, self.ready, telemetry_path=cfg.telemetry_path, version=_version())
-        self.app = App(exposed, self.ready, self.rows, cfg.web or WebConfig(), cfg.telemetry_path, version=_version(), status=pages)
+        self.app = App(
+            exposed,
+            self.ready,
+            self.rows,
+            cfg.web or WebConfig(),
+            cfg.telemetry_path,
+            version=_version(),
+            status=pages,
+            alive=self.manager.alive,
+        )
         self.servers = make_servers(listens, self.app)  # ValueError / OSError: the face reports it
         self._http: list[threading.Thread] = []
 

@@ -435,7 +435,8 @@ class _NameFilter:
 class App:
     """What the handler serves. ``registry`` has ``collect()``; ``ready()`` -> (ok, reasons);
     ``sources()`` -> rows for the landing page; ``web`` the (reloading) web config;
-    ``telemetry_path`` where the metrics are; ``version`` the build for the landing page."""
+    ``telemetry_path`` where the metrics are; ``version`` the build for the landing page;
+    ``alive()`` -> False when a worker thread died (/healthz then fails: the orchestrator restarts us)."""
 
     def __init__(
         self,
@@ -446,7 +447,9 @@ class App:
         telemetry_path: str = "/metrics",
         version: str = "",
         status=None,
+        alive: Callable[[], bool] | None = None,
     ):
+        self.alive = alive
         self.registry = registry
         self.ready = ready
         self.sources = sources
@@ -515,7 +518,10 @@ class Handler(BaseHTTPRequestHandler):
         if path == self.app.telemetry_path:
             self._metrics(url.query)
         elif path == "/healthz":
-            self._send(200, b"ok\n")
+            if self.app.alive is None or self.app.alive():
+                self._send(200, b"ok\n")
+            else:
+                self._send(503, b"tailer thread not running\n")
         elif path == "/readyz":
             ok, reasons = self.app.ready()
             if ok:

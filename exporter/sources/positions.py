@@ -1,15 +1,20 @@
-"""The positions file: where each tailed file was read up to, so a restart resumes exactly there.
+"""The positions file: where each tailed file was read up to, so a restart resumes exactly there,
+and what the log had said (``exporter.snapshot``), so a restart keeps it.
 
 One JSON document, keyed by the path as given on the command line (globs: the matched path).
-Each path maps to a list of file *generations*, oldest first: rotated files still being drained,
-then the file currently at the path. A generation is identified by ``(dev, ino)`` plus the SHA-1
-of its first ``fp_len`` bytes (up to 256), which tells a truncated-and-rewritten file or a reused
-inode from the file that was read. ``offset`` is the byte offset just after the last *complete*
-line fed to the pipeline, so a held partial line is read again after a restart, never half-counted.
+Each path maps to a list of file *generations*, oldest first: finished generations still
+remembered (``"done": true``: their copies and compressed copies are recognised as read), rotated
+files still being drained, then the file currently at the path. A generation is identified by
+``(dev, ino)`` plus the SHA-1 of its first ``fp_len`` bytes (up to ``FP_MAX``), which tells a
+truncated-and-rewritten file or a reused inode from the file that was read. ``offset`` is the byte
+offset just after the last *complete* line fed to the pipeline, so a held partial line is read
+again after a restart, never half-counted. ``saved_at_ns`` is the save time: siblings written after
+it that continue no saved generation were rotated while the exporter was down and are read.
 
 The file is written atomically (temporary file, fsync, rename, fsync of the directory). A file that
-cannot be parsed is reported (log + ``hybrid_cache_exporter_positions_corrupt_total``) and replaced
-by the next write; it never stops the exporter.
+cannot be parsed, or holds a value out of bounds (types, sizes, fingerprint length, nesting), is
+reported (log + ``hybrid_cache_exporter_positions_corrupt_total``) and replaced by the next write;
+it never stops the exporter.
 """
 
 from __future__ import annotations
@@ -18,22 +23,39 @@ import contextlib
 import json
 import logging
 import os
+import re
 import threading
+import time
 
 log = logging.getLogger("hybrid_cache_exporter.positions")
 
 VERSION = 1
 FIELDS = ("dev", "ino", "fp", "fp_len", "offset")
+FP_MAX = 256  # bytes of a generation's start in its fingerprint
+MAX_FILE_BYTES = 64 << 20  # a positions file larger than this is not ours
+MAX_ENTRIES = 64  # generations per path
+U64 = 1 << 64
+OFF_MAX = 1 << 63
+SHA1 = re.compile(r"^[0-9a-f]{40}$")
 
 
-def _valid_entry(e: object) -> bool:
+def _int(v: object, hi: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < hi
+
+
+def valid_entry(e: object) -> bool:
+    """Types and bounds of one generation entry (a hostile file must not reach the tailer)."""
     if not isinstance(e, dict):
         return False
-    for k in ("dev", "ino", "fp_len", "offset"):
-        v = e.get(k)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            return False
-    return isinstance(e.get("fp"), str)
+    if not (_int(e.get("dev"), U64) and _int(e.get("ino"), U64) and _int(e.get("offset"), OFF_MAX)):
+        return False
+    if not _int(e.get("fp_len"), FP_MAX + 1):
+        return False
+    fp = e.get("fp")
+    if not isinstance(fp, str) or not SHA1.match(fp):
+        return False
+    done = e.get("done", False)
+    return isinstance(done, bool)
 
 
 class Positions:
@@ -42,12 +64,15 @@ class Positions:
         self.write_errors = 0
         self.corrupt = 0
         self.lock = threading.Lock()
+        self.saved_at_ns = 0
+        self.state: dict = {}  # source name -> snapshot (exporter.snapshot), from the loaded file
         self._last: bytes | None = None
 
     def load(self) -> dict[str, list[dict]]:
         try:
             with open(self.path, "rb") as f:
-                data = f.read()
+                data = f.read(MAX_FILE_BYTES + 1)
+                st = os.fstat(f.fileno())
         except FileNotFoundError:
             return {}
         except OSError as e:
@@ -55,25 +80,53 @@ class Positions:
             log.error("positions file %s unreadable (%s): starting without positions; it will be replaced", self.path, e)
             return {}
         try:
+            if len(data) > MAX_FILE_BYTES:
+                raise ValueError(f"larger than {MAX_FILE_BYTES} bytes")
             doc = json.loads(data.decode("utf-8"))
             if not isinstance(doc, dict) or doc.get("version") != VERSION or not isinstance(doc.get("files"), dict):
                 raise ValueError("not a positions document")
             out: dict[str, list[dict]] = {}
             for path, entries in doc["files"].items():
-                if not isinstance(entries, list) or not all(_valid_entry(e) for e in entries):
-                    raise ValueError(f"bad entry for {path!r}")
-                out[path] = [{k: e[k] for k in FIELDS} for e in entries]
-            self._last = data
+                if not isinstance(entries, list) or len(entries) > MAX_ENTRIES or not all(valid_entry(e) for e in entries):
+                    raise ValueError(f"bad entry for {path[:200]!r}")
+                out[path] = [{k: e[k] for k in FIELDS} | ({"done": True} if e.get("done") else {}) for e in entries]
+            at = doc.get("saved_at_ns")
+            self.saved_at_ns = at if _int(at, OFF_MAX) else st.st_mtime_ns
+            state = doc.get("state")
+            self.state = state if isinstance(state, dict) else {}
+            self._last = None  # the first save writes (with this process's save time)
             return out
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError, MemoryError) as e:
             self.corrupt += 1
-            log.error("positions file %s is corrupt (%s): starting without positions; it will be replaced", self.path, e)
+            self.state = {}
+            log.error("positions file %s is corrupt (%s): starting without positions; it will be replaced", self.path, str(e)[:200])
             return {}
 
-    def save(self, files: dict[str, list[dict]]) -> bool:
-        data = json.dumps({"version": VERSION, "files": files}, sort_keys=True, separators=(",", ":")).encode()
+    def restore_state(self, pipe, source: str) -> None:
+        """Put back what the log had said for ``source`` (before any of its lines is read)."""
+        snap = self.state.pop(source, None)
+        if snap is None:
+            return
+        from ..snapshot import restore
+
+        try:
+            restore(pipe, source, snap)
+        except Exception as e:  # a damaged snapshot costs the facts, never the exporter
+            self.corrupt += 1
+            log.error("positions file %s: the saved state of source %r is unusable (%s); starting without it", self.path, source, e)
+
+    def save(self, files: dict[str, list[dict]], pipe=None, sources: list[str] | None = None) -> bool:
+        doc: dict = {"version": VERSION, "files": files, "saved_at_ns": time.time_ns()}
+        if pipe is not None and sources:
+            from ..snapshot import capture
+
+            doc["state"] = {s: capture(pipe, s) for s in sources}
+            doc["state"] = {k: v for k, v in doc["state"].items() if v is not None}
+        # the save time alone does not make a new write
+        body = json.dumps({k: v for k, v in doc.items() if k != "saved_at_ns"}, sort_keys=True, separators=(",", ":")).encode()
+        data = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
         with self.lock:
-            if data == self._last:
+            if body == self._last:
                 return True
             d = os.path.dirname(os.path.abspath(self.path))
             tmp = os.path.join(d, f".{os.path.basename(self.path)}.tmp.{os.getpid()}")
@@ -102,5 +155,5 @@ class Positions:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
                 return False
-            self._last = data
+            self._last = body
             return True
