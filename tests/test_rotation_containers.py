@@ -1,0 +1,63 @@
+"""serve against container runtimes' own rotation, at up to 50 rotations per second: Docker's
+json-file driver (``max-file``: x-json.log -> .1 -> .2 ..., with and without ``compress``) and the
+kubelet's CRI rotation (0.log -> 0.log.<YYYYmmdd-HHMMSS>, older ones gzipped, oldest deleted).
+Exact counts over /metrics; the generations a rotation shifts faster than the exporter looks are
+found by identity in the directory, each read once."""
+
+from __future__ import annotations
+
+import pytest
+import rotation_support as rs
+import test_serve_support as h
+
+
+@pytest.fixture
+def serve(tmp_path):
+    started: list[h.Serve] = []
+
+    def start(*args: str) -> h.Serve:
+        s = h.Serve(tmp_path, *args)
+        started.append(s)
+        s.wait_up()
+        return s
+
+    yield start
+    for s in started:
+        s.kill()
+
+
+CASES = [
+    # style, compress, rotations, lines per generation, max files, seconds between rotations
+    pytest.param("docker", False, 40, 25, 5, 0.02, id="docker-max-file-5-50-per-s"),
+    pytest.param("docker", True, 40, 25, 5, 0.02, id="docker-compress-50-per-s"),
+    pytest.param("cri", False, 40, 25, 5, 0.02, id="kubelet-cri-50-per-s"),
+    pytest.param("cri", True, 30, 25, 5, 0.02, id="kubelet-cri-gzip-50-per-s"),
+]
+POLL = ["--poll-interval", "0.05"]
+
+
+@pytest.mark.parametrize("style,compress", [("docker", False), ("docker", True)], ids=["docker", "docker-compress"])
+def test_shifted_between_looks(serve, tmp_path, style, compress):
+    """Polling at 20 Hz while Docker shifts files at up to 100 per second: several generations
+    move between two looks (x-json.log.1 is another file at every look); each is read once,
+    after checking that the file opened is the one the listing showed."""
+    log = tmp_path / "c-json.log"
+    log.touch()
+    srv = serve("--log", f"c={log}", "--from-beginning", *POLL)
+    w = rs.run_container_writer(log, style, 40, 20, 9, compress, 0.01)
+    out, _ = w.communicate(timeout=60)
+    text = h.wait_count(srv, int(out), timeout=30)
+    assert h.value(text, h.LINES, source="c", outcome="parsed") == int(out)
+
+
+@pytest.mark.parametrize("style,compress,rotations,per,max_files,interval", CASES)
+def test_container_rotation_exact(serve, tmp_path, style, compress, rotations, per, max_files, interval):
+    log = tmp_path / ("c-json.log" if style == "docker" else "0.log")
+    log.touch()
+    srv = serve("--log", f"c={log}", "--from-beginning")
+    w = rs.run_container_writer(log, style, rotations, per, max_files, compress, interval)
+    out, _ = w.communicate(timeout=60)
+    written = int(out)
+    assert written == (rotations + 1) * per
+    text = h.wait_count(srv, written, timeout=30)
+    assert h.value(text, h.LINES, source="c", outcome="parsed") == written
