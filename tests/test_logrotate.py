@@ -49,7 +49,11 @@ MODES = {
     # name: (logrotate directives, writer handler, seconds between rotations)
     "copytruncate-rotate3-compress-delaycompress": ("    rotate 3\n    copytruncate\n    compress\n    delaycompress", "plain", 0.15),
     # dateext names rotations by second: %s and a second apart give each of them its own name
-    "copytruncate-dateext": ("    rotate 4\n    copytruncate\n    dateext\n    dateformat -%s\n    compress\n    delaycompress", "plain", 1.02),
+    "copytruncate-dateext": (
+        "    rotate 4\n    copytruncate\n    dateext\n    dateformat -%s\n    compress\n    delaycompress",
+        "plain",
+        1.02,
+    ),
     "create-rotate3-compress-delaycompress": ("    rotate 3\n    create\n    compress\n    delaycompress", "watched", 0.15),
     "copy-rotate3-compress": ("    rotate 3\n    copy\n    compress", "plain", 0.15),
 }

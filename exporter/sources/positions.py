@@ -8,8 +8,10 @@ files still being drained, then the file currently at the path. A generation is 
 ``(dev, ino)`` plus the SHA-1 of its first ``fp_len`` bytes (up to ``FP_MAX``), which tells a
 truncated-and-rewritten file or a reused inode from the file that was read. ``offset`` is the byte
 offset just after the last *complete* line fed to the pipeline, so a held partial line is read
-again after a restart, never half-counted. ``saved_at_ns`` is the save time: siblings written after
-it that continue no saved generation were rotated while the exporter was down and are read.
+again after a restart, never half-counted. ``seen`` lists, per path, the rotated siblings already
+looked at (inode, modification time): after a restart, a sibling that is none of these and
+continues no saved generation was rotated while the exporter was down and is read from its start.
+(``saved_at_ns``, the save time, stands in for ``seen`` in files written before it existed.)
 
 The file is written atomically (temporary file, fsync, rename, fsync of the directory). A file that
 cannot be parsed, or holds a value out of bounds (types, sizes, fingerprint length, nesting), is
@@ -34,6 +36,7 @@ FIELDS = ("dev", "ino", "fp", "fp_len", "offset")
 FP_MAX = 256  # bytes of a generation's start in its fingerprint
 MAX_FILE_BYTES = 64 << 20  # a positions file larger than this is not ours
 MAX_ENTRIES = 64  # generations per path
+MAX_SEEN = 1024  # siblings looked at, per path
 U64 = 1 << 64
 OFF_MAX = 1 << 63
 SHA1 = re.compile(r"^[0-9a-f]{40}$")
@@ -66,6 +69,7 @@ class Positions:
         self.lock = threading.Lock()
         self.saved_at_ns = 0
         self.state: dict = {}  # source name -> snapshot (exporter.snapshot), from the loaded file
+        self.seen: dict[str, list[list[int]]] | None = None  # path -> [[inode, mtime_ns]] of siblings looked at
         self._last: bytes | None = None
 
     def load(self) -> dict[str, list[dict]]:
@@ -90,8 +94,20 @@ class Positions:
                 if not isinstance(entries, list) or len(entries) > MAX_ENTRIES or not all(valid_entry(e) for e in entries):
                     raise ValueError(f"bad entry for {path[:200]!r}")
                 out[path] = [{k: e[k] for k in FIELDS} | ({"done": True} if e.get("done") else {}) for e in entries]
+            seen = doc.get("seen")
+            if seen is not None:
+                if not isinstance(seen, dict):
+                    raise ValueError("bad seen")
+                for path, pairs in seen.items():
+                    if (
+                        not isinstance(pairs, list)
+                        or len(pairs) > MAX_SEEN
+                        or not all(isinstance(p, list) and len(p) == 2 and _int(p[0], U64) and _int(p[1], OFF_MAX) for p in pairs)
+                    ):
+                        raise ValueError(f"bad seen entry for {path[:200]!r}")
             at = doc.get("saved_at_ns")
             self.saved_at_ns = at if _int(at, OFF_MAX) else st.st_mtime_ns
+            self.seen = seen
             state = doc.get("state")
             self.state = state if isinstance(state, dict) else {}
             self._last = None  # the first save writes (with this process's save time)
@@ -115,8 +131,8 @@ class Positions:
             self.corrupt += 1
             log.error("positions file %s: the saved state of source %r is unusable (%s); starting without it", self.path, source, e)
 
-    def save(self, files: dict[str, list[dict]], pipe=None, sources: list[str] | None = None) -> bool:
-        doc: dict = {"version": VERSION, "files": files, "saved_at_ns": time.time_ns()}
+    def save(self, files: dict[str, list[dict]], pipe=None, sources: list[str] | None = None, seen: dict | None = None) -> bool:
+        doc: dict = {"version": VERSION, "files": files, "saved_at_ns": time.time_ns(), "seen": seen or {}}
         if pipe is not None and sources:
             from ..snapshot import capture
 

@@ -38,6 +38,7 @@ identity when they are written again.
 
 from __future__ import annotations
 
+import bisect
 import bz2
 import collections
 import contextlib
@@ -69,6 +70,7 @@ PARSE_SLICE = 256 << 10  # bytes parsed per file before the loop looks at the fi
 READAHEAD = 16 << 20  # bytes read ahead of the parser, per file
 GEN_HISTORY = 16  # finished generations remembered per path (their copies are recognised)
 COPIES_PER_GEN = 8
+MAX_SEEN = 1024  # siblings remembered as looked at, per path
 SWEEP_INTERVAL = 5.0  # inotify mode: look at every file this often anyway
 PENDING_GIVE_UP = 120.0  # seconds a compressed sibling may stay unreadable (still being written)
 FD_RESERVE = 64  # descriptors kept free for HTTP probes, the positions file, listings
@@ -379,6 +381,7 @@ class Tailer:
         start_at_end: bool,
         saved: list[dict] | None = None,
         saved_at_ns: int = 0,
+        saved_seen: list[list[int]] | None = None,
         rotate_wait: float = 5.0,
         max_line: int = DEFAULT_MAX_LINE,
         engine: str | None = None,
@@ -393,6 +396,7 @@ class Tailer:
         self.start_at_end = start_at_end
         self.saved = saved
         self.saved_at_ns = saved_at_ns
+        self.saved_seen = saved_seen  # None: positions from before "seen" was saved (fall back on the save time)
         self.rotate_wait = rotate_wait
         self.max_line = max_line
         self.active: FileReader | None = None
@@ -509,8 +513,16 @@ class Tailer:
             real = os.path.realpath(self.path)
             if real != self.real and self.manager is not None:
                 self.manager.rehome(self, real)
-        elif a is not None and a.parked and st is not None and (st.st_size != a.size or st.st_mtime_ns != a.mtime_ns):
-            a.unpark(self.path)  # written again: reopen it (same inode and first bytes, else rotation is handled next)
+        elif (
+            a is not None
+            and a.parked
+            and st is not None
+            and (st.st_size != a.size or st.st_mtime_ns != a.mtime_ns or a.read_pos < st.st_size)
+        ):
+            # written again (or not read to its end): reopen it, if it is still the same inode and first bytes
+            if self.manager is not None:
+                self.manager.make_room()
+            a.unpark(self.path)
         if self.saved is not None:
             self._apply_saved(st)
         if self.active is None and st is not None:
@@ -612,7 +624,8 @@ class Tailer:
         if d is None:
             return {}
         base = os.path.basename(self.real)
-        return {n: i for n, i in (d.names or {}).items() if n != base and n.startswith(base) and ROTATED_SUFFIX.match(n[len(base) :])}
+        names = d.names or {}
+        return {n: names[n] for n in d.with_prefix(base) if n != base and ROTATED_SUFFIX.match(n[len(base) :])}
 
     def _dir(self) -> str:
         return os.path.dirname(self.real)
@@ -644,13 +657,31 @@ class Tailer:
             return 0
 
     def _not_ours(self, name: str) -> None:
-        """Remember a sibling as not ours to read (present at start, or older than the save): by
-        inode and modification time, so a rename is still recognised and a reused inode is not."""
+        """Remember a sibling present at start as not ours to read: by inode and modification time
+        (a rename is still recognised, a reused inode is not) and, for an uncompressed one, by its
+        first bytes too, so the copy logrotate compresses from it later is not taken for new."""
+        p = os.path.join(self._dir(), name)
         try:
-            st = os.stat(os.path.join(self._dir(), name))
+            fd = _open(p)
         except OSError:
             return
-        self.accounted[st.st_ino] = (None, st.st_mtime_ns)
+        try:
+            st = os.fstat(fd)
+            self.accounted[st.st_ino] = (None, st.st_mtime_ns)
+            if not COMPRESSED.search(name):
+                head = os.pread(fd, FP_LEN, 0)
+                if head:
+                    self.remember(Gen(head, st.st_size, st.st_dev, st.st_ino))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def seen_entries(self) -> list[list[int]]:
+        """[inode, mtime] of the siblings looked at (for the positions file): after a restart a
+        sibling that is none of these and continues no saved generation is new."""
+        live = set(self.siblings().values())
+        return [[i, a[1]] for i, a in self.accounted.items() if i in live][-MAX_SEEN:]
 
     def _consider(self, name: str, ino: int, resume_since: int | None = None) -> bool:
         """Look at one sibling; returns False to retry later (a compressed file still being
@@ -670,8 +701,9 @@ class Tailer:
             if st.st_ino != ino or not stat.S_ISREG(st.st_mode):
                 return True  # not the file the listing showed (renamed again): a later listing shows it
             known = self.accounted.get(ino)
-            if known is not None and known[1] == st.st_mtime_ns:
-                return True  # looked at before (renamed since): nothing new
+            seen = known is not None and known[1] == st.st_mtime_ns  # looked at before (renamed since)
+            if seen and (known[0] is None or known[0].reader is not None or known[0].consumed >= st.st_size):
+                return True
             if opener is None:
                 head = os.pread(fd, FP_LEN, 0)
                 size = st.st_size
@@ -691,8 +723,8 @@ class Tailer:
                 if size > g.consumed:
                     return self._continue(g, p, fd, opener, st)
                 return True
-            if not head:
-                return opener is None  # empty: look again when it has content
+            if not head or seen:
+                return True  # empty (a change lists it again), or known not to be ours
             if resume_since is not None and st.st_mtime_ns < resume_since - COARSE_CLOCK_NS:
                 self.accounted[ino] = (None, st.st_mtime_ns)  # older than the save: read before, or not ours
                 return True
@@ -753,10 +785,7 @@ class Tailer:
         yet (copytruncate); read it into the same splitter, remember every copy as read."""
         d = self.manager.dir_of(self) if self.manager is not None else None
         if d is not None:
-            for name, ino in d.refresh().items():
-                owner = d.owner(name)
-                if owner is not None and owner is not self:
-                    owner.candidate(name, ino)
+            d.refresh()
         cands = [(os.path.join(self._dir(), n), i) for n, i in self.siblings().items()]
         for c in g.copies:
             if c not in cands:
@@ -771,9 +800,6 @@ class Tailer:
                 st = os.fstat(fd)
                 if st.st_ino != ino:
                     continue
-                known = self.accounted.get(ino)
-                if known is not None and known[0] is None and known[1] == st.st_mtime_ns:
-                    continue  # not ours
                 opener = OPENERS.get(os.path.splitext(p)[1])
                 if opener is None:
                     if COMPRESSED.search(p):
@@ -864,11 +890,15 @@ class Tailer:
                     finally:
                         os.close(sfd)
                     break
-            # every other sibling: a copy of a saved generation, or one written while we were down
-            since = self.saved_at_ns or 0
+            # every other sibling: a copy of a saved generation, one looked at before the stop, or
+            # one written since (read from its start)
+            for ino, mtime in self.saved_seen or []:
+                self.accounted.setdefault(ino, (None, mtime))
+            since = (self.saved_at_ns or 0) if self.saved_seen is None else None
             for name in sorted(sibs, key=self._mtime):
-                if sibs[name] in self.accounted:
-                    continue
+                a = self.accounted.get(sibs[name])
+                if a is not None and a[0] is not None:
+                    continue  # opened above
                 if not self._consider(name, sibs[name], resume_since=since):
                     self.pending[name] = (sibs[name], time.monotonic())
             for g in live:
@@ -904,7 +934,8 @@ class Tailer:
         return more
 
     def busy(self) -> bool:
-        return bool(self.retired) or bool(self.pending) or (self.active is not None and self.active.buf_len > 0)
+        a = self.active
+        return bool(self.retired) or bool(self.pending) or (a is not None and (a.buf_len > 0 or (a.parked and a.read_pos < a.size)))
 
     def housekeeping(self, now: float) -> None:
         keep = []
@@ -1011,28 +1042,59 @@ class DirState:
     def __init__(self, path: str) -> None:
         self.path = path
         self.names: dict[str, int] | None = None
+        self.stamps: dict[str, int] = {}  # rotated-looking siblings -> mtime (see _list)
+        self.sorted: list[str] = []  # the names, sorted: siblings of a file by prefix in O(log n)
         self.tailers: dict[str, Tailer] = {}  # basename (of the real path) -> tailer
         self.dirty = True
 
-    def _list(self) -> dict[str, int]:
-        out: dict[str, int] = {}
+    def _list(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Names -> inode numbers (free from the directory), and for rotated-looking siblings of
+        our files also -> modification time: a file replaced under the same name can get the
+        inode number of one just deleted (ext4 reuses them at once), the time tells them apart."""
+        names: dict[str, int] = {}
+        stamps: dict[str, int] = {}
         try:
             with os.scandir(self.path) as it:
                 for ent in it:
-                    out[ent.name] = ent.inode()
+                    names[ent.name] = ent.inode()
+                    if self.owner(ent.name) is not None:
+                        try:
+                            stamps[ent.name] = ent.stat(follow_symlinks=False).st_mtime_ns
+                        except OSError:
+                            stamps[ent.name] = 0
         except OSError:
             pass
-        return out
+        return names, stamps
 
     def refresh(self) -> dict[str, int]:
-        """List the directory; the (name -> inode) entries that are new since the last listing."""
-        new = self._list()
-        old = self.names
-        self.names = new
+        """List the directory; hand each entry that is new since the last listing (name -> inode)
+        to the tailer it concerns (its own path changed, or a rotated-looking sibling appeared)."""
+        new, stamps = self._list()
+        old, old_stamps = self.names, self.stamps
+        self.names, self.stamps = new, stamps
         self.dirty = False
+        if old is None or new.keys() != old.keys():
+            self.sorted = sorted(new)
         if old is None:
             return {}
-        return {n: i for n, i in new.items() if old.get(n) != i}
+        diff = {n: i for n, i in new.items() if old.get(n) != i or stamps.get(n) != old_stamps.get(n)}
+        for name, ino in diff.items():
+            t = self.tailers.get(name)
+            if t is not None:
+                t.dirty = True
+                continue
+            owner = self.owner(name)
+            if owner is not None:
+                owner.candidate(name, ino)
+        return diff
+
+    def with_prefix(self, base: str) -> list[str]:
+        i = bisect.bisect_left(self.sorted, base)
+        out = []
+        while i < len(self.sorted) and self.sorted[i].startswith(base):
+            out.append(self.sorted[i])
+            i += 1
+        return out
 
     def refresh_all(self) -> dict[str, int]:
         self.refresh()
@@ -1107,6 +1169,9 @@ class Manager:
         if key in self.tailers:
             return
         saved = self.saved.pop(key, None) if self.positions is not None else None
+        seen = self.positions.seen.get(key) if self.positions is not None and self.positions.seen is not None else None
+        if saved is not None and seen is None and self.positions is not None and self.positions.seen is not None:
+            seen = []
         t = Tailer(
             key,
             name or source_name(path),
@@ -1114,6 +1179,7 @@ class Manager:
             start_at_end=startup and not self.from_beginning,
             saved=saved,
             saved_at_ns=self.saved_at_ns,
+            saved_seen=seen,
             rotate_wait=self.rotate_wait,
             max_line=self.max_line,
             manager=self,
@@ -1268,13 +1334,20 @@ class Manager:
             self.watched.add(d)
 
     # descriptors ---------------------------------------------------------------------------
-    def make_room(self) -> None:
-        """Before opening a file: if the budget is spent, close the idlest files."""
-        if self.fd_budget is None or self.open_fds < self.fd_budget:
+    def make_room(self, target: int | None = None) -> None:
+        """Keep open descriptors within the budget: close the idlest files (their buffers and
+        partial lines are kept; they are reopened by identity when written again)."""
+        if self.fd_budget is None:
             return
-        open_active = [t.active for t in self.tailers.values() if t.active is not None and t.active.fd >= 0 and t.active.buf_len == 0]
-        open_active.sort(key=lambda r: r.last_data)
-        for r in open_active[: max(1, len(open_active) // 8)]:
+        if target is None:
+            if self.open_fds < self.fd_budget:
+                return
+            target = self.fd_budget * 7 // 8
+        readers = [t.active for t in self.tailers.values() if t.active is not None and t.active.fd >= 0]
+        readers.sort(key=lambda r: r.last_data)
+        for r in readers:
+            if self.open_fds <= target:
+                break
             r.park()
 
     # loop ----------------------------------------------------------------------------------
@@ -1334,16 +1407,8 @@ class Manager:
         if full and self.mode != "poll":
             self._next_sweep = now + SWEEP_INTERVAL
         for d in list(self.dirs.values()):
-            if not (d.dirty or full):
-                continue
-            for name, ino in d.refresh().items():
-                t = d.tailers.get(name)
-                if t is not None:
-                    t.dirty = True
-                    continue
-                owner = d.owner(name)
-                if owner is not None:
-                    owner.candidate(name, ino)
+            if d.dirty or full:
+                d.refresh()
         tailers = list(self.tailers.values())
         work = [t for t in tailers if full or t.dirty or t.busy()]
         for t in work:
@@ -1370,7 +1435,7 @@ class Manager:
                 self._watch(os.path.dirname(t.path))
                 self._watch(os.path.dirname(t.real))
         if self.fd_budget is not None and self.open_fds > self.fd_budget:
-            self.make_room()
+            self.make_room(self.fd_budget)
         if self.positions is not None and now >= self._next_save:
             self._next_save = now + self.positions_interval
             self.save()
@@ -1391,7 +1456,8 @@ class Manager:
             for k, t in self.tailers.items():
                 if not files[k] and t.saved:
                     files[k] = t.saved
-            self.positions.save(files, self.pipe, sorted({t.source for t in self.tailers.values()}))
+            seen = {k: t.seen_entries() for k, t in self.tailers.items()}
+            self.positions.save(files, self.pipe, sorted({t.source for t in self.tailers.values()}), seen)
         except Exception:
             log.exception("cannot save positions")
             self.positions.write_errors += 1

@@ -1,0 +1,123 @@
+"""The tailer in-process: an error in one source is logged, counted and retried (the others go
+on); /healthz fails when the tailing thread is gone; past the descriptor budget idle files are
+closed and reopened by identity, including one rotated while closed."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+import test_serve_support as h
+
+from exporter.pipeline import Pipeline
+from exporter.sources.tailer import Manager
+from exporter.web import App, WebConfig, make_server
+
+
+def _count(pipe: Pipeline, source: str | None = None) -> float:
+    with pipe.lock:
+        return sum(
+            s.counters.get("decode_batches", 0.0)
+            for name, src in pipe.sources.items()
+            if source in (None, name)
+            for s in src.servers.values()
+        )
+
+
+def _wait(pred, what: str) -> None:
+    h.wait_for(pred, timeout=20, what=what)
+
+
+def test_error_in_one_source_is_counted_and_retried(tmp_path):
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    h.fsync_append(a, h.lines_blob(0, 20))
+    h.fsync_append(b, h.lines_blob(0, 20))
+    pipe = Pipeline()
+    real = pipe.feed_lines
+    failures = {"a": 1}
+
+    def flaky(source, lines):
+        if failures.get(source):
+            failures[source] -= 1
+            raise RuntimeError("injected parser bug")
+        return real(source, lines)
+
+    pipe.feed_lines = flaky
+    m = Manager(pipe, [(None, str(a)), (None, str(b))], from_beginning=True)
+    m.start()
+    try:
+        _wait(lambda: _count(pipe, "b") == 20, "b read")
+        ta = m.tailers[str(a)]
+        _wait(lambda: ta.errors == 1, "error counted")
+        h.fsync_append(a, h.lines_blob(20, 7))  # the source goes on after the error
+        _wait(lambda: _count(pipe, "a") == 7, "a read after the error")
+        assert m.thread.is_alive() and m.alive()
+    finally:
+        m.stop()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_healthz_fails_when_the_tailer_thread_dies(tmp_path):
+    log = tmp_path / "s.log"
+    log.touch()
+    m = Manager(Pipeline(), [(None, str(log))])
+    died = threading.Event()
+
+    def fatal():
+        died.set()
+        raise SystemExit("thread killed")  # not an Exception: the loop does not catch it
+
+    m._cycle = fatal
+    srv = make_server(f"127.0.0.1:{h.free_port()}", App(None, lambda: (True, []), lambda: [], WebConfig(), alive=m.alive))
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        port = srv.server_address[1]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+            assert r.status == 200
+        m.start()
+        died.wait(10)
+        m.thread.join(10)
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5)
+            code = 200
+        except urllib.error.HTTPError as e:
+            code = e.code
+        assert code == 503
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_descriptor_budget_closes_idle_files_and_reopens_by_identity(tmp_path):
+    d = tmp_path / "logs"
+    d.mkdir()
+    n = 30
+    for i in range(n):
+        h.fsync_append(d / f"f{i}.log", h.lines_blob(0, 3))
+    pipe = Pipeline()
+    m = Manager(pipe, [(None, str(d / "*.log"))], from_beginning=True, fd_budget=8)
+    m.start()
+    try:
+        _wait(lambda: _count(pipe) == 3 * n, "first lines")
+        assert m.open_fds <= 8
+        assert sum(1 for t in m.tailers.values() if t.active is not None and t.active.parked) >= n - 8
+        for i in range(n):
+            h.fsync_append(d / f"f{i}.log", h.lines_blob(3, 2))
+        _wait(lambda: _count(pipe) == 5 * n, "lines written to closed files")
+        # a closed file is written, then rotated away before the exporter reopens it
+        t0 = m.tailers[str(d / "f0.log")]
+        _wait(lambda: t0.active is not None and t0.active.parked or m.make_room() or False, "f0 parked")
+        h.fsync_append(d / "f0.log", h.lines_blob(5, 4))
+        os.rename(d / "f0.log", d / "f0.log.1")
+        h.fsync_append(d / "f0.log", h.lines_blob(9, 6))
+        _wait(lambda: _count(pipe, "f0") == 15, "rotated closed file read to its end, then the new one")
+        time.sleep(0.2)
+        assert _count(pipe) == 5 * n + 10
+        assert m.open_fds <= 8 + 2  # the rotated one drained, plus one being opened
+    finally:
+        m.stop()
