@@ -782,7 +782,7 @@ class Tailer:
 
     def finish_from_copies(self, g: Gen, r: FileReader) -> None:
         """After a truncation: the copy of the old content holds what was written but not read
-        yet (copytruncate); read it into the same splitter, remember every copy as read."""
+        yet (copytruncate); read it into the same reader, remember every copy as read."""
         d = self.manager.dir_of(self) if self.manager is not None else None
         if d is not None:
             d.refresh()
