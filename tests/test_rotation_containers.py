@@ -28,23 +28,24 @@ def serve(tmp_path):
 
 CASES = [
     # style, compress, rotations, lines per generation, max files, seconds between rotations
-    pytest.param("docker", False, 40, 25, 5, 0.02, id="docker-max-file-5-50-per-s"),
-    pytest.param("docker", True, 40, 25, 5, 0.02, id="docker-compress-50-per-s"),
-    pytest.param("cri", False, 40, 25, 5, 0.02, id="kubelet-cri-50-per-s"),
-    pytest.param("cri", True, 30, 25, 5, 0.02, id="kubelet-cri-gzip-50-per-s"),
+    pytest.param("docker", False, 40, 25, 8, 0.02, id="docker-max-file-8-50-per-s"),
+    pytest.param("docker", True, 40, 25, 8, 0.02, id="docker-compress-50-per-s"),
+    pytest.param("cri", False, 40, 25, 8, 0.02, id="kubelet-cri-50-per-s"),
+    pytest.param("cri", True, 30, 25, 8, 0.02, id="kubelet-cri-gzip-50-per-s"),
 ]
 POLL = ["--poll-interval", "0.05"]
 
 
 @pytest.mark.parametrize("style,compress", [("docker", False), ("docker", True)], ids=["docker", "docker-compress"])
 def test_shifted_between_looks(serve, tmp_path, style, compress):
-    """Polling at 20 Hz while Docker shifts files at up to 100 per second: several generations
-    move between two looks (x-json.log.1 is another file at every look); each is read once,
-    after checking that the file opened is the one the listing showed."""
+    """Polling at 20 Hz while Docker shifts files at 50 per second: several generations move
+    between two looks (x-json.log.1 is another file at every look); each is read once, after
+    checking that the file opened is the one the listing showed. (max-file 40: a loaded machine
+    can stall the exporter for half a second; a generation deleted before any look is out of reach.)"""
     log = tmp_path / "c-json.log"
     log.touch()
     srv = serve("--log", f"c={log}", "--from-beginning", *POLL)
-    w = rs.run_container_writer(log, style, 40, 20, 9, compress, 0.01)
+    w = rs.run_container_writer(log, style, 40, 20, 40, compress, 0.02)
     out, _ = w.communicate(timeout=60)
     text = h.wait_count(srv, int(out), timeout=30)
     assert h.value(text, h.LINES, source="c", outcome="parsed") == int(out)
