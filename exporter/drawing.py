@@ -179,7 +179,9 @@ def _int(v: float | None) -> str:
 
 
 def _meter(label: str, cls: str, v: float | None) -> str:
-    w = 0 if v is None else max(0.0, min(1.0, v)) * 100
+    if v is None:  # e.g. vLLM logs no mamba usage
+        return f'<div class="meter"><span>{label}</span><span class="muted">not logged</span></div>'
+    w = max(0.0, min(1.0, v)) * 100
     return (
         f'<div class="meter"><span>{label}</span><div class="bar"><i class="{cls}" style="width:{w:.0f}%"></i></div><b>{_pct(v)}</b></div>'
     )

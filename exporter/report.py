@@ -232,16 +232,17 @@ def server_status(src: SourceState, srv: ServerState, cfg: RulesConfig, recs: li
         by = " set by the mamba pool" if mcap is not None and int(eff) == mcap else ""
         cap_words = f" against a cap of {fmt_int(eff)}{by}"
     load = f"{fmt_int(running)} running{cap_words}, {fmt_int(queued)} waiting" if running is not None else ""
+    # the pools as far as the log tells (vLLM logs no mamba usage)
+    pools = ", ".join(f"{name} {fmt_pct(v)}" for name, v in (("KV", kv), ("mamba", mamba)) if v is not None) or "no pool usage logged"
     for f in findings:
         r = f["rule"]
         if r == "mamba_bound":
             words.append(f"The mamba state pool limits concurrency: mamba {fmt_pct(mamba)} used while KV is {fmt_pct(kv)}{gap}; {load}.")
         elif r == "kv_bound":
-            words.append(f"The KV pool limits concurrency: KV {fmt_pct(kv)} used while mamba is {fmt_pct(mamba)}{gap}; {load}.")
+            other = f" while mamba is {fmt_pct(mamba)}{gap}" if mamba is not None else ""
+            words.append(f"The KV pool limits concurrency: KV {fmt_pct(kv)} used{other}; {load}.")
         elif r == "request_cap_bound":
-            words.append(
-                f"Running requests are pinned at the request cap while both pools have room (KV {fmt_pct(kv)}, mamba {fmt_pct(mamba)}); {load}."
-            )
+            words.append(f"Running requests are pinned at the request cap while the pools have room ({pools} used); {load}.")
         elif r == "mamba_exhausted":
             words.append('The scheduler ran out of mamba slots ("Not enough space for mamba cache").')
         elif r == "retraction_storm":
@@ -249,9 +250,7 @@ def server_status(src: SourceState, srv: ServerState, cfg: RulesConfig, recs: li
         elif r == "mamba_capped" and f["detail"]:
             words.append(f"At startup: {f['detail']}.")
     if not findings:
-        words.append(
-            "No finding: neither pool limits concurrency" + (f" (KV {fmt_pct(kv)}, mamba {fmt_pct(mamba)} used; {load})." if load else ".")
-        )
+        words.append("No finding: neither pool limits concurrency" + (f" ({pools} used; {load})." if load else "."))
         if binding and binding != "none":
             words.append(f"The latest sample meets the condition for {BINDING_WORDS[binding]}, not (yet) sustained.")
     if recs is None:

@@ -49,7 +49,18 @@
   function width(el) { return Math.max(320, Math.floor(el.clientWidth || el.parentNode.clientWidth || 900)); }
 
   /* the cap first, so that running (pinned at the cap: the finding) is drawn over its dashes */
-  function timelineData(c) { return [c.t, c.kv, c.mamba, c.cap, c.running, c.queued]; }
+  function timelineData(c) {
+    var d = [c.t, c.kv, c.mamba, c.cap, c.running, c.queued];
+    if (c.t.length !== 1) return d;
+    /* uPlot spans a single x value over 1000 days: give it a second, empty row one bucket later */
+    return d.map(function (col, i) { return col.concat([i === 0 ? col[0] + (c.bucket || 10) : null]); });
+  }
+
+  /* a dot only where a line cannot be drawn: a server with one or two rows so far */
+  function few(u, si, i0, i1) { return i1 - i0 < 2; }
+
+  /* one row has no width: show ten minutes around it instead of uPlot's default span */
+  function xRange(u, lo, hi) { return lo == null ? [0, 1] : hi - lo < 60 ? [lo - 300, hi + 300] : [lo, hi]; }
 
   function timeline(el, c) {
     timeFormats();
@@ -57,7 +68,7 @@
       width: width(el), height: 280, tzDate: clockDate,
       cursor: { drag: { x: true, y: false } },
       scales: {
-        x: { time: true },
+        x: { time: true, range: xRange },
         ratio: { auto: false, range: [0, 1] },
         req: { range: function (u, lo, hi) { return [0, Math.max(1, hi || 0) * 1.1]; } }
       },
@@ -68,12 +79,12 @@
       ],
       series: [
         { label: "log time", value: function (u, v) { return v == null ? "-" : fmtFull(clockDate(v)); } },
-        { label: "KV usage", points: { show: false }, scale: "ratio", stroke: "#1f77b4", width: 2, value: function (u, v) { return pct(v); } },
-        { label: "mamba usage", points: { show: false }, scale: "ratio", stroke: "#d62728", width: 2, value: function (u, v) { return pct(v); } },
-        { label: "cap", points: { show: false }, scale: "req", stroke: "#333", width: 1.5, dash: [8, 4], paths: uPlot.paths.stepped({ align: 1 }),
+        { label: "KV usage", points: { show: few }, scale: "ratio", stroke: "#1f77b4", width: 2, value: function (u, v) { return pct(v); } },
+        { label: "mamba usage", points: { show: few }, scale: "ratio", stroke: "#d62728", width: 2, value: function (u, v) { return pct(v); } },
+        { label: "cap", points: { show: few }, scale: "req", stroke: "#333", width: 1.5, dash: [8, 4], paths: uPlot.paths.stepped({ align: 1 }),
           value: function (u, v) { return num(v); } },
-        { label: "running", points: { show: false }, scale: "req", stroke: "#2ca02c", width: 2, value: function (u, v) { return num(v); } },
-        { label: "queued", points: { show: false }, scale: "req", stroke: "#ff7f0e", width: 1.5, dash: [4, 3], value: function (u, v) { return num(v); } }
+        { label: "running", points: { show: few }, scale: "req", stroke: "#2ca02c", width: 2, value: function (u, v) { return num(v); } },
+        { label: "queued", points: { show: few }, scale: "req", stroke: "#ff7f0e", width: 1.5, dash: [4, 3], value: function (u, v) { return num(v); } }
       ],
       hooks: { drawClear: [shade] }
     };
