@@ -151,3 +151,31 @@ def test_python_m_exporter_runs_the_installed_copy(venv, tmp_path):
         [py, "-m", "exporter", "report", "--json", str(DEMO)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120
     )
     assert r.returncode == 0 and '"mamba_bound"' in r.stdout, r.stderr
+
+
+def test_installed_copy_draws(venv, tmp_path):
+    """The pictures' scripts are package data: the installed ``report --html`` inlines uPlot and
+    charts.js, and the installed ``serve`` serves them under /static/."""
+    r = _run(venv, "report", "--html", str(DEMO), cwd=tmp_path)
+    out = r.stdout.decode()
+    assert r.returncode == 0 and "var uPlot=" in out and "window.hceCharts" in out and "mamba-bound" in out, r.stderr.decode()
+    port = h.free_port()
+    proc = subprocess.Popen(
+        [str(venv / "bin" / "hybrid-cache-exporter"), "serve", "--log", str(DEMO), "--from-beginning",
+         "--web.listen-address", f"127.0.0.1:{port}"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HCE_PURE_PYTHON")},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/static/uplot.iife.min.js", timeout=5) as resp:
+                    assert resp.read().startswith(b"/*! https://github.com/leeoniya/uPlot")
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(15)
