@@ -384,6 +384,9 @@ def test_daemonset_reads_the_kubelet_logs():
     assert any(host[n] == "/var/log/pods" and mounts[n] == ns.kubernetes_pods for n in host)
     assert ns.positions and any(ns.positions.startswith(p + "/") for p in mounts.values())
     assert ns.kubernetes_include and ns.kubernetes_max_sources >= 1
+    inc = re.compile(ns.kubernetes_include)
+    assert inc.search("infer/qwen3-next-0/sglang") and inc.search("infer/llm-0/vllm-server")
+    assert not inc.search("infer/qwen3-next-0/istio-proxy") and not inc.search("sglang/sglang-0/log-shipper")
     assert spec["automountServiceAccountToken"] is False
     pm = by_kind(list(docs), "PodMonitor")
     # the series' namespace/pod/container are the inference pod's, from the log path
