@@ -53,7 +53,7 @@ def version_range(src: SourceState, cfg: EngineVersionConfig | None = None) -> V
 
 
 # --------------------------------------------------------------------------------------------
-# SGLang slots-per-request table (sglang ref §7.2)
+# SGLang slots-per-request table (docs/formats/sglang.md#slots-per-running-request)
 
 
 def _truthy(v: object) -> bool:
@@ -208,7 +208,7 @@ def vllm_ssm_dtype(src: SourceState) -> str:
         return cap.normalize_dtype(str(v))
     arch = vllm_arch(src) or ""
     model = str(src.config.get("model") or src.config.get("model_path") or "")
-    # auto -> float32 for NemotronH (HF value), Qwen3.5/3.6 (HF mamba_ssm_dtype), KDA (ref §4.1)
+    # auto -> float32 for NemotronH (HF value), Qwen3.5/3.6 (HF mamba_ssm_dtype), KDA (docs/formats/vllm.md#flags-and-defaults)
     if re.search(r"NemotronH|Qwen3_5|KimiLinear", arch) or re.search(r"qwen3\.[5-9]|nemotron-h|kimi-linear", model, re.I):
         return "float32"
     mc = src.config.get("mamba_cache_dtype")

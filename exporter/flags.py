@@ -297,7 +297,7 @@ def c_mamba_ssm_cache_dtype(x: Context) -> Candidate | None:
     dt = vllm_ssm_dtype(x.src)
     if cap.dtype_bytes(dt) <= 2:
         return None
-    # choices of --mamba-ssm-cache-dtype by release (vLLM ref §4.1)
+    # choices of --mamba-ssm-cache-dtype by release (docs/formats/vllm.md#flags-and-defaults)
     value = "bfloat16" if f.version.at_least("0.22") else "float16" if f.version.at_least("0.15") else None
     if not value:
         return None

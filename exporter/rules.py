@@ -134,7 +134,7 @@ def load_config(path: str | None) -> RulesConfig:
 # versions: exporter/version.py
 
 
-# server_args keys that exist only from / until a release (sglang ref §2.1, §7.1)
+# server_args keys that exist only from / until a release (docs/formats/sglang.md#server_args, #flags)
 _SGL_KEY_FLOOR = (
     ("mamba_track_interval", "0.5.7"),
     ("mamba_backend", "0.5.9"),

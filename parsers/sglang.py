@@ -1,6 +1,6 @@
 """SGLang message parser: the text after the ``[ts tags] `` header -> one typed event.
 
-Every line family and release variant of ``/work/shared/reference/sglang-log-formats.md``
+Every line family and release variant of docs/formats/sglang.md
 (0.4.6 -> 0.5.23, plus the proposed #32360 cap wording and FreeToken's look-alike batch lines).
 
 Why it is shaped like this:

@@ -1,4 +1,4 @@
-"""Pins for exporter.capacity: numbers from /work/shared/seeds and the SGLang/vLLM references."""
+"""Pins for exporter.capacity: numbers from the seed incidents' logs and the engines' arithmetic (docs/formats/)."""
 
 from __future__ import annotations
 
@@ -205,7 +205,7 @@ def test_kimi_tp8_state(kimi):
 
 
 def test_kimi_seed_logs_consistent_with_per_slot_bytes(kimi):
-    """Seed §4.2 logs: the pool holds max_mamba_cache_size + 1 slots (padding)."""
+    """Seed incident logs: the pool holds max_mamba_cache_size + 1 slots (padding)."""
     fp32 = cap.linear_state(kimi, tp=8)
     bf16 = cap.linear_state(kimi, tp=8, ssm_dtype="bfloat16")
     assert f"{52 * fp32.ssm_bytes / GiB:.2f}" == "2.63" and f"{52 * fp32.conv_bytes / GiB:.2f}" == "0.09"
@@ -219,7 +219,7 @@ def test_kimi_80_slots_5_per_request():
     assert cap.sglang_slots_per_request("extra_buffer") == 5
 
 
-# ---------------------------------------------------------------- vLLM ref §4.5 worked checks
+# ---------------------------------------------------------------- vLLM worked checks (docs/formats/vllm.md#state-size-per-sequence)
 
 
 def test_qwen3_next_tp2_vllm(qnext):
@@ -276,7 +276,7 @@ def test_nemotron_mamba2(nemo):
     assert cap.kv_bytes_per_token(nemo) == 2 * 8 * 128 * 2 * 4
 
 
-# ---------------------------------------------------------------- SGLang slots table (§7.2) and pool sizing (§7.3)
+# ---------------------------------------------------------------- SGLang slots table and pool sizing (docs/formats/sglang.md#slots-per-running-request, #pool-size)
 
 
 @pytest.mark.parametrize(
@@ -390,7 +390,7 @@ def test_balanced_ratio_for_context():
 
 
 def seed_fp8_bf16() -> ObservedCapacity:
-    """Seed 000 §4.2/§4.3: kimi-k3 TP8, fp8 KV + bf16 SSM, extra_buffer, usage 0.80 vs 0.11."""
+    """Seed incident 000: kimi-k3 TP8, fp8 KV + bf16 SSM, extra_buffer, usage 0.80 vs 0.11."""
     return ObservedCapacity(
         mamba_slots=80,
         slots_per_request=5,

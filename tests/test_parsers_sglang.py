@@ -1,7 +1,7 @@
 """SGLang message parser: real-format lines through the full ``parsers.parse_line`` entry point.
 
-Lines are taken from /work/shared/reference/sglang-log-formats.md (real ones verbatim) or
-rendered from the format strings it quotes, so a failure here means format drift or a parser bug.
+Lines are real ones (verbatim from the SGLang log-format reference, see the last test) or rendered
+from the format strings of each release (docs/formats/sglang.md), so a failure here means format drift or a parser bug.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Everything here is arithmetic on a HuggingFace ``config.json`` dict or on number
 The only I/O is :func:`load_config`. Units: bytes unless a name says otherwise; ``GiB = 2**30`` (SGLang's "GB" is
 also ``2**30``).
 
-Formulas (sources: ``/work/shared/reference/sglang-log-formats.md`` §7, ``vllm-log-formats.md`` §4, the seeds):
+Formulas (sources: docs/formats/sglang.md#mamba-pool-sizing, docs/formats/vllm.md#mamba-state-sizing, the seed incidents' logs):
 
 * KV bytes per token per GPU
   * GQA/MHA: ``2 * kv_heads_per_rank * head_dim * kv_dtype_bytes * n_full_layers`` with
@@ -214,7 +214,7 @@ def sglang_slots_per_request(
     spec: bool = False,
     skip_decode_lock: bool = False,
 ) -> int:
-    """Mamba slots reserved per running request (sglang ref §7.2 table).
+    """Mamba slots reserved per running request (docs/formats/sglang.md#slots-per-running-request).
 
     ``strategy``: ``disable`` (``--disable-radix-cache``), ``no_buffer``, ``extra_buffer``, ``extra_buffer_lazy``,
     ``auto`` (extra_buffer when overlap is on, else no_buffer). ``skip_decode_lock`` is
