@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import subprocess
 
 import pytest
@@ -126,3 +127,30 @@ def test_random_sequences_exact(tmp_path, mode, restarts):
         d.mkdir()
         written, counted, ops = _run(d, seed, mode, restarts)
         assert counted == written, f"seed {seed}: ops {ops}: {written} lines written, {counted} counted"
+
+
+def test_copy_seen_before_a_stop_holds_the_rest(tmp_path):
+    """copytruncate interrupted by a stop: the copy was listed (remembered as looked at) while
+    lines in it were still unread, the truncation happened while the exporter was down. After the
+    restart the copy still gives the rest of the saved generation."""
+    log, pos = tmp_path / "server.log", tmp_path / "pos.json"
+    with open(log, "w") as f:
+        f.write("".join(rs.seq_line(i) + "\n" for i in range(30)))
+    ex = Exporter(str(log), str(pos), poll=True)
+    ex.look()
+    with open(log, "a") as f:
+        f.write("".join(rs.seq_line(i) + "\n" for i in range(30, 50)))  # not read before the stop
+    shutil.copyfile(log, str(log) + ".1")
+    t = ex.m.tailers[str(log)]
+    ex.m.dir_of(t).refresh()  # the copy is listed and looked at, the file is not read again
+    t.consider_pending()
+    ex.m.save()
+    for tt in ex.m.tailers.values():
+        tt.close()
+    first = ex._count()
+    assert first == 30
+    os.truncate(log, 0)  # logrotate finishes while the exporter is down
+    with open(log, "a") as f:
+        f.write("".join(rs.seq_line(i) + "\n" for i in range(50, 55)))
+    ex2 = Exporter(str(log), str(pos), poll=True)
+    assert first + ex2.total() == 55

@@ -411,8 +411,9 @@ class Tailer:
         self.had_file = False
         self.first = True
         self.gens: list[Gen] = []  # finished generations, oldest first (bounded)
-        # inode -> (the generation it holds or None = not ours, its mtime when looked at)
-        self.accounted: dict[int, tuple[Gen | None, int]] = {}
+        # inode -> (the generation it holds, None = not ours, False = looked at before a restart;
+        # its mtime when looked at)
+        self.accounted: dict[int, tuple[Gen | None | bool, int]] = {}
         self.pending: dict[str, tuple[int, float]] = {}  # sibling name -> (inode, first seen): retry
         self._next_retry = 0.0
         self.dirty_pending = False
@@ -702,7 +703,8 @@ class Tailer:
                 return True  # not the file the listing showed (renamed again): a later listing shows it
             known = self.accounted.get(ino)
             seen = known is not None and known[1] == st.st_mtime_ns  # looked at before (renamed since)
-            if seen and (known[0] is None or known[0].reader is not None or known[0].consumed >= st.st_size):
+            # (False: looked at before the restart; it may still hold the rest of a saved generation)
+            if seen and (known[0] is None or known[0] is not False and (known[0].reader is not None or known[0].consumed >= st.st_size)):
                 return True
             if opener is None:
                 head = os.pread(fd, FP_LEN, 0)
@@ -893,11 +895,11 @@ class Tailer:
             # every other sibling: a copy of a saved generation, one looked at before the stop, or
             # one written since (read from its start)
             for ino, mtime in self.saved_seen or []:
-                self.accounted.setdefault(ino, (None, mtime))
+                self.accounted.setdefault(ino, (False, mtime))
             since = (self.saved_at_ns or 0) if self.saved_seen is None else None
             for name in sorted(sibs, key=self._mtime):
                 a = self.accounted.get(sibs[name])
-                if a is not None and a[0] is not None:
+                if a is not None and isinstance(a[0], Gen):
                     continue  # opened above
                 if not self._consider(name, sibs[name], resume_since=since):
                     self.pending[name] = (sibs[name], time.monotonic())
@@ -1158,7 +1160,8 @@ class Manager:
         self._next_save = 0.0
         self._next_sweep = 0.0
         self._glob_dirs: set[str] = set()
-        self._created: list[str] = []  # paths created in a glob's directory (inotify), matched next cycle
+        # paths created in a glob's directory (inotify thread appends, this thread pops)
+        self._created: collections.deque[str] = collections.deque()
         # more discovery (exporter/kubernetes.py), called with ``startup`` after the specs, in this
         # thread; it may call add() and remove()
         self.discoverers: list = []
@@ -1426,7 +1429,9 @@ class Manager:
             if t.retired or len(t.accounted) > 4 * GEN_HISTORY + 64:
                 self._guard(t, "closing rotated files", t.housekeeping, now)
         if self._created:
-            created, self._created = self._created, []
+            created = []
+            while self._created:
+                created.append(self._created.popleft())
             self._match_created(created)
         if now >= self._next_glob:
             self._next_glob = now + (self.poll_interval if self.mode == "poll" else self.glob_interval)
