@@ -333,9 +333,10 @@ def server_section(key: str, title: str, engine: str | None, top: str, bottom: s
     )
 
 
-def document(title: str, body: str, data: dict, inline: bool, header_links: str = "", updated: str = "") -> str:
+def document(title: str, body: str, data: dict, inline: bool, header_links: str = "", updated: str = "", refresh: int = 0) -> str:
     """The page around ``body``: CSS, the JSON the charts read, and the scripts (inlined for a
-    file that must open offline, else loaded from the exporter's ``static/``)."""
+    file that must open offline, else loaded from the exporter's ``static/``). ``refresh``: a
+    live page; without JavaScript it reloads itself every few refresh periods instead."""
     blob = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
     if inline:
         css = static("uplot.min.css").decode()
@@ -347,7 +348,8 @@ def document(title: str, body: str, data: dict, inline: bool, header_links: str 
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{escape(title)}</title>'
-        f"{head_css}<style>{CSS}</style></head><body>"
+        + (f'<noscript><meta http-equiv="refresh" content="{refresh * 6}"></noscript>' if refresh else "")
+        + f"{head_css}<style>{CSS}</style></head><body>"
         f'<header class="top"><h1>{escape(title)}</h1>{header_links}<span class="upd" id="hce-updated">{escape(updated)}</span></header>'
         f'<main>{body}</main><script type="application/json" id="hce-data">{blob}</script>{scripts}</body></html>\n'
     )

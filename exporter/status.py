@@ -131,7 +131,15 @@ class StatusPages:
         links = f'<a href="{metrics}">{escape(self.telemetry_path)}</a><a href="healthz">/healthz</a><a href="readyz">/readyz</a>'
         if self.version:
             links += f'<span class="ver">{escape(self.version)}</span>'
-        return drawing.document("hybrid-cache-exporter", "".join(body), data, inline=False, header_links=links, updated=_updated()).encode()
+        return drawing.document(
+            "hybrid-cache-exporter",
+            "".join(body),
+            data,
+            inline=False,
+            header_links=links,
+            updated=_updated("loaded"),
+            refresh=REFRESH_SECONDS,
+        ).encode()
 
     def json(self, since: float | None = None) -> bytes:
         """The refresh: fragments of every panel and the chart rows from ``since`` on (the
@@ -142,12 +150,13 @@ class StatusPages:
             panels.append({"id": "p-" + s["key"], "html": s["top"]})
             panels.append({"id": "q-" + s["key"], "html": s["bottom"]})
         panels.append({"id": "hce-sources", "html": self._sources_html()})
-        doc = {"updated": _updated(), "panels": panels, "charts": {s["key"]: s["chart"] for s in servers}}
+        doc = {"updated": _updated("updated"), "panels": panels, "charts": {s["key"]: s["chart"] for s in servers}}
         return json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
 
 
-def _updated() -> str:
-    return "updated " + time.strftime("%H:%M:%S") + f", refreshes every {REFRESH_SECONDS} s"
+def _updated(how: str) -> str:
+    """The header's note: ``loaded`` by the page, ``updated`` by each refresh (wall clock)."""
+    return f"{how} {time.strftime('%H:%M:%S')}, refreshes every {REFRESH_SECONDS} s"
 
 
 __all__ = ["REFRESH_SECONDS", "StatusPages"]

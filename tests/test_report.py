@@ -145,7 +145,7 @@ def test_html_report_is_one_self_contained_file():
     out = report("--html", *files)
     assert out.startswith("<!DOCTYPE html>") and out.rstrip().endswith("</html>")
     assert not EXTERNAL.search(out) and "<script src" not in out and "<link" not in out  # everything inline
-    assert "var uPlot=" in out and "data-chart=" in out
+    assert "var uPlot=" in out and "data-chart=" in out and "http-equiv" not in out  # a file: no reload
     data = json.loads(out.split('<script type="application/json" id="hce-data">', 1)[1].split("</script>", 1)[0])
     assert data["refresh"] == 0 and len(data["charts"]) == 4 and len(data["histograms"]) == 4
     assert out.count('data-kind="timeline"') == 4 and out.count('data-kind="histogram"') == 4

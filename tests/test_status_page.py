@@ -123,6 +123,8 @@ def test_status_page_mamba_bound_and_balanced():
     assert "/logs/a.log" in page  # the source table stays
     assert not EXTERNAL.search(page)
     assert 'src="static/uplot.iife.min.js"' in page and 'src="static/charts.js"' in page
+    assert '<noscript><meta http-equiv="refresh" content="30"></noscript>' in page  # refreshes without JavaScript too
+    assert 'id="hce-updated">loaded ' in page
     data = json.loads(page.split('<script type="application/json" id="hce-data">', 1)[1].split("</script>", 1)[0])
     assert data["refresh"] > 0 and data["endpoint"] == "status.json" and len(data["charts"]) == 2
     doc = json.loads(pages.get("/status.json")[2])
