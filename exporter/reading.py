@@ -14,9 +14,10 @@ API::
     r.fmt, r.overlong            # 'plain' / 'docker' / 'cri' (None until the first line); cut lines
     r.detect_from(head)          # a reader starting mid-file: the format from the file's first bytes
 
-    open_log(path)               # binary file object: '-' = stdin, gzip read transparently
+    open_log(path)               # binary file object: '-' = stdin; gzip, bzip2, xz read transparently
     read_blocks(path) / read_chunks(path) / read_lines(path)   # a whole file through a Reader
-    replay_files(pipe, paths, source)   # what replay and report do (rotated generations, errors)
+    order_generations(paths)     # [(source name, paths oldest first)]: a log and its rotated generations
+    replay_files(pipe, paths, source)   # what replay and report do (generations, errors, warnings)
 
 What a line is:
 
@@ -69,6 +70,11 @@ __all__ = [
     "read_blocks",
     "read_chunks",
     "read_lines",
+    "lines_of",
+    "generation_of",
+    "order_generations",
+    "replay_files",
+    "source_name",
 ]
 
 
