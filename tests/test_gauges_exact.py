@@ -114,7 +114,7 @@ def oracle(lines: list[str]) -> dict[str, dict[str, float]]:
             v = getattr(e, attr)
             if v is not None:
                 g[name] = float(v)
-    return want
+    return {dp: g for dp, g in want.items() if g}  # as gauges() reads the pipeline: ranks with a gauge
 
 
 def gauges(pipe) -> dict[str, dict[str, float]]:
