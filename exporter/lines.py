@@ -1,4 +1,5 @@
-"""Bytes -> lines, shared by ``replay`` and the tailers.
+"""Bytes -> lines of a plain file: the splitter inside :class:`exporter.reading.Reader`, the one
+reading layer of ``replay``, ``report``, the tailers and stdin (use the Reader, not this directly).
 
 Reads arrive in large chunks; a line is complete only at ``\\n`` (a partial last line is held
 until its newline arrives or the caller flushes at EOF). Lines are decoded as UTF-8 with
