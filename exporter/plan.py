@@ -13,8 +13,7 @@ Exit codes: 0 ok, 2 bad input (missing/invalid config, bad option combination).
 
 from __future__ import annotations
 
-import argparse
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from exporter import capacity as cap
@@ -25,7 +24,36 @@ class UsageError(Exception):
     """A bad option value or combination (exit code 2, one line on stderr)."""
 
 
-def _budget_bytes(args: argparse.Namespace, notes: list[str]) -> int:
+@dataclass
+class PlanRequest:
+    """What ``plan`` is asked, as plain values (the face fills it from its options; defaults as there)."""
+
+    config: str
+    engine: str = "sglang"
+    tp: int = 1
+    kv_budget: float | None = None  # GiB per GPU for KV + state
+    gpu_memory: float | None = None  # GiB per GPU; budget = this x mem_fraction - weights / tp
+    mem_fraction: float = 0.9
+    weights: float | None = None  # GiB over all GPUs
+    kv_cache_dtype: str | None = "auto"
+    mamba_ssm_dtype: str | None = None
+    mamba_full_memory_ratio: float = 0.9
+    max_mamba_cache_size: int | None = None
+    radix_strategy: str = "auto"
+    disable_overlap_schedule: bool = False
+    skip_decode_lock: bool = False
+    sglang_version: str | None = None
+    vllm_version: str | None = None
+    mamba_cache_mode: str = "auto"
+    prefix_caching: bool | None = None
+    platform: str = "hopper"
+    num_gpu_blocks_override: int | None = None
+    context_len: int | None = None
+    max_running_requests: int | None = None
+    spec_draft_tokens: int = 0
+
+
+def _budget_bytes(args: PlanRequest, notes: list[str]) -> int:
     if args.kv_budget is not None:
         if args.kv_budget <= 0:
             raise UsageError("--kv-budget must be > 0")
@@ -44,8 +72,8 @@ def _budget_bytes(args: argparse.Namespace, notes: list[str]) -> int:
     return 0
 
 
-def build(args: argparse.Namespace) -> tuple[cap.Plan | None, list[cap.Effect], list[str]]:
-    """Model + plan + effects from parsed args. Raises ``cap.ConfigError`` / ``UsageError``."""
+def build(args: PlanRequest) -> tuple[cap.Plan | None, list[cap.Effect], list[str]]:
+    """Model + plan + effects for a request. Raises ``cap.ConfigError`` / ``UsageError``."""
     model = cap.load_model(args.config)
     notes: list[str] = []
     if args.tp < 1:

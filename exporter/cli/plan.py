@@ -8,10 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import fields
 from typing import Any
 
 from .. import capacity as cap
-from ..plan import UsageError, build, render, to_dict
+from ..plan import PlanRequest, UsageError, build, render, to_dict
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -77,7 +78,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        plan, effects, notes = build(args)
+        plan, effects, notes = build(PlanRequest(**{f.name: getattr(args, f.name) for f in fields(PlanRequest)}))
     except (cap.ConfigError, UsageError) as e:
         print(f"plan: error: {e}", file=sys.stderr)
         return 2
