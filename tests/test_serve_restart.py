@@ -162,7 +162,7 @@ HOSTILE = {
 }
 
 
-@pytest.mark.parametrize("kind", [*HOSTILE, "nested", "huge-file", "bad-state"])
+@pytest.mark.parametrize("kind", [*HOSTILE, "nested", "huge-file", "bad-state", "bad-seen"])
 def test_hostile_positions_file(serve, tmp_path, kind):
     """A hostile or damaged positions file is reported, replaced, and never stops the process or
     its tailing thread: every line is read, /healthz stays 200, later lines are read too."""
@@ -174,6 +174,8 @@ def test_hostile_positions_file(serve, tmp_path, kind):
         pos.write_text('{"version": 1, "files": ' + "[" * 200_000 + "]" * 200_000 + "}")
     elif kind == "huge-file":
         pos.write_text('{"version": 1, "files": {}, "x": "' + "a" * (65 << 20) + '"}')
+    elif kind == "bad-seen":
+        pos.write_text(json.dumps({"version": 1, "files": {str(log): [good]}, "seen": {str(log): [[2**70, -1]]}}))
     elif kind == "bad-state":
         pos.write_text(
             json.dumps(

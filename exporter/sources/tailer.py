@@ -1312,7 +1312,10 @@ class Manager:
 
             class _H(FileSystemEventHandler):
                 def on_any_event(self, event):
-                    on_event(event)
+                    try:
+                        on_event(event)
+                    except Exception:  # the sweep catches up; the observer thread must live on
+                        log.debug("file event not handled", exc_info=True)
 
             self._handler = _H()
             self.observer = Observer()
