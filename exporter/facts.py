@@ -17,6 +17,7 @@ from typing import Protocol
 from parsers import events as ev
 
 from . import capacity as cap
+from .memory import SourceMemory
 from .state import ServerState, SourceState, effective_max_running
 from .version import VersionRange, parse_version
 
@@ -29,7 +30,7 @@ class EngineVersionConfig(Protocol):
     engine_version: str | None
 
 
-def _source_memory(src: SourceState) -> dict:
+def _source_memory(src: SourceState) -> SourceMemory:
     """Per-source rule memory (release range, architecture, generation); forgotten when the server restarts."""
     return src.rule_memory
 
@@ -48,7 +49,7 @@ def version_range(src: SourceState, cfg: EngineVersionConfig | None = None) -> V
         pv = parse_version(src.version)
         if pv is not None:
             return VersionRange(pv, pv, True, [f"version {src.version} in the log"])
-    vr = mem.get("version_range")
+    vr = mem.version_range
     return vr if isinstance(vr, VersionRange) else VersionRange()
 
 
@@ -187,7 +188,7 @@ def sglang_ssm_dtype(src: SourceState) -> tuple[str, str]:
 
 
 def vllm_arch(src: SourceState) -> str | None:
-    return _source_memory(src).get("arch")
+    return _source_memory(src).arch
 
 
 def vllm_is_hybrid(src: SourceState, srv: ServerState) -> bool:
@@ -275,7 +276,7 @@ class Demand:
 
 def demand_of(srv: ServerState) -> Demand:
     m = srv.rule_memory
-    usage, peaks = m.get("usage", {}), m.get("peaks", {})
+    usage, peaks = m.usage, m.peaks
 
     def q(pool: str, p: float) -> float | None:
         u = usage.get(pool)
@@ -294,7 +295,7 @@ def _generation(src: SourceState, cfg: EngineVersionConfig | None) -> tuple | No
     """What the facts depend on, as a stamp: the boot, the source's generation (bumped by the rules on every
     non-batch line, i.e. whenever config or capacity may change), the engine and the configured release.
     ``None`` when no rules run on the source (nothing bumps the generation): then nothing is cached."""
-    gen = src.rule_memory.get("gen")
+    gen = src.rule_memory.gen
     if gen is None:
         return None
     return (src.restarts, gen, src.engine, getattr(cfg, "engine_version", None))
@@ -378,9 +379,10 @@ def facts_of(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None
     gen = _generation(src, cfg)
     if gen is None:
         return derive(src, srv, cfg)
-    f = srv.rule_memory.get("facts")
+    m = srv.rule_memory
+    f = m.facts
     if f is None or f.generation != gen:
-        f = srv.rule_memory["facts"] = derive(src, srv, cfg, gen)
+        f = m.facts = derive(src, srv, cfg, gen)
     return f
 
 
@@ -388,7 +390,7 @@ def peek(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None = N
     """The facts for a reader that must not write (the collector at scrape time): the kept ones when current,
     else derived without keeping them."""
     gen = _generation(src, cfg)
-    f = srv.rule_memory.get("facts")
+    f = srv.rule_memory.facts
     if gen is not None and f is not None and f.generation == gen:
         return f
     return derive(src, srv, cfg)

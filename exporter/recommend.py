@@ -9,7 +9,7 @@ facts and demand. A flag's candidate is computed once per server, so one server 
 values. The result goes to
 
 * ``srv.recommendations``: ``[(rule, flag, value), ...]`` -> ``hybrid_cache_recommendation_info``
-* ``srv.rule_memory["recommendations"]``: :class:`Recommendation` objects with the expected effect
+* ``srv.rule_memory.recommendations``: :class:`Recommendation` objects with the expected effect
   (``flags.effect_from_log``) and the reason, for ``report``
 * ``srv.recommended_ratio``: the ``--mamba-full-memory-ratio`` that balances the observed usage of
   both pools (``capacity.balanced_mamba_full_memory_ratio`` at the p95 usages), SGLang only, while
@@ -98,7 +98,7 @@ def update(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -
     """Recompute recommendations for the live findings of ``srv``."""
     recs = for_rules(src, srv, [r for r, on in srv.findings.items() if on], cfg)
     srv.recommendations = [r.as_tuple() for r in recs]
-    srv.rule_memory["recommendations"] = recs
+    srv.rule_memory.recommendations = recs
     update_ratio(src, srv, cfg)
     return recs
 
@@ -113,7 +113,7 @@ def inputs(src: SourceState, srv: ServerState, cfg: RulesConfig) -> tuple:
     state is the same as with every refresh computed, sample by sample)."""
     return (
         src.restarts,
-        src.rule_memory.get("gen", 0),
+        src.rule_memory.gen,
         src.engine,
         tuple(vars(cfg).values()),
         tuple(srv.findings.items()),
@@ -122,7 +122,6 @@ def inputs(src: SourceState, srv: ServerState, cfg: RulesConfig) -> tuple:
 
 
 RECOMMEND_REFRESH_SECONDS = 30.0
-_NEVER = float("-inf")
 
 
 class Recommender:
@@ -132,17 +131,17 @@ class Recommender:
 
     def transition(self, src: SourceState, srv: ServerState, rule: str, on: bool, cfg: RulesConfig) -> None:
         update(src, srv, cfg)
-        srv.rule_memory["reco_inputs"] = None  # the next refresh recomputes
+        srv.rule_memory.reco_inputs = None  # the next refresh recomputes
 
     def sample(self, src: SourceState, srv: ServerState, ts: float, cfg: RulesConfig) -> None:
         m = srv.rule_memory
-        if ts - m.get("reco_ts", _NEVER) < RECOMMEND_REFRESH_SECONDS:
+        if ts - m.reco_ts < RECOMMEND_REFRESH_SECONDS:
             return
-        m["reco_ts"] = ts
+        m.reco_ts = ts
         now = inputs(src, srv, cfg)
-        if now != m.get("reco_inputs"):
+        if now != m.reco_inputs:
             update(src, srv, cfg)
-            m["reco_inputs"] = now
+            m.reco_inputs = now
 
 
 def observe(rules: Rules) -> Rules:

@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Protocol
 
 from parsers import events as ev
@@ -46,6 +44,7 @@ from .facts import (  # noqa: F401  (the derivations moved to facts.py; re-expor
     speculative_on,
     version_range,
 )
+from .memory import Evidence, Hysteresis, Recent, ServerMemory, UsageStats  # noqa: F401  (UsageStats re-exported)
 from .state import ServerState, SourceState
 from .version import VersionRange, fmt_version, parse_version  # noqa: F401  (re-exported for the report)
 
@@ -192,191 +191,12 @@ def _sglang_features(vr: VersionRange, e: object, raw: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# hysteresis
-
-
-class Hysteresis:
-    """Sustain window + hysteresis over samples (see module doc). Pure: no clock, no I/O."""
-
-    __slots__ = ("active", "pend_start", "pend_n", "opp", "last_ts", "fired_at", "cleared_at", "pend_first", "pend_recent")
-
-    def __init__(self) -> None:
-        self.active = False
-        self.pend_start: float | None = None  # log time the pending (fire or clear) window began
-        self.pend_n = 0
-        self.opp = 0  # consecutive samples against the pending direction
-        self.last_ts: float | None = None
-        self.fired_at: float | None = None
-        self.cleared_at: float | None = None
-        self.pend_first: tuple[float, str] | None = None
-        self.pend_recent: deque = deque(maxlen=3)
-
-    def update(self, cond: bool, ts: float, cfg: RulesConfig, line: str = "", fast: bool = False) -> str | None:
-        """Feed one sample; returns 'fire' / 'clear' on a transition, else None."""
-        last = self.last_ts
-        if last is not None and ts - last > cfg.max_gap_seconds:
-            self._reset()
-        self.last_ts = ts
-        want = not self.active  # the direction we are waiting for: True = condition to fire
-        if cond != want:
-            if self.pend_start is not None:
-                self.opp += 1
-                if self.opp > cfg.tolerate:
-                    self._reset()
-            return None
-        self.opp = 0
-        if self.pend_start is None:
-            self.pend_start, self.pend_n = ts, 0
-            self.pend_first = (ts, line)
-            self.pend_recent.clear()
-        self.pend_n += 1
-        self.pend_recent.append((ts, line))
-        if want:
-            need_s, need_n = (0.0, 1) if fast else (cfg.for_seconds, cfg.min_samples)
-        else:
-            need_s, need_n = cfg.clear_seconds, cfg.clear_min_samples
-        if ts - self.pend_start >= need_s and self.pend_n >= need_n:
-            self.active = want
-            if want:
-                self.fired_at = ts
-            else:
-                self.cleared_at = ts
-            self._reset()
-            return "fire" if want else "clear"
-        return None
-
-    def evidence(self) -> list[tuple[float, str]]:
-        out = [self.pend_first] if self.pend_first else []
-        out += [x for x in self.pend_recent if x is not self.pend_first and x != self.pend_first]
-        return out
-
-    def _reset(self) -> None:
-        self.pend_start = None
-        self.pend_n = 0
-        self.opp = 0
-
-
-# --------------------------------------------------------------------------------------------
-# usage statistics for the report (bounded: fixed bins)
-
-
-class UsageStats:
-    """Sample and log-time weighted histograms of a 0..1 usage, in 0.01 bins (SGLang prints two
-    decimals, so percentiles from the bins are exact for it)."""
-
-    __slots__ = ("counts", "seconds", "n", "min", "max", "last_ts", "last_bin", "_cum")
-
-    BINS = 101
-
-    def __init__(self) -> None:
-        self.counts = [0] * self.BINS
-        self.seconds = [0.0] * self.BINS
-        self.n = 0
-        self.min: float | None = None
-        self.max: float | None = None
-        self.last_ts: float | None = None
-        self.last_bin: int | None = None
-        self._cum: list[int] | None = None  # running sums of ``counts``, built by quantile()
-
-    def add(self, v: float, ts: float | None, max_gap: float) -> None:
-        b = int(v * 100 + 0.5)
-        if b > 100:
-            b = 100
-        elif b < 0:
-            b = 0
-        if ts is not None:
-            lt = self.last_ts
-            if lt is not None:
-                dt = ts - lt
-                if 0 < dt <= max_gap:
-                    self.seconds[self.last_bin] += dt
-            self.last_ts = ts
-        self.last_bin = b
-        self.counts[b] += 1
-        self.n += 1
-        self._cum = None
-        lo, hi = self.min, self.max
-        if lo is None or v < lo:
-            self.min = v
-        if hi is None or v > hi:
-            self.max = v
-
-    def quantile(self, q: float) -> float | None:
-        """The lowest non-empty bin whose running count reaches ``q * n`` (``max`` if none does).
-
-        Recommendations ask for several quantiles per refresh; the running sums are kept until the
-        next ``add``, so each one is a C-level ``bisect`` instead of a Python loop over 101 bins."""
-        if not self.n:
-            return None
-        cum = self._cum
-        if cum is None:
-            cum = self._cum = list(accumulate(self.counts))
-        target = q * self.n
-        if not target <= cum[-1]:  # also NaN
-            return self.max
-        i = bisect_left(cum, target)
-        counts = self.counts
-        while not counts[i]:  # only when target <= 0: the first non-empty bin
-            i += 1
-        return i / 100.0
-
-    def summary(self) -> dict:
-        return {
-            "samples": self.n,
-            "seconds": round(sum(self.seconds), 3),
-            "min": self.min,
-            "p50": self.quantile(0.5),
-            "p90": self.quantile(0.9),
-            "p95": self.quantile(0.95),
-            "max": self.max,
-        }
-
-    def histogram(self, width: float = 0.1) -> list[tuple[float, float, int, float]]:
-        """[(lo, hi, samples, seconds)] in ``width`` buckets (the last one includes 1.00)."""
-        step = int(round(width * 100))
-        out = []
-        for lo in range(0, 100, step):
-            hi = min(lo + step, 100)
-            idx = range(lo, hi + 1 if hi == 100 else hi)
-            out.append((lo / 100, hi / 100, sum(self.counts[i] for i in idx), sum(self.seconds[i] for i in idx)))
-        return out
-
-
-# --------------------------------------------------------------------------------------------
 # the rules
 
 
 def _clip(line: str) -> str:
     line = line.rstrip("\r\n")
     return line if len(line) <= EVIDENCE_LINE_MAX else line[: EVIDENCE_LINE_MAX - 1] + "…"
-
-
-class Recent(deque):
-    """The last ``maxlen`` ``(ts, n)`` events in arrival order. ``count_within`` walks back from
-    the newest and stops at the first one older than the window while they arrived in time order
-    (the usual case: one server's log), and counts them all once one arrived out of order."""
-
-    def __init__(self, maxlen: int) -> None:
-        super().__init__(maxlen=maxlen)
-        self.ordered = True
-
-    def append(self, item: tuple[float, int]) -> None:
-        if self and item[0] < self[-1][0]:
-            self.ordered = False
-        super().append(item)
-
-    def count_within(self, ts: float, window: float) -> int:
-        """How many events lie in ``[ts - window, ts]``."""
-        if not self.ordered:
-            return sum(1 for t, _ in self if 0 <= ts - t <= window)
-        n = 0
-        for t, _ in reversed(self):
-            d = ts - t
-            if d > window:
-                break
-            if d >= 0:
-                n += 1
-        return n
 
 
 class FindingObserver(Protocol):
@@ -397,22 +217,16 @@ class Rules:
         self.observers: list[FindingObserver] = []
 
     # ---- memory helpers
-    def memory(self, srv: ServerState) -> dict:
+    def memory(self, srv: ServerState) -> ServerMemory:
+        """``srv``'s diagnosis memory, its per-rule tables filled on first use."""
         m = srv.rule_memory
-        if "hyst" not in m:
-            m["hyst"] = {r: Hysteresis() for r in (*SUSTAINED_RULES, RETRACTION_STORM)}
-            m["evidence"] = {r: {"fire": [], "recent": deque(maxlen=3), "clear": []} for r in RULE_IDS}
-            m["episodes"] = {r: deque(maxlen=EPISODES_MAX) for r in RULE_IDS}
-            m["usage"] = {"kv": UsageStats(), "mamba": UsageStats(), "swa": UsageStats()}
-            m["binding_seconds"] = {"mamba": 0.0, "kv": 0.0, "requests": 0.0, "none": 0.0}
-            m["binding_last"] = None  # (ts, category)
-            m["retractions"] = Recent(256)  # (ts, n) retraction lines / vLLM preemption intervals
-            m["peaks"] = {}
-            m["exhausted_at"] = None
-            m["restarts_seen"] = 0
-            m["first_ts"] = None
-            m["last_ts"] = None
-            m["conditions"] = {}
+        if not m.hyst:
+            m.hyst = {r: Hysteresis() for r in (*SUSTAINED_RULES, RETRACTION_STORM)}
+            m.evidence = {r: Evidence() for r in RULE_IDS}
+            m.episodes = {r: deque(maxlen=EPISODES_MAX) for r in RULE_IDS}
+            m.usage = {"kv": UsageStats(), "mamba": UsageStats(), "swa": UsageStats()}
+            m.binding_seconds = {"mamba": 0.0, "kv": 0.0, "requests": 0.0, "none": 0.0}
+            m.retractions = Recent(256)
         return m
 
     def _set(self, src: SourceState, srv: ServerState, rule: str, on: bool, ts: float | None, evidence: list[tuple[float, str]]) -> None:
@@ -421,17 +235,17 @@ class Rules:
         srv.findings[rule] = 1 if on else 0
         if bool(was) == on:
             return
-        eps = m["episodes"][rule]
-        evd = m["evidence"][rule]
+        eps = m.episodes[rule]
+        evd = m.evidence[rule]
         if on:
             eps.append([ts, None])
-            evd["fire"] = [(t, _clip(x)) for t, x in evidence if x][:4]
-            evd["recent"].clear()
-            evd["clear"] = []
+            evd.fire = [(t, _clip(x)) for t, x in evidence if x][:4]
+            evd.recent.clear()
+            evd.clear = []
         else:
             if eps and eps[-1][1] is None:
                 eps[-1][1] = ts
-            evd["clear"] = [(t, _clip(x)) for t, x in evidence if x][:2]
+            evd.clear = [(t, _clip(x)) for t, x in evidence if x][:2]
         for o in self.observers:
             o.transition(src, srv, rule, on, self.config)
 
@@ -443,79 +257,78 @@ class Rules:
         smem = _source_memory(src)
         e = line.event
         # pre-populate every rule for every server of this source
-        if smem.get("known_servers") != len(src.servers):
+        if smem.known_servers != len(src.servers):
             for s in src.servers.values():
                 for r in RULE_IDS:
                     s.findings.setdefault(r, 0)
                 self.memory(s)
-            smem["known_servers"] = len(src.servers)
+            smem.known_servers = len(src.servers)
         m = srv.rule_memory
-        if "hyst" not in m:
+        if not m.hyst:
             m = self.memory(srv)
         ts = line.ts
         if ts is None:
             ts = src.last_ts
 
         # restart: startup facts of the old boot are gone
-        if m["restarts_seen"] != src.restarts:
-            m["restarts_seen"] = src.restarts
-            smem["version_range"] = VersionRange()
-            for k in ("arch", "f_pending", "f_mamba"):
-                smem.pop(k, None)
+        if m.restarts_seen != src.restarts:
+            m.restarts_seen = src.restarts
+            smem.version_range = VersionRange()
+            smem.arch, smem.f_pending, smem.f_mamba = None, False, False
             for s in src.servers.values():
                 sm = self.memory(s)
-                sm["restarts_seen"] = src.restarts
+                sm.restarts_seen = src.restarts
                 if s.findings.get(MAMBA_CAPPED):
                     self._set(src, s, MAMBA_CAPPED, False, ts, [(ts or 0.0, raw)])
-                sm.pop("capped_detail", None)
+                sm.capped_detail = None
 
         is_batch = type(e) is ev.BatchStats
         if not is_batch:
             # capacity / config may have changed: derived caps are recomputed at the next batch line
-            smem["gen"] = smem.get("gen", 0) + 1
+            smem.gen = (smem.gen or 0) + 1
         if src.engine == ev.SGLANG:
-            vr = smem.get("version_range")
+            vr = smem.version_range
             if not isinstance(vr, VersionRange):
-                vr = smem["version_range"] = VersionRange()
+                vr = smem.version_range = VersionRange()
             if not is_batch:
                 _sglang_features(vr, e, raw)
-            elif (e.pending_tokens is not None and not smem.get("f_pending")) or (e.mamba_usage is not None and not smem.get("f_mamba")):
-                smem["f_pending"] = smem.get("f_pending") or e.pending_tokens is not None
-                smem["f_mamba"] = True
+            elif (e.pending_tokens is not None and not smem.f_pending) or (e.mamba_usage is not None and not smem.f_mamba):
+                smem.f_pending = smem.f_pending or e.pending_tokens is not None
+                smem.f_mamba = True
                 _sglang_features(vr, e, raw)
-                smem["gen"] = smem.get("gen", 0) + 1
+                smem.gen = (smem.gen or 0) + 1
         elif isinstance(e, (ev.HybridLayout, ev.ServerConfig, ev.ServerStarting)):
             am = _VLLM_ARCH_RE.search(raw)
             if am:
-                smem["arch"] = am.group(1)
+                smem.arch = am.group(1)
 
         if ts is not None:
-            if m["first_ts"] is None:
-                m["first_ts"] = ts
-            m["last_ts"] = ts
+            if m.first_ts is None:
+                m.first_ts = ts
+            m.last_ts = ts
 
         if is_batch:
             self._batch(src, srv, m, e, ts, raw)
         elif isinstance(e, ev.Retraction):
             if not e.test and ts is not None:
-                m["retractions"].append((ts, e.retracted))
+                m.retractions.append((ts, e.retracted))
                 self._storm(src, srv, m, ts, raw)
         elif isinstance(e, ev.Preemption):
             if ts is not None:
-                m["retractions"].append((ts, 1))
+                m.retractions.append((ts, 1))
                 self._storm(src, srv, m, ts, raw)
         elif isinstance(e, ev.PoolExhausted):
             if e.pool == "mamba" and ts is not None:
-                m["exhausted_at"] = ts
+                m.exhausted_at = ts
                 if not srv.findings.get(MAMBA_EXHAUSTED):
                     self._set(src, srv, MAMBA_EXHAUSTED, True, ts, [(ts, raw)])
                 else:
-                    m["evidence"][MAMBA_EXHAUSTED]["recent"].append((ts, _clip(raw)))
+                    m.evidence[MAMBA_EXHAUSTED].recent.append((ts, _clip(raw)))
         elif isinstance(e, (ev.MambaCap, ev.SchedulerSummary, ev.MambaCacheAllocated, ev.MambaBlocksExceeded, ev.ServerConfig)):
             self._capped(src, srv, m, e, ts, raw)
 
         # event hold for mamba_exhausted
-        ex_at = m["exhausted_at"]
+        ex_at = m.exhausted_at
         if ex_at is not None and ts is not None and ts - ex_at >= cfg.event_hold_seconds and srv.findings.get(MAMBA_EXHAUSTED):
             self._set(src, srv, MAMBA_EXHAUSTED, False, ts, [(ts, raw)])
 
@@ -548,7 +361,7 @@ class Rules:
         if e.preemptions:
             recent_retraction = True
         else:
-            retr = m.get("retractions")
+            retr = m.retractions
             recent_retraction = bool(retr) and ts is not None and 0 <= ts - retr[-1][0] <= cfg.retraction_window_seconds
         if kv is None:
             kv_bound = None
@@ -569,7 +382,7 @@ class Rules:
     def _batch(self, src: SourceState, srv: ServerState, m: dict, e: ev.BatchStats, ts: float | None, raw: str) -> None:
         cfg = self.config
         gap = cfg.max_gap_seconds
-        usage = m["usage"]
+        usage = m.usage
         v = e.kv_usage
         if v is not None:
             usage["kv"].add(v, ts, gap)
@@ -579,7 +392,7 @@ class Rules:
         v = e.swa_usage
         if v is not None:
             usage["swa"].add(v, ts, gap)
-        pk = m["peaks"]
+        pk = m.peaks
         v = e.running
         if v is not None and v > pk.get("running", -1):
             pk["running"] = v
@@ -587,17 +400,17 @@ class Rules:
         if v is not None and v > pk.get("queued", -1):
             pk["queued"] = v
         if e.preemptions and ts is not None:
-            m["retractions"].append((ts, e.preemptions))
-        conds = m["conditions"] = self.conditions(src, srv, e, ts)
+            m.retractions.append((ts, e.preemptions))
+        conds = m.conditions = self.conditions(src, srv, e, ts)
         if ts is None:
             return
         # binding-time share (log time until the next sample, capped at max_gap)
         c_mamba, c_kv, c_req = conds[MAMBA_BOUND], conds[KV_BOUND], conds[REQUEST_CAP_BOUND]
-        last = m["binding_last"]
+        last = m.binding_last
         if last is not None and 0 < ts - last[0] <= gap:
-            m["binding_seconds"][last[1]] += ts - last[0]
-        m["binding_last"] = (ts, "mamba" if c_mamba else "kv" if c_kv else "requests" if c_req else "none")
-        hyst = m["hyst"]
+            m.binding_seconds[last[1]] += ts - last[0]
+        m.binding_last = (ts, "mamba" if c_mamba else "kv" if c_kv else "requests" if c_req else "none")
+        hyst = m.hyst
         findings = srv.findings
         for rule, c in ((MAMBA_BOUND, c_mamba), (KV_BOUND, c_kv), (REQUEST_CAP_BOUND, c_req)):  # SUSTAINED_RULES
             if c is None:
@@ -606,7 +419,7 @@ class Rules:
             tr = h.update(bool(c), ts, cfg, raw)
             if tr is None:
                 if c and findings.get(rule):
-                    m["evidence"][rule]["recent"].append((ts, raw if len(raw) <= EVIDENCE_LINE_MAX else _clip(raw)))
+                    m.evidence[rule].recent.append((ts, raw if len(raw) <= EVIDENCE_LINE_MAX else _clip(raw)))
             else:
                 self._set(src, srv, rule, tr == "fire", ts, h_evidence(h, ts, raw))
         if e.preemptions or findings.get(RETRACTION_STORM):
@@ -617,8 +430,8 @@ class Rules:
 
     def _storm(self, src: SourceState, srv: ServerState, m: dict, ts: float, raw: str) -> None:
         cfg = self.config
-        n = m["retractions"].count_within(ts, cfg.storm_window_seconds)
-        h = m["hyst"][RETRACTION_STORM]
+        n = m.retractions.count_within(ts, cfg.storm_window_seconds)
+        h = m.hyst[RETRACTION_STORM]
         tr = h.update(n >= cfg.storm_min_events, ts, cfg, raw, fast=True)
         if tr == "fire":
             ev_lines = [(t, x) for t, x in h_evidence(h, ts, raw)]
@@ -626,28 +439,28 @@ class Rules:
         elif tr == "clear":
             self._set(src, srv, RETRACTION_STORM, False, ts, h_evidence(h, ts, raw))
         elif n >= cfg.storm_min_events and srv.findings.get(RETRACTION_STORM) and ("etract" in raw or "Preempt" in raw):
-            m["evidence"][RETRACTION_STORM]["recent"].append((ts, _clip(raw)))
+            m.evidence[RETRACTION_STORM].recent.append((ts, _clip(raw)))
 
     # ---- startup: mamba_capped
     def _capped(self, src: SourceState, srv: ServerState, m: dict, e: object, ts: float | None, raw: str) -> None:
-        boot = m.setdefault("boot_lines", {})
+        boot = m.boot_lines
         if isinstance(e, ev.MambaCacheAllocated):
             boot["mamba"] = (ts, _clip(raw))
         elif isinstance(e, ev.SchedulerSummary):
             boot["summary"] = (ts, _clip(raw))
         elif isinstance(e, ev.ServerConfig) and e.kind in ("server_args", "non_default_args"):
             for s in src.servers.values():
-                self.memory(s).setdefault("boot_lines", {})["config"] = (ts, _clip(raw))
+                self.memory(s).boot_lines["config"] = (ts, _clip(raw))
         t = ts or 0.0
         if isinstance(e, ev.MambaCap):
             detail = f"max_running_requests capped to {e.cap} by the mamba state cache"
             if e.slots and e.slots_per_request:
                 detail += f" ({e.slots} slots // {e.slots_per_request} per request)"
-            m["capped_detail"] = detail + " (logged)"
+            m.capped_detail = detail + " (logged)"
             self._set(src, srv, MAMBA_CAPPED, True, ts, [(t, raw)])
             return
         if isinstance(e, ev.MambaBlocksExceeded):
-            m["capped_detail"] = f"max_num_seqs ({e.max_num_seqs}) exceeds available Mamba cache blocks ({e.blocks})"
+            m.capped_detail = f"max_num_seqs ({e.max_num_seqs}) exceeds available Mamba cache blocks ({e.blocks})"
             self._set(src, srv, MAMBA_CAPPED, True, ts, [(t, raw)])
             return
         if srv.findings.get(MAMBA_CAPPED) or src.engine != ev.SGLANG:
@@ -670,11 +483,11 @@ class Rules:
             cap = int(slots) // spr
             if cap == int(eff) and eff < req:
                 sm = self.memory(s)
-                sm["capped_detail"] = (
+                sm.capped_detail = (
                     f"max_running_requests={int(eff)} = max_mamba_cache_size {int(slots)} // {spr} slots per request "
                     f"[{how}] < requested {int(req)} [{req_how}] (derived)"
                 )
-                bl = sm.get("boot_lines", {})
+                bl = sm.boot_lines
                 lines = [bl[k] for k in ("config", "mamba", "summary") if k in bl]
                 self._set(src, s, MAMBA_CAPPED, True, ts, lines or [(t, raw)])
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from parsers import events as ev
 
 from . import contract
+from .memory import ServerMemory, SourceMemory
 
 # runtime gauges: BatchStats field -> state key (the metric of that key: exporter/contract.py)
 BATCH_GAUGES: tuple[tuple[str, str], ...] = tuple((m.event_field, m.key) for m in contract.RUNTIME)
@@ -118,7 +119,7 @@ class ServerState:
     findings: dict[str, int] = field(default_factory=dict)  # rule id -> 0/1
     recommendations: list[tuple[str, str, str]] = field(default_factory=list)  # (rule, flag, value)
     recommended_ratio: float | None = None
-    rule_memory: dict[str, object] = field(default_factory=dict)
+    rule_memory: ServerMemory = field(default_factory=ServerMemory)  # the diagnosis' memory (exporter/memory.py)
     pending: dict[str, object] = field(default_factory=dict)  # kind 'D'/'P' -> pipeline.Pending
     bucket: str | None = None  # the 10-s log-clock bucket of the pending lines (pipeline)
     kv_lines: int = 0  # unlabelled KV pool lines this boot (a second one is the SWA pool)
@@ -182,7 +183,7 @@ class SourceState:
     last_ts: float | None = None
     year: int = field(default_factory=lambda: time.localtime().tm_year)
     unified_memory: dict[str, float] = field(default_factory=dict)
-    rule_memory: dict[str, object] = field(default_factory=dict)  # rules' per-boot memory
+    rule_memory: SourceMemory = field(default_factory=SourceMemory)  # the diagnosis' per-boot memory
     pending_count: int = 0  # nonzero while some server holds pending batch lines (pipeline)
     max_dp_ranks: int = 0  # distinct dp_rank values kept (0 = DEFAULT_MAX_DP_RANKS); see admits()
     dp_dropped: int = 0  # lines of dp ranks beyond the limit: counted here, not stored

@@ -1,0 +1,291 @@
+"""Typed memory of the diagnosis, kept on the state objects (``ServerState.rule_memory``,
+``SourceState.rule_memory``) and forgotten with a restart: what the rules remember between samples
+(hysteresis, evidence, episodes, usage distributions, binding time, peaks), what the facts and the
+recommendations keep (the facts of the current generation, the last recommendations and their refresh
+stamp), and per source what the log told about the release.
+
+Fields, not string keys: a reader sees what exists and its type. ``get``/``[]`` by name remain for
+readers written against the earlier dicts (they read the same fields).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import deque
+from dataclasses import dataclass, field, fields
+from itertools import accumulate
+from typing import Any, Protocol
+
+
+class SustainConfig(Protocol):
+    """The windows of :class:`Hysteresis` (``RulesConfig`` has them)."""
+
+    max_gap_seconds: float
+    tolerate: int
+    for_seconds: float
+    min_samples: int
+    clear_seconds: float
+    clear_min_samples: int
+
+
+# --------------------------------------------------------------------------------------------
+# hysteresis
+
+
+class Hysteresis:
+    """Sustain window + hysteresis over samples (see module doc). Pure: no clock, no I/O."""
+
+    __slots__ = ("active", "pend_start", "pend_n", "opp", "last_ts", "fired_at", "cleared_at", "pend_first", "pend_recent")
+
+    def __init__(self) -> None:
+        self.active = False
+        self.pend_start: float | None = None  # log time the pending (fire or clear) window began
+        self.pend_n = 0
+        self.opp = 0  # consecutive samples against the pending direction
+        self.last_ts: float | None = None
+        self.fired_at: float | None = None
+        self.cleared_at: float | None = None
+        self.pend_first: tuple[float, str] | None = None
+        self.pend_recent: deque = deque(maxlen=3)
+
+    def update(self, cond: bool, ts: float, cfg: SustainConfig, line: str = "", fast: bool = False) -> str | None:
+        """Feed one sample; returns 'fire' / 'clear' on a transition, else None."""
+        last = self.last_ts
+        if last is not None and ts - last > cfg.max_gap_seconds:
+            self._reset()
+        self.last_ts = ts
+        want = not self.active  # the direction we are waiting for: True = condition to fire
+        if cond != want:
+            if self.pend_start is not None:
+                self.opp += 1
+                if self.opp > cfg.tolerate:
+                    self._reset()
+            return None
+        self.opp = 0
+        if self.pend_start is None:
+            self.pend_start, self.pend_n = ts, 0
+            self.pend_first = (ts, line)
+            self.pend_recent.clear()
+        self.pend_n += 1
+        self.pend_recent.append((ts, line))
+        if want:
+            need_s, need_n = (0.0, 1) if fast else (cfg.for_seconds, cfg.min_samples)
+        else:
+            need_s, need_n = cfg.clear_seconds, cfg.clear_min_samples
+        if ts - self.pend_start >= need_s and self.pend_n >= need_n:
+            self.active = want
+            if want:
+                self.fired_at = ts
+            else:
+                self.cleared_at = ts
+            self._reset()
+            return "fire" if want else "clear"
+        return None
+
+    def evidence(self) -> list[tuple[float, str]]:
+        out = [self.pend_first] if self.pend_first else []
+        out += [x for x in self.pend_recent if x is not self.pend_first and x != self.pend_first]
+        return out
+
+    def _reset(self) -> None:
+        self.pend_start = None
+        self.pend_n = 0
+        self.opp = 0
+
+
+# --------------------------------------------------------------------------------------------
+# usage statistics for the report (bounded: fixed bins)
+
+
+class UsageStats:
+    """Sample and log-time weighted histograms of a 0..1 usage, in 0.01 bins (SGLang prints two
+    decimals, so percentiles from the bins are exact for it)."""
+
+    __slots__ = ("counts", "seconds", "n", "min", "max", "last_ts", "last_bin", "_cum")
+
+    BINS = 101
+
+    def __init__(self) -> None:
+        self.counts = [0] * self.BINS
+        self.seconds = [0.0] * self.BINS
+        self.n = 0
+        self.min: float | None = None
+        self.max: float | None = None
+        self.last_ts: float | None = None
+        self.last_bin: int | None = None
+        self._cum: list[int] | None = None  # running sums of ``counts``, built by quantile()
+
+    def add(self, v: float, ts: float | None, max_gap: float) -> None:
+        b = int(v * 100 + 0.5)
+        if b > 100:
+            b = 100
+        elif b < 0:
+            b = 0
+        if ts is not None:
+            lt = self.last_ts
+            if lt is not None:
+                dt = ts - lt
+                if 0 < dt <= max_gap:
+                    self.seconds[self.last_bin] += dt
+            self.last_ts = ts
+        self.last_bin = b
+        self.counts[b] += 1
+        self.n += 1
+        self._cum = None
+        lo, hi = self.min, self.max
+        if lo is None or v < lo:
+            self.min = v
+        if hi is None or v > hi:
+            self.max = v
+
+    def quantile(self, q: float) -> float | None:
+        """The lowest non-empty bin whose running count reaches ``q * n`` (``max`` if none does).
+
+        Recommendations ask for several quantiles per refresh; the running sums are kept until the
+        next ``add``, so each one is a C-level ``bisect`` instead of a Python loop over 101 bins."""
+        if not self.n:
+            return None
+        cum = self._cum
+        if cum is None:
+            cum = self._cum = list(accumulate(self.counts))
+        target = q * self.n
+        if not target <= cum[-1]:  # also NaN
+            return self.max
+        i = bisect_left(cum, target)
+        counts = self.counts
+        while not counts[i]:  # only when target <= 0: the first non-empty bin
+            i += 1
+        return i / 100.0
+
+    def summary(self) -> dict:
+        return {
+            "samples": self.n,
+            "seconds": round(sum(self.seconds), 3),
+            "min": self.min,
+            "p50": self.quantile(0.5),
+            "p90": self.quantile(0.9),
+            "p95": self.quantile(0.95),
+            "max": self.max,
+        }
+
+    def histogram(self, width: float = 0.1) -> list[tuple[float, float, int, float]]:
+        """[(lo, hi, samples, seconds)] in ``width`` buckets (the last one includes 1.00)."""
+        step = int(round(width * 100))
+        out = []
+        for lo in range(0, 100, step):
+            hi = min(lo + step, 100)
+            idx = range(lo, hi + 1 if hi == 100 else hi)
+            out.append((lo / 100, hi / 100, sum(self.counts[i] for i in idx), sum(self.seconds[i] for i in idx)))
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# the rules
+
+
+class Recent(deque):
+    """The last ``maxlen`` ``(ts, n)`` events in arrival order. ``count_within`` walks back from
+    the newest and stops at the first one older than the window while they arrived in time order
+    (the usual case: one server's log), and counts them all once one arrived out of order."""
+
+    def __init__(self, maxlen: int) -> None:
+        super().__init__(maxlen=maxlen)
+        self.ordered = True
+
+    def append(self, item: tuple[float, int]) -> None:
+        if self and item[0] < self[-1][0]:
+            self.ordered = False
+        super().append(item)
+
+    def count_within(self, ts: float, window: float) -> int:
+        """How many events lie in ``[ts - window, ts]``."""
+        if not self.ordered:
+            return sum(1 for t, _ in self if 0 <= ts - t <= window)
+        n = 0
+        for t, _ in reversed(self):
+            d = ts - t
+            if d > window:
+                break
+            if d >= 0:
+                n += 1
+        return n
+
+
+class _ByName:
+    """Read access by field name, for readers written against the dicts this memory replaced."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key, default) if key in self._names() else default
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._names():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key in self._names()
+
+    @classmethod
+    def _names(cls) -> frozenset[str]:
+        n = cls.__dict__.get("_NAMES")
+        if n is None:
+            n = frozenset(f.name for f in fields(cls))  # type: ignore[arg-type]
+            cls._NAMES = n  # type: ignore[attr-defined]
+        return n
+
+
+@dataclass
+class Evidence(_ByName):
+    """Raw lines behind a finding: the ones that fired it, recent ones while it holds, the ones that cleared it."""
+
+    fire: list[tuple[float, str]] = field(default_factory=list)
+    recent: deque = field(default_factory=lambda: deque(maxlen=3))
+    clear: list[tuple[float, str]] = field(default_factory=list)
+
+
+@dataclass
+class ServerMemory(_ByName):
+    """One server's diagnosis memory (one boot). The rules fill the per-rule tables on first use."""
+
+    hyst: dict[str, Hysteresis] = field(default_factory=dict)
+    evidence: dict[str, Evidence] = field(default_factory=dict)
+    episodes: dict[str, deque] = field(default_factory=dict)  # rule -> [fired_at, cleared_at or None]
+    usage: dict[str, UsageStats] = field(default_factory=dict)  # kv / mamba / swa
+    binding_seconds: dict[str, float] = field(default_factory=dict)  # mamba / kv / requests / none
+    binding_last: tuple[float, str] | None = None  # (ts, category) of the last sample
+    retractions: Recent | None = None  # (ts, n): retraction lines / vLLM preemption intervals
+    peaks: dict[str, float] = field(default_factory=dict)  # running / queued
+    exhausted_at: float | None = None
+    restarts_seen: int = 0
+    first_ts: float | None = None
+    last_ts: float | None = None
+    conditions: dict[str, bool | None] = field(default_factory=dict)  # of the last sample
+    boot_lines: dict[str, tuple[float | None, str]] = field(default_factory=dict)  # config / mamba / summary
+    capped_detail: str | None = None
+    # kept by the layers above the rules
+    facts: Any = None  # facts.ServerFacts of the current generation
+    recommendations: list = field(default_factory=list)  # recommend.Recommendation
+    reco_ts: float = float("-inf")  # log time of the last refresh
+    reco_inputs: tuple | None = None  # what the last refresh read (recommend.inputs)
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.hyst)
+
+
+@dataclass
+class SourceMemory(_ByName):
+    """One source's memory of this boot: the release the log proves, the architecture, which batch-line
+    features were seen, and the generation of what the log said (bumped on every non-batch line)."""
+
+    version_range: Any = None  # version.VersionRange
+    arch: str | None = None
+    f_pending: bool = False
+    f_mamba: bool = False
+    gen: int | None = None  # None until the rules run on the source (then the facts are cached per generation)
+    known_servers: int = -1
+
+    def clear(self) -> None:
+        """A restart: forget everything (``SourceState.restart``)."""
+        for f in fields(self):
+            setattr(self, f.name, SourceMemory.__dataclass_fields__[f.name].default)
