@@ -4,6 +4,7 @@ log, a CRI log with P/F splits of a >16 KiB server_args line, and on stdin, give
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -68,3 +69,41 @@ def test_serve_metrics_equal_replay_for_every_format_and_stdin(tmp_path) -> None
             srv.stop()
     for source in (*files, "stdin"):
         assert log_samples(text, source) == want["plain"], source
+
+
+def test_a_restart_resumes_at_the_first_record_of_an_unfinished_message(tmp_path) -> None:
+    """Positions save the start of the unfinished message (the reader's pending bytes), not the end
+    of the P records read so far: after a restart the message is read once, whole."""
+    log = tmp_path / "cri.log"
+    pos = tmp_path / "pos.json"
+    t = "2026-08-14T08:17:30.123456789Z"
+    with open(log, "w") as f:
+        for i in range(20):
+            f.write(f"{t} stderr F {h.decode_line(i)}\n")
+    line = h.decode_line(20)
+    h.fsync_append(log, f"{t} stderr P {line[:50]}\n{t} stderr P {line[50:120]}\n".encode())
+    args = ("--log", str(log), "--from-beginning", "--positions", str(pos), "--positions-interval", "0.1")
+    srv = h.Serve(tmp_path, *args)
+    try:
+        srv.wait_up()
+        h.wait_for(lambda: h.value(srv.metrics(), h.DECODE) == 20, what="20 decode lines")
+        want_offset = sum(len(f"{t} stderr F {h.decode_line(i)}\n".encode()) for i in range(20))
+
+        def saved() -> int | None:
+            try:
+                return json.loads(pos.read_text())["files"][str(log)][-1]["offset"]
+            except (OSError, ValueError, KeyError, IndexError):
+                return None
+
+        h.wait_for(lambda: saved() == want_offset, what="positions at the start of the P records")
+    finally:
+        assert srv.stop() == 0
+    h.fsync_append(log, f"{t} stderr F {line[120:]}\n".encode())
+    again = h.Serve(tmp_path, *args)
+    try:
+        again.wait_up()
+        text = h.wait_count(again, 1)
+        assert h.value(text, h.LINES, source="cri") == 1  # the joined line, no fragment
+        assert h.value(text, h.LINES, source="cri", outcome="parsed") == 1
+    finally:
+        again.stop()
