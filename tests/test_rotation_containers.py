@@ -62,3 +62,20 @@ def test_container_rotation_exact(serve, tmp_path, style, compress, rotations, p
     assert written == (rotations + 1) * per
     text = h.wait_count(srv, written, timeout=30)
     assert h.value(text, h.LINES, source="c", outcome="parsed") == written
+
+
+def test_kubelet_symlink(serve, tmp_path):
+    """/var/log/containers/<pod>_<ns>_<c>-<id>.log is a symlink to /var/log/pods/.../0.log; the
+    kubelet rotates the real file in its own directory. Followed through the link, exactly."""
+    pods, containers = tmp_path / "pods" / "ns_pod_uid" / "sglang", tmp_path / "containers"
+    pods.mkdir(parents=True)
+    containers.mkdir()
+    real = pods / "0.log"
+    real.touch()
+    link = containers / "pod_ns_sglang-0123.log"
+    link.symlink_to(real)
+    srv = serve("--log", f"c={link}", "--from-beginning")
+    w = rs.run_container_writer(real, "cri", 20, 25, 8, True, 0.05)
+    out, _ = w.communicate(timeout=60)
+    text = h.wait_count(srv, int(out), timeout=30)
+    assert h.value(text, h.LINES, source="c", outcome="parsed") == int(out)
