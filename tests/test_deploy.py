@@ -250,9 +250,60 @@ def test_dockerfile_exposes_default_port():
 # --- Kustomize: rendered by the real kubectl, validated offline --------------------------------
 
 KINDS_WITH_SCHEMAS = {"Deployment", "DaemonSet", "Service", "ConfigMap"}
-# prometheus-operator CRDs: kubernetes-validate has no schema for them; checked by structure below
-# and their rule groups by promtool
+# prometheus-operator CRDs: kubernetes-validate has no schema for them; they are validated against
+# the operator's CRD schemas as generated models (cloudcoil-models-prometheus-operator: types), with
+# unknown fields refused here (the models accept extras), and their rule groups by promtool
 PODMONITOR_ENDPOINT_KEYS = {"port", "path", "interval", "scrapeTimeout", "honorLabels", "relabelings", "metricRelabelings", "scheme"}
+
+
+def crd_models():
+    try:
+        from cloudcoil.models.prometheus_operator import v1
+    except ImportError:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("cloudcoil-models-prometheus-operator (test extra) is required in CI")
+        pytest.skip("cloudcoil-models-prometheus-operator not installed")
+    return v1
+
+
+def _models_in(annotation) -> list:
+    """The pydantic model classes an annotation holds (Optional[X], List[X], Dict[str, X], ...)."""
+    import typing
+
+    from pydantic import BaseModel
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for a in typing.get_args(annotation) for m in _models_in(a)]
+
+
+def unknown_fields(model, data, path: str = "") -> list[str]:
+    """Keys of ``data`` that ``model`` (a CRD model) has no field for, recursively."""
+    if isinstance(data, list):
+        return [u for i, d in enumerate(data) for u in unknown_fields(model, d, f"{path}[{i}]")]
+    if not isinstance(data, dict):
+        return []
+    by_key = {}
+    for name, f in model.model_fields.items():
+        by_key[f.alias or name] = f
+        by_key[name] = f
+    out = []
+    for k, v in data.items():
+        f = by_key.get(k)
+        if f is None:
+            out.append(f"{path}.{k}")
+            continue
+        for sub in _models_in(f.annotation)[:1]:
+            out += unknown_fields(sub, v, f"{path}.{k}")
+    return out
+
+
+def validate_crd(doc: dict) -> None:
+    """Types by the operator's schema (pydantic raises), unknown fields by :func:`unknown_fields`."""
+    model = getattr(crd_models(), doc["kind"])
+    model.model_validate(doc)
+    bad = unknown_fields(model, doc)
+    assert not bad, f"{doc['kind']} {doc['metadata']['name']}: fields the CRD does not have: {bad}"
 
 
 def _need(tool: str) -> str:
@@ -276,7 +327,7 @@ def exporter_container(pod_spec: dict) -> dict:
     return c
 
 
-def test_kubernetes_validate_catches_a_bad_field():
+def test_offline_validation_catches_a_bad_field():
     """The offline validation is strict: an unknown or mistyped field fails (so the test below can)."""
     import kubernetes_validate as kv
 
@@ -284,6 +335,20 @@ def test_kubernetes_validate_catches_a_bad_field():
     dep["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = {}
     with pytest.raises(kv.ValidationError):
         kv.validate(dep, kv.latest_version(), strict=True)
+    # and so is the CRD check: a misspelt field, a wrong type
+    pm = copy.deepcopy(next(d for d in rendered("daemonset") if d["kind"] == "PodMonitor"))
+    validate_crd(pm)
+    pm["spec"]["podMetricsEndpoints"][0]["honourLabels"] = True
+    with pytest.raises(AssertionError, match="honourLabels"):
+        validate_crd(pm)
+    pm = copy.deepcopy(next(d for d in rendered("daemonset") if d["kind"] == "PodMonitor"))
+    pm["spec"]["podMetricsEndpoints"][0]["honorLabels"] = "yes please"
+    with pytest.raises(ValueError):  # pydantic.ValidationError
+        validate_crd(pm)
+    rule = copy.deepcopy(next(d for d in rendered("daemonset") if d["kind"] == "PrometheusRule"))
+    rule["spec"]["groups"][0]["rules"][0]["expression"] = "up"
+    with pytest.raises(AssertionError, match="expression"):
+        validate_crd(rule)
 
 
 @pytest.mark.parametrize("base", ["sidecar", "daemonset"])
@@ -301,6 +366,7 @@ def test_kustomize_renders_and_validates(base, tmp_path):
             assert d["kind"] in ("PodMonitor", "PrometheusRule"), d["kind"]
             assert d["apiVersion"] == "monitoring.coreos.com/v1"
             assert set(d) == {"apiVersion", "kind", "metadata", "spec"}
+            validate_crd(d)
 
     # PodMonitor: selects the exporter's pods and names its port
     pm = by_kind(list(docs), "PodMonitor")
