@@ -291,14 +291,12 @@ def demand_of(srv: ServerState) -> Demand:
     )
 
 
-def _generation(src: SourceState, cfg: EngineVersionConfig | None) -> tuple | None:
-    """What the facts depend on, as a stamp: the boot, the source's generation (bumped by the rules on every
-    non-batch line, i.e. whenever config or capacity may change), the engine and the configured release.
-    ``None`` when no rules run on the source (nothing bumps the generation): then nothing is cached."""
+def stamp(src: SourceState, cfg: EngineVersionConfig | None) -> tuple | None:
+    """What the facts depend on: the boot, the source's generation (bumped by the rules on every non-batch
+    line, i.e. whenever config or capacity may change), the engine and the configured release. ``None`` when
+    no rules run on the source (nothing bumps the generation): then nothing is cached."""
     gen = src.rule_memory.gen
-    if gen is None:
-        return None
-    return (src.restarts, gen, src.engine, getattr(cfg, "engine_version", None))
+    return None if gen is None else (src.restarts, gen, src.engine, getattr(cfg, "engine_version", None))
 
 
 def derive(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None = None, generation: tuple = ()) -> ServerFacts:
@@ -375,21 +373,23 @@ def derive(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None =
 
 
 def facts_of(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None = None) -> ServerFacts:
-    """The facts of ``srv``, derived once per generation of what the log said (kept on the server)."""
-    gen = _generation(src, cfg)
+    """The facts of ``srv``, derived once per generation of what the log said (kept on the server). Called on
+    every sample, so the stamp is built here rather than by :func:`stamp` (one call less per sample)."""
+    gen = src.rule_memory.gen
     if gen is None:
         return derive(src, srv, cfg)
+    now = (src.restarts, gen, src.engine, getattr(cfg, "engine_version", None))
     m = srv.rule_memory
     f = m.facts
-    if f is None or f.generation != gen:
-        f = m.facts = derive(src, srv, cfg, gen)
+    if f is None or f.generation != now:
+        f = m.facts = derive(src, srv, cfg, now)
     return f
 
 
 def peek(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None = None) -> ServerFacts:
     """The facts for a reader that must not write (the collector at scrape time): the kept ones when current,
     else derived without keeping them."""
-    gen = _generation(src, cfg)
+    gen = stamp(src, cfg)
     f = srv.rule_memory.facts
     if gen is not None and f is not None and f.generation == gen:
         return f
