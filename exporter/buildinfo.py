@@ -8,7 +8,6 @@ else is ``unknown`` (never a guess).
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 import platform
@@ -55,14 +54,3 @@ def version_text(prog: str = "hybrid-cache-exporter") -> str:
         f"  python version: {python_version()} ({platform.python_implementation()})\n"
         f"  platform: {platform.system().lower()}/{platform.machine()}"
     )
-
-
-class VersionAction(argparse.Action):
-    """``--version``: print :func:`version_text` as is (argparse's own action re-wraps the lines)."""
-
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):  # noqa: A002
-        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(version_text())
-        parser.exit()

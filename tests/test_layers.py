@@ -172,3 +172,17 @@ def test_the_contract_is_a_leaf():
     """exporter/contract.py imports nothing of the project: every layer may read it."""
     top, deferred = _graph()
     assert top["exporter.contract"] <= {"exporter"} and not [d for d in deferred if d[0] == "exporter.contract"]
+
+
+def test_only_the_face_parses_arguments():
+    """argparse is the face's: below it, functions take plain values (docs/architecture.md rule 2)."""
+    users = []
+    for mod, path in MODULES.items():
+        if mod.startswith(FACE) or mod.startswith("dashboards"):  # dashboards/build.py is a script of its own
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if "argparse" in names or (isinstance(node, ast.ImportFrom) and node.module == "argparse"):
+                users.append(mod)
+    assert not users, f"argparse below the face: {sorted(set(users))}"

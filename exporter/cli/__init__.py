@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..buildinfo import VersionAction
 from . import plan, replay, report, serve
+from .common import VersionAction
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,12 +15,11 @@ import sys
 import threading
 
 from .. import DEFAULT_PORT
-from ..buildinfo import VersionAction
 from ..lines import DEFAULT_MAX_LINE
 from ..logsetup import FORMATS, LEVELS
 from ..logsetup import configure as configure_logging
 from ..reading import source_name
-from .common import add_pipeline_args, engine_of, rules_config
+from .common import VersionAction, add_pipeline_args, engine_of, rules_config
 
 log = logging.getLogger("hybrid_cache_exporter")
 
