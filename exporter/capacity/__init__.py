@@ -1,7 +1,8 @@
 """The capacity model of hybrid linear-attention models: full-attention KV plus per-request conv/SSM state.
 
 * :mod:`.model`    — dtypes and what a ``config.json`` says (:class:`ModelSpec`);
-* :mod:`.sizing`   — bytes per token and per request, SGLang's and vLLM's pool sizing by release;
+* :mod:`.sizing`   — bytes per token and per request, SGLang's pool sizing and slots table by release;
+* :mod:`.vllm`     — vLLM's block pool by release;
 * :mod:`.planning` — a plan for one set of inputs (``hybrid-cache-exporter plan``);
 * :mod:`.effects`  — the expected effect of a flag, from a log (:class:`ObservedCapacity`) or from a plan.
 
@@ -17,3 +18,4 @@ from .planning import *  # noqa: F403
 from .sizing import *  # noqa: F403
 from .sizing import LATEST_SGLANG as LATEST_SGLANG
 from .sizing import _norm_strategy as _norm_strategy
+from .vllm import *  # noqa: F403

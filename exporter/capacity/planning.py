@@ -8,15 +8,13 @@ from .model import ModelSpec
 from .sizing import (
     LinearState,
     SGLangPool,
-    VLLMPool,
     _norm_strategy,
     kv_bytes_per_token,
     linear_state,
     sglang_pool,
     sglang_slots_per_request,
-    vllm_default_mode,
-    vllm_pool,
 )
+from .vllm import VLLMPool, vllm_default_mode, vllm_pool
 
 # --------------------------------------------------------------------------------------------------------------
 # config-driven plan and its flag effects
