@@ -103,8 +103,7 @@ def snapshot(pipeline: Pipeline) -> list[_Source]:
     families are built after the lock is released, so a scrape never holds up the tailers for
     longer than the copies take)."""
     out: list[_Source] = []
-    with pipeline.lock:
-        pipeline.sync()
+    with pipeline.lock:  # reads only: the newest lines come from the sampler's view, no rule runs
         for src in pipeline.sources.values():
             s = _Source(src.name, src.engine or "", dict(src.lines), src.dp_dropped)
             out.append(s)
@@ -115,7 +114,7 @@ def snapshot(pipeline: Pipeline) -> list[_Source]:
                 s.servers.append(
                     _Server(
                         dp,
-                        dict(srv.gauges),
+                        pipeline.gauges_of(src, srv),
                         dict(srv.capacity),
                         facts.peek(src, srv).max_running,  # the rules' and report's fact, read only
                         dict(srv.mamba_state_bytes),

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from itertools import islice
 
 from parsers.numbers import MAX_COUNT_DIGITS
-from parsers.sglang import LINE_HEADER, LINE_SHAPES
+from parsers.sglang import LINE_HEADER, LineShapes
 
 Template = tuple[str, tuple[str, ...], "int | None", "int | None"]  # (head, keys, i_new, i_cached)
 Spec = tuple[Template, Template]  # (decode, prefill)
@@ -48,10 +48,9 @@ except ImportError:
     native = None
 
 
-def spec() -> Spec | None:
-    """The learned decode and prefill shapes, or None until both kinds were seen by the line path."""
-    d, p = LINE_SHAPES.get("D"), LINE_SHAPES.get("P")
-    return None if d is None or p is None else (d, p)
+def spec(shapes: LineShapes) -> Spec | None:
+    """A source's current decode and prefill shapes, or None until its line path learned both."""
+    return shapes.scan_spec()
 
 
 _REGEXES: dict[Spec, re.Pattern[str]] = {}

@@ -125,6 +125,16 @@ class Service:
         )
         self.servers = make_servers(listens, self.app)  # ValueError / OSError: the face reports it
         self._http: list[threading.Thread] = []
+        self._stopping = threading.Event()
+
+    def _tick(self) -> None:
+        """The ingest tick: once a second the pipeline samples what quiet sources still hold (the
+        rules run here, on the ingest side, never in a scrape)."""
+        while not self._stopping.wait(1.0):
+            try:
+                self.pipe.tick()
+            except Exception:  # pragma: no cover - a bug; keep serving what we have
+                log.exception("ingest tick failed")
 
     @property
     def server(self):
@@ -135,6 +145,7 @@ class Service:
         """A DaemonSet source whose pod is gone: its state, series and timelines go."""
         with self.pipe.lock:
             self.pipe.sources.pop(source, None)
+            self.pipe.forget(source)
             for key in [k for k in self.history.timelines if k[0] == source]:
                 del self.history.timelines[key]
 
@@ -180,6 +191,7 @@ class Service:
         self.manager.start()
         if self.stdin_src is not None:
             self.stdin_src.start()
+        threading.Thread(target=self._tick, name="ingest-tick", daemon=True).start()
         for srv in self.servers:
             t = threading.Thread(target=srv.serve_forever, name="http", daemon=True)
             t.start()
@@ -197,6 +209,7 @@ class Service:
             )
 
     def stop(self) -> None:
+        self._stopping.set()
         self.manager.stop()  # stops reading and writes the positions file
         for srv in self.servers:
             srv.shutdown()

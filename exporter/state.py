@@ -120,8 +120,6 @@ class ServerState:
     recommendations: list[tuple[str, str, str]] = field(default_factory=list)  # (rule, flag, value)
     recommended_ratio: float | None = None
     rule_memory: ServerMemory = field(default_factory=ServerMemory)  # the diagnosis' memory (exporter/memory.py)
-    pending: dict[str, object] = field(default_factory=dict)  # kind 'D'/'P' -> pipeline.Pending
-    bucket: str | None = None  # the 10-s log-clock bucket of the pending lines (pipeline)
     kv_lines: int = 0  # unlabelled KV pool lines this boot (a second one is the SWA pool)
     kv_upper_bound: bool = False  # the last one was a 'VA upper bound' (post-capture sizing follows)
 
@@ -184,10 +182,8 @@ class SourceState:
     year: int = field(default_factory=lambda: time.localtime().tm_year)
     unified_memory: dict[str, float] = field(default_factory=dict)
     rule_memory: SourceMemory = field(default_factory=SourceMemory)  # the diagnosis' per-boot memory
-    pending_count: int = 0  # nonzero while some server holds pending batch lines (pipeline)
     max_dp_ranks: int = 0  # distinct dp_rank values kept (0 = DEFAULT_MAX_DP_RANKS); see admits()
     dp_dropped: int = 0  # lines of dp ranks beyond the limit: counted here, not stored
-    fed_at: float = 0.0  # time.monotonic() of the last line fed (pipeline)
 
     def admits(self, dp_rank: str) -> bool:
         """Whether lines of ``dp_rank`` are stored: the rank is known, or fewer than the limit are.

@@ -18,18 +18,20 @@ _MESSAGE_PARSERS = {SGLANG: sglang.parse_message, VLLM: vllm.parse_message}
 _NO_TAGS: tuple[str, int | None, int | None] = ("0", None, None)  # dp, tp, pp of an untagged header
 
 
-def parse_line(raw: str, engine: str | None = None, year: int = 2026) -> Line:
+def parse_line(raw: str, engine: str | None = None, year: int = 2026, shapes: sglang.LineShapes | None = None) -> Line:
     """Parse one line (without or with its trailing newline).
 
     ``engine`` is the source's engine when known (``None`` = auto-detect from the header, or
     from the message itself on a line without header).
     Lines without any engine header are still offered to the known engine's message parser,
     since vLLM tracebacks and unprefixed prints carry facts too (``max_num_seqs (N) exceeds``).
+    ``shapes``: the batch-line shapes the source's sampler learned; a line of one of them is
+    read by one ``fullmatch`` (the same Line as the generic path). Nothing here learns.
     """
-    if raw[:1] == "[" and engine != VLLM:
-        # most lines that get here are the pipeline's batch samples: one fullmatch when the line
+    if shapes is not None and raw[:1] == "[" and engine != VLLM:
+        # most lines that get here are the sampler's batch samples: one fullmatch when the line
         # has the learned shape of its kind, the same Line as the generic path below
-        hit = sglang.batch_line(raw)
+        hit = shapes.batch_line(raw)
         if hit is not None and bad_count(hit[4]) is None:
             ymdhm, sec, ms, tags, event = hit
             dp, tp, pp = sglang_tags(tags) if tags else _NO_TAGS

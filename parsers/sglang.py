@@ -95,80 +95,164 @@ def _lenient(attr: str, v: str) -> int | float | None:
     return int(x) if x.is_integer() else None
 
 
-# Learned templates: a server prints the same key sequence on every batch line of a kind, so the
+# Learned shapes: a server prints the same key sequence on every batch line of a kind, so the
 # first generic parse of a sequence compiles one anchored regex for it; later lines of that shape
 # are matched in one C call and converted by position. Any mismatch (new field, odd value) falls
-# back to the generic split, which also learns the new shape. Bounded: at most _MAX_TEMPLATES.
-_MAX_TEMPLATES = 64
-_TEMPLATES: dict[tuple[str, ...], tuple[tuple, tuple, tuple]] = {}  # shape -> (body, line, chunk) forms
-_LAST_TEMPLATE: dict[str, tuple] = {}
-# whole-line versions of the last template per kind ('D' / 'P'): header groups (ymdhm, sec, ms,
-# tags) then the values; with the group index of #new-token / #cached-token (or None) and the
-# BatchStats attributes a line of the shape carries (to know, without parsing, which fields a
-# line of another shape that replaces it leaves out)
-LINE_TEMPLATES: dict[str, tuple[re.Pattern, int | None, int | None, frozenset[str]]] = {}
-# the shape of each as (head, keys, index of #new-token, index of #cached-token): what the bulk
-# scanner (exporter/scan.py) accepts
-LINE_SHAPES: dict[str, tuple[str, tuple[str, ...], int | None, int | None]] = {}
+# back to the generic split, after which the new shape is learned. What was learned belongs to
+# one log source (a LineShapes object): two servers of different releases keep their own shapes.
+_MAX_TEMPLATES = 64  # per source
 LINE_HEADER = r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}):(\d{2})(?:\.(\d{3}))?([^\]\[\n]*)\] "
-
-
-def _learn(kind: str, head: str, items: list[str]) -> None:
-    """Make the shape of this line the current template of its kind (compiling it the first time)."""
-    keys = tuple(item.rpartition(": ")[0] for item in items)
-    if "" in keys:
-        return
-    entry = _TEMPLATES.get((head, *keys))
-    if entry is None:
-        if len(_TEMPLATES) >= _MAX_TEMPLATES:
-            return
-        plan = []
-        for k in keys:
-            spec = _BATCH_KEYS.get(k)
-            if spec is not None:
-                plan.append(spec)
-            elif k.endswith(" graph"):
-                plan.append(("cuda_graph", None))
-            elif k in _HISPARSE_KEYS:
-                return  # rare: keep these on the generic path
-            else:
-                plan.append(None)
-        attrs = [p[0] if p else None for p in plan]
-        i_new = attrs.index("new_tokens") if "new_tokens" in attrs else None
-        i_cached = attrs.index("cached_tokens") if "cached_tokens" in attrs else None
-        body = re.escape(head) + ", ".join(re.escape(k) + r": ([^,\n]*)" for k in keys) + r"(?:, )?"
-        entry = _TEMPLATES[(head, *keys)] = (
-            (re.compile(body), tuple(plan), i_new, i_cached),
-            (
-                re.compile(LINE_HEADER + body),
-                None if i_new is None else i_new + 4,
-                None if i_cached is None else i_cached + 4,
-                frozenset(a for a in attrs if a is not None),
-            ),
-            (head, keys, i_new, i_cached),
-        )
-    _LAST_TEMPLATE[kind], LINE_TEMPLATES[kind], LINE_SHAPES[kind] = entry
-
-
 Steps = tuple[tuple[int, str, Callable[[str], object]], ...]  # (group index, attribute, converter)
-# per learned template, keyed by its body pattern and built on first use: the whole-line regex
-# (split_header's header regex in front of the body) and the steps that fill the event from the
-# groups of the body alone and of the whole line
-_COMPILED: dict[str, tuple[re.Pattern, Steps, Steps]] = {}
+# what the bulk scanner (exporter/scan.py) accepts per kind: (head, keys, index of #new-token,
+# index of #cached-token)
+ScanShape = tuple[str, tuple[str, ...], "int | None", "int | None"]
 
 
-def _compiled(t: tuple) -> tuple[re.Pattern, Steps, Steps]:
-    """The compiled forms of learned template ``t`` (an entry of ``_LAST_TEMPLATE``)."""
-    body, plan = t[0], t[1]
-    c = _COMPILED.get(body.pattern)
-    if c is None:
-        if len(_COMPILED) >= 2 * _MAX_TEMPLATES:
-            _COMPILED.clear()
-        # unknown keys need no step; the graph flag is compared with 'True'
-        steps = [(i, spec[0], spec[1] or "True".__eq__) for i, spec in enumerate(plan) if spec is not None]
-        whole = re.compile(SGLANG_HEADER_RE.pattern + body.pattern)
-        c = _COMPILED[body.pattern] = (whole, tuple(steps), tuple((i + 4, a, f) for i, a, f in steps))
-    return c
+class Shape:
+    """One learned batch-line shape (head + key sequence) and its compiled forms.
+
+    ``body``: the message regex; ``line``: the whole-line regex (``LINE_HEADER`` groups ymdhm, sec,
+    ms, tags, then the values) with the group index of ``#new-token`` / ``#cached-token`` in it;
+    ``attrs``: the BatchStats attributes every line of the shape carries (so that which fields a
+    line of another shape leaves out is known without parsing); ``scan``: the scanner's form;
+    ``sample``: the whole-line regex with the parser's header pattern and the conversion steps
+    (built on first use, for the samples)."""
+
+    __slots__ = ("body", "plan", "i_new", "i_cached", "line", "line_new", "line_cached", "attrs", "scan", "_sample")
+
+    def __init__(self, head: str, keys: tuple[str, ...], plan: list) -> None:
+        attrs = [p[0] if p else None for p in plan]
+        self.plan = tuple(plan)
+        self.i_new = attrs.index("new_tokens") if "new_tokens" in attrs else None
+        self.i_cached = attrs.index("cached_tokens") if "cached_tokens" in attrs else None
+        body = re.escape(head) + ", ".join(re.escape(k) + r": ([^,\n]*)" for k in keys) + r"(?:, )?"
+        self.body = re.compile(body)
+        self.line = re.compile(LINE_HEADER + body)
+        self.line_new = None if self.i_new is None else self.i_new + 4
+        self.line_cached = None if self.i_cached is None else self.i_cached + 4
+        self.attrs = frozenset(a for a in attrs if a is not None)
+        self.scan: ScanShape = (head, keys, self.i_new, self.i_cached)
+        self._sample: tuple[re.Pattern, Steps, Steps] | None = None
+
+    def sample(self) -> tuple[re.Pattern, Steps, Steps]:
+        """The whole-line regex (split_header's header pattern in front of the body) and the steps
+        that fill the event from the groups of the body alone and of the whole line."""
+        c = self._sample
+        if c is None:
+            # unknown keys need no step; the graph flag is compared with 'True'
+            steps = [(i, spec[0], spec[1] or "True".__eq__) for i, spec in enumerate(self.plan) if spec is not None]
+            whole = re.compile(SGLANG_HEADER_RE.pattern + self.body.pattern)
+            c = self._sample = (whole, tuple(steps), tuple((i + 4, a, f) for i, a, f in steps))
+        return c
+
+
+def _shape_key(msg: str) -> tuple[str, tuple[str, ...], list] | None:
+    """(head, keys, conversion plan) of a batch message the template path may learn, or None
+    (forward-iteration headers, HiSparse fields and items without ``': '`` stay generic)."""
+    m = _BATCH_HEAD_RE.match(msg)
+    if m is None or m.group(2) is not None:
+        return None
+    keys = tuple(item.rpartition(": ")[0] for item in msg[m.end() :].rstrip(", \t").split(", "))
+    if "" in keys:
+        return None
+    plan = []
+    for k in keys:
+        spec = _BATCH_KEYS.get(k)
+        if spec is not None:
+            plan.append(spec)
+        elif k.endswith(" graph"):
+            plan.append(("cuda_graph", None))
+        elif k in _HISPARSE_KEYS:
+            return None  # rare: keep these on the generic path
+        else:
+            plan.append(None)
+    return msg[: m.end()], keys, plan
+
+
+class LineShapes:
+    """The batch-line shapes one log source prints: the current one per kind ('D' / 'P'), learned
+    from its lines, and the fast paths that use them. One object per source (the pipeline's
+    sampler keeps it), so sources of different releases never overwrite each other's shapes."""
+
+    __slots__ = ("current", "_known")
+
+    def __init__(self) -> None:
+        self.current: dict[str, Shape] = {}  # kind -> the shape of the last learned line of that kind
+        self._known: dict[tuple, Shape] = {}  # every shape learned so far (at most _MAX_TEMPLATES)
+
+    def learn(self, msg: str) -> None:
+        """Make the shape of this well-formed batch message the current one of its kind."""
+        k = _shape_key(msg)
+        if k is None:
+            return
+        head, keys, plan = k
+        shape = self._known.get((head, *keys))
+        if shape is None:
+            if len(self._known) >= _MAX_TEMPLATES:
+                return
+            shape = self._known[(head, *keys)] = Shape(head, keys, plan)
+        self.current[msg[0]] = shape
+
+    def scan_spec(self) -> tuple[ScanShape, ScanShape] | None:
+        """The current decode and prefill shapes in the scanner's form, or None until both kinds
+        were learned."""
+        d, p = self.current.get("D"), self.current.get("P")
+        return None if d is None or p is None else (d.scan, p.scan)
+
+    def batch_line(self, line: str) -> tuple[str, str, str | None, str, ev.BatchStats] | None:
+        """A whole ``[ts tags] Decode batch, ...`` / ``Prefill batch`` line of the current shape of
+        its kind in one ``fullmatch``: ``(ymdhm, sec, ms, tags, event)``. None for any other line.
+
+        ``parse_line`` takes this for the sampler's samples: it matches the same header regex and
+        the same template, and converts the same way, as ``split_header`` + ``parse_message``
+        would, but without splitting the line first. Lines the generic path would rewrite
+        (``\\r``, ANSI codes) or treat as too long are left to it."""
+        i = line.find("] ", 20)
+        if i < 0:
+            return None
+        kind = line[i + 2 : i + 3]
+        t = self.current.get(kind)
+        if t is None or len(line) > _MAX_LINE or "\r" in line or "\x1b" in line:
+            return None
+        rx, _, steps = t.sample()
+        m = rx.fullmatch(line)
+        if m is None:
+            return None
+        g = m.groups()
+        b = _fill(kind, steps, g)
+        if b is None:
+            return None
+        return g[0], g[1], g[2], g[3], b
+
+    def check_batch(self, msg: str) -> tuple[int | None, int | None] | ev.Unrecognized | None:
+        """Validate a ``Prefill batch`` / ``Decode batch`` message without building its event.
+
+        The sampler counts every batch line but builds the full event only for the samples the
+        rules see. Returns ``(new_tokens, cached_tokens)`` (None where the line has no such field)
+        for a well-formed line, ``Unrecognized`` for a malformed one, None if not a batch line. A
+        line of the current shape costs one ``fullmatch``; other lines take the generic parser,
+        and their shape is learned."""
+        if len(msg) > _MAX_LINE or not msg.startswith(("Decode batch", "Prefill batch")):
+            return None
+        t = self.current.get(msg[0])
+        if t is not None:
+            m = t.body.fullmatch(msg)
+            if m is not None:
+                g = m.groups()
+                try:
+                    r = (int(g[t.i_new]) if t.i_new is not None else None, int(g[t.i_cached]) if t.i_cached is not None else None)
+                    if is_count(r[0]) and is_count(r[1]):
+                        return r
+                except ValueError:
+                    pass
+        b = parse_message(msg)
+        if type(b) is ev.BatchStats:
+            bad = bad_count(b)
+            if bad is not None:  # counters only count (numbers.MAX_COUNT)
+                return ev.Unrecognized(f"count out of range: {bad}")
+            self.learn(msg)
+            return (b.new_tokens, b.cached_tokens)
+        return b if type(b) is ev.Unrecognized else None
 
 
 def _fill(kind: str, steps: Steps, groups: tuple[str, ...]) -> ev.BatchStats | None:
@@ -183,82 +267,12 @@ def _fill(kind: str, steps: Steps, groups: tuple[str, ...]) -> ev.BatchStats | N
     return b
 
 
-def _batch_by_template(msg: str) -> ev.BatchStats | None:
-    """The fast path: the last learned template of this kind, or None to take the generic path."""
-    t = _LAST_TEMPLATE.get(msg[0])
-    if t is None:
-        return None
-    m = t[0].fullmatch(msg)
-    if m is None:
-        return None
-    return _fill(msg[0], _compiled(t)[1], m.groups())
-
-
-def batch_line(line: str) -> tuple[str, str, str | None, str, ev.BatchStats] | None:
-    """A whole ``[ts tags] Decode batch, ...`` / ``Prefill batch`` line of the last learned shape of
-    its kind in one ``fullmatch``: ``(ymdhm, sec, ms, tags, event)``. None for any other line.
-
-    ``parse_line`` takes this for the pipeline's samples: it matches the same header regex and the
-    same template, and converts the same way, as ``split_header`` + ``parse_message`` would, but
-    without splitting the line first. Lines the generic path would rewrite (``\\r``, ANSI codes)
-    or treat as too long are left to it."""
-    i = line.find("] ", 20)
-    if i < 0:
-        return None
-    kind = line[i + 2 : i + 3]
-    t = _LAST_TEMPLATE.get(kind)
-    if t is None or len(line) > _MAX_LINE or "\r" in line or "\x1b" in line:
-        return None
-    rx, _, steps = _compiled(t)
-    m = rx.fullmatch(line)
-    if m is None:
-        return None
-    g = m.groups()
-    b = _fill(kind, steps, g)
-    if b is None:
-        return None
-    return g[0], g[1], g[2], g[3], b
-
-
-def check_batch(msg: str) -> tuple[int | None, int | None] | ev.Unrecognized | None:
-    """Validate a ``Prefill batch`` / ``Decode batch`` message without building its event.
-
-    The hot path of the pipeline counts every batch line but builds the full event only for the
-    samples the rules see. Returns ``(new_tokens, cached_tokens)`` (None where the line has no such
-    field) for a well-formed line, ``Unrecognized`` for a malformed one, None if not a batch line.
-    A line of a learned shape costs one ``fullmatch``; other lines take the generic parser.
-    """
-    if len(msg) > _MAX_LINE or not msg.startswith(("Decode batch", "Prefill batch")):
-        return None
-    t = _LAST_TEMPLATE.get(msg[0])
-    if t is not None:
-        m = t[0].fullmatch(msg)
-        if m is not None:
-            g = m.groups()
-            try:
-                r = (int(g[t[2]]) if t[2] is not None else None, int(g[t[3]]) if t[3] is not None else None)
-                if is_count(r[0]) and is_count(r[1]):
-                    return r
-            except ValueError:
-                pass
-    b = parse_message(msg)
-    if type(b) is ev.BatchStats:
-        bad = bad_count(b)
-        if bad is not None:  # counters only count (numbers.MAX_COUNT)
-            return ev.Unrecognized(f"count out of range: {bad}")
-        return (b.new_tokens, b.cached_tokens)
-    return b if type(b) is ev.Unrecognized else None
-
-
 def _batch(msg: str) -> Result:
     """``Prefill batch`` / ``Decode batch`` lines of every release (docs/formats/sglang.md#fields, #older-shapes).
 
     Generic ``key: value`` split (on the *last* ``': '`` of each item) so that unknown keys,
     trailing ``', '``, graph-label variants and ``est.``/occupancy suffixes never break it.
     """
-    b = _batch_by_template(msg)
-    if b is not None:
-        return b
     m = _BATCH_HEAD_RE.match(msg)
     if m is None:
         return ev.Unrecognized("batch header")
@@ -303,8 +317,6 @@ def _batch(msg: str) -> Result:
                 found = True
     if not found:
         return ev.Unrecognized("batch no known field")
-    if m.group(2) is None and hisparse is None:
-        _learn(msg[0], msg[: m.end()], items)
     return b
 
 

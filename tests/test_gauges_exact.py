@@ -13,12 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import exporter.pipeline as pipeline_mod
+import exporter.sampler as sampler_mod
 from exporter import scan as scan_mod
 from exporter.app import new_pipeline
 from exporter.state import BATCH_GAUGES
 from parsers import parse_line
-from parsers import sglang as sglang_parser
 
 SCANNERS = ["python"] + (["native"] if scan_mod.native is not None else [])
 
@@ -51,20 +50,6 @@ PREFILL = (
 )
 GAUGE_NAME = dict(BATCH_GAUGES)
 T0 = time.mktime((2026, 8, 14, 8, 17, 0, 0, 0, -1))
-
-
-@pytest.fixture(autouse=True)
-def learned_shapes():
-    """The many random shapes here must not fill the parser's bounded template cache for the tests
-    that run after this one (the cache is process-wide)."""
-    saved = [
-        (d, dict(d))
-        for d in (sglang_parser._TEMPLATES, sglang_parser._LAST_TEMPLATE, sglang_parser.LINE_TEMPLATES, sglang_parser.LINE_SHAPES)
-    ]
-    yield
-    for d, old in saved:
-        d.clear()
-        d.update(old)
 
 
 def shape(keys: tuple, mask: int) -> tuple:
@@ -151,13 +136,11 @@ def feed(lines: list[str], how: str, seed: int):
 @given(lines=logs(), seed=st.integers(0, 1000))
 def test_each_gauge_is_the_last_line_that_carried_its_field(lines, seed, scanner, monkeypatch) -> None:
     if scanner == "native":
-        monkeypatch.setattr(pipeline_mod, "scan", scan_mod.native.scan)
-        monkeypatch.setattr(pipeline_mod, "scan_text", scan_mod.native.scan_text)
+        monkeypatch.setattr(sampler_mod, "scan", scan_mod.native.scan)
+        monkeypatch.setattr(sampler_mod, "scan_text", scan_mod.native.scan_text)
     else:
-        monkeypatch.setattr(pipeline_mod, "scan", scan_mod.scan_py)
-        monkeypatch.setattr(pipeline_mod, "scan_text", scan_mod.scan_text_py)
-    for d in (sglang_parser._TEMPLATES, sglang_parser._LAST_TEMPLATE, sglang_parser.LINE_TEMPLATES, sglang_parser.LINE_SHAPES):
-        d.clear()  # each example learns its own shapes (the cache is bounded)
+        monkeypatch.setattr(sampler_mod, "scan", scan_mod.scan_py)
+        monkeypatch.setattr(sampler_mod, "scan_text", scan_mod.scan_text_py)
     want = oracle(lines)
     samples = None
     for how in ("line", "list", "text", "chunks"):

@@ -117,7 +117,7 @@ def test_the_graph_is_read():
     top, _ = _graph()
     assert "exporter.pipeline" in top["exporter.collector"]
     assert "exporter.sources" in top["exporter.serve"] and "exporter.sources.tailer" in top["exporter.sources"]
-    assert "parsers" in top["exporter.pipeline"] and "parsers.events" in top["exporter.pipeline"]
+    assert "parsers" in top["exporter.sampler"] and "parsers.events" in top["exporter.flow"]
 
 
 def test_no_import_cycle():

@@ -15,6 +15,7 @@ from exporter.reading import read_lines
 from exporter.rules import UsageStats
 from parsers import events as ev
 from parsers import parse_line, sglang
+from parsers.prefix import SGLANG_HEADER_RE
 
 
 def _quantile_by_loop(u: UsageStats, q: float) -> float | None:
@@ -50,16 +51,18 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = sorted(str(p) for p in ROOT.glob("fixtures/*/*.log"))
 
 
-def _generic(raw: str, engine: str | None, monkeypatch: pytest.MonkeyPatch) -> ev.Line:
-    with monkeypatch.context() as mp:
-        mp.setattr(sglang, "batch_line", lambda line: None)
-        return parse_line(raw, engine)
+def _learn(shapes: sglang.LineShapes, raw: str) -> None:
+    """What the sampler does with a batch line of a new shape: check it, which learns it."""
+    h = SGLANG_HEADER_RE.search(raw)
+    if h is not None:
+        shapes.check_batch(raw[h.end() :].rstrip("\r\n"))
 
 
 @pytest.mark.parametrize("engine", [None, "sglang"])
-def test_batch_line_fast_path_gives_the_generic_parse(engine: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_batch_line_fast_path_gives_the_generic_parse(engine: str | None) -> None:
     """Every fixture line, plus variants at the edges of the fast path (ms timestamps, DP tags,
-    trailing separators, CR, ANSI, junk after the header, bad values), parses to the same Line."""
+    trailing separators, CR, ANSI, junk after the header, bad values), parses to the same Line
+    with a source's learned shapes as without."""
     lines: list[str] = []
     for path in FIXTURES:
         lines += list(read_lines(path))
@@ -69,23 +72,45 @@ def test_batch_line_fast_path_gives_the_generic_parse(engine: str | None, monkey
             for r in ("7", "banana", "7.0", "1,024", ""):
                 line = base.format(ms=ms, tags=tags, r=r)
                 lines += [line, line + ", ", line + "\n", line + "\r\n", "\x1b[32m" + line, line.replace("] ", "]  ", 1), "x" + line]
+    shapes = sglang.LineShapes()
     hits = 0
     for raw in lines:
-        want = _generic(raw, engine, monkeypatch)
-        got = parse_line(raw, engine)
+        _learn(shapes, raw)
+        want = parse_line(raw, engine)
+        got = parse_line(raw, engine, shapes=shapes)
         assert got == want, raw
-        hits += sglang.batch_line(raw) is not None
+        hits += shapes.batch_line(raw) is not None
     assert hits > 100  # the fast path was really taken
 
 
 def test_batch_line_leaves_other_engines_and_long_lines_alone() -> None:
     line = "[2026-08-14 08:17:34 TP0] Decode batch, #running-req: 7, #queue-req: 0"
-    parse_line(line, "sglang")  # learn the shape
-    assert sglang.batch_line(line) is not None
-    assert parse_line(line, "vllm").event is None
+    shapes = sglang.LineShapes()
+    _learn(shapes, line)
+    assert shapes.batch_line(line) is not None
+    assert parse_line(line, "vllm", shapes=shapes).event is None
     long = line.replace("#queue-req: 0", "#queue-req: " + "9" * (70 * 1024))
-    assert sglang.batch_line(long) is None
-    assert parse_line(long, "sglang").outcome == ev.UNRECOGNIZED  # 'line too long', as before
+    assert shapes.batch_line(long) is None
+    assert parse_line(long, "sglang", shapes=shapes).outcome == ev.UNRECOGNIZED  # 'line too long', as before
+
+
+def test_sources_keep_their_own_shapes() -> None:
+    """Two servers of different releases in one process: each source's sampler learns its own
+    shapes, neither overwrites the other's (they were process globals)."""
+    from exporter.app import new_pipeline
+
+    old = "[2025-05-31 18:31:2{s} TP0] Decode batch. #running-req: 64, #token: 38912, token usage: 0.04, cuda graph: True, gen throughput (token/s): 1893.41, #queue-req: 0"
+    new = (
+        "[2026-08-14 08:17:3{s}] Decode batch, #running-req: 4, #full token: 1051, full token usage: 0.20, mamba num: 16, "
+        "mamba usage: 0.20, cuda graph: True, gen throughput (token/s): 453.12, #queue-req: 0"
+    )
+    pipe = new_pipeline("sglang")
+    for s in "0123":
+        pipe.feed("a", old.format(s=s))
+        pipe.feed("b", new.format(s=s))
+    a, b = pipe.sampling["a"].shapes.current["D"], pipe.sampling["b"].shapes.current["D"]
+    assert a is not b and a.line.fullmatch(old.format(s="9")) and b.line.fullmatch(new.format(s="9"))
+    assert not a.line.fullmatch(new.format(s="9"))
 
 
 def _recommendation_states(lines: list[str], monkeypatch: pytest.MonkeyPatch, skip_unchanged: bool) -> tuple[list, int]:
