@@ -10,6 +10,7 @@ import subprocess
 import time
 import urllib.request
 
+import pytest
 import test_serve_support as h
 
 N_FILES = 2000
@@ -67,5 +68,32 @@ def test_two_thousand_files(tmp_path):
             f"\n2,000 files: ingest of {N_FILES * LINES_EACH} lines {ingest:.1f}s, idle CPU {idle * 100:.2f}% of a core, RSS {rss / 2**20:.0f} MiB"
         )
         assert idle <= 0.05  # measured ~0.5%; a loose bound so that a loaded machine does not fail it
+    finally:
+        srv.kill()
+
+
+def test_soft_descriptor_limit_raised_to_hard(tmp_path):
+    """A soft RLIMIT_NOFILE below the hard one (the usual 1024 / 1M of container runtimes) is
+    raised at start: process_max_fds reports the hard limit."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY or hard <= 256:
+        pytest.skip("needs a finite hard limit above 256")
+    log = tmp_path / "s.log"
+    log.touch()
+    port = h.free_port()
+    proc = subprocess.Popen(
+        [str(h.EXE), "serve", "--listen", f"127.0.0.1:{port}", "--log", str(log)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)),
+    )
+    srv = h.Serve.__new__(h.Serve)
+    srv.port, srv.proc, srv.base = port, proc, f"http://127.0.0.1:{port}"
+    srv.err_path = tmp_path / "none"
+    srv.err_path.touch()
+    srv.err = open(srv.err_path, "wb")  # noqa: SIM115
+    try:
+        srv.wait_up()
+        h.wait_for(lambda: h.value(srv.metrics(), "process_max_fds") == hard, what="soft limit raised")
     finally:
         srv.kill()

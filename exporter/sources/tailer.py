@@ -99,12 +99,11 @@ def raise_nofile_limit() -> int:
         import resource
 
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if hard == resource.RLIM_INFINITY:
-            hard = max(soft, 1 << 20)
-        if soft != resource.RLIM_INFINITY and soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        if soft != resource.RLIM_INFINITY and soft < target:
             with contextlib.suppress(ValueError, OSError):
-                resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-                soft = hard
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))  # the hard limit stays as it was
+                soft = target
         return int(soft if soft != resource.RLIM_INFINITY else 1 << 20)
     except Exception:  # pragma: no cover - platform without resource limits
         return 1024
@@ -588,6 +587,9 @@ class Tailer:
         self.active = r
         self.state = OPEN
         self.error = None
+        if self.manager is not None:  # its directory may have appeared only now
+            self.manager._watch(os.path.dirname(self.path))
+            self.manager._watch(os.path.dirname(self.real))
         self.mtime = st.st_mtime
         self._note(OPEN, logging.INFO, "%s: reading from offset %d (source=%s)", self.path, offset, self.source)
 
@@ -1416,7 +1418,8 @@ class Manager:
             if d.dirty or full:
                 d.refresh()
         tailers = list(self.tailers.values())
-        work = [t for t in tailers if full or t.dirty or t.busy()]
+        # a file still missing is looked for every tick (its directory may not exist to be watched)
+        work = [t for t in tailers if full or t.dirty or t.busy() or t.active is None]
         for t in work:
             t.dirty = False
             self._guard(t, "looking at the file", t.check)
