@@ -483,7 +483,48 @@ def order_generations(paths: list[str], engine: str | None = None, err=sys.stder
             else:
                 gens.sort(key=lambda g: g.age)
         out.append((source_name(base) if "\0" not in key else source_name(gens[0].path), [g.path for g in gens]))
-    return out
+    return _distinct_names(out)
+
+
+def _distinct_names(logs: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
+    """Two different logs never share a source. Names that clash take the whole file name first
+    (``v0.5.10`` and ``v0.5.11``, both ``v0.5`` by stem), then their parent folders until they
+    differ (``a/server.log`` and ``b/server.log``: ``a/server`` and ``b/server``); before this,
+    an SGLang and a vLLM log of one file name were fed into one source."""
+    names = [n for n, _ in logs]
+
+    def clashing() -> set[str]:
+        return {n for n in names if names.count(n) > 1}
+
+    clash = clashing()
+    for i, (_, members) in enumerate(logs):
+        if names[i] in clash and members[0] != "-":
+            whole = os.path.basename(generation_of(members[0])[0].rstrip("/"))
+            if (
+                sum(
+                    1
+                    for j, (_, m) in enumerate(logs)
+                    if names[j] == names[i] and m[0] != "-" and os.path.basename(generation_of(m[0])[0]) == whole
+                )
+                == 1
+            ):
+                names[i] = whole
+    depth = [0] * len(logs)
+    while clash := clashing():
+        grew = False
+        for i, (_, members) in enumerate(logs):
+            parts = os.path.normpath(os.path.abspath(members[0])).split(os.sep)[:-1]
+            if names[i] in clash and depth[i] < len(parts) and parts[-1 - depth[i]]:
+                names[i] = parts[-1 - depth[i]] + "/" + names[i]
+                depth[i] += 1
+                grew = True
+        if not grew:  # the same path given twice as two logs: number them
+            seen: dict[str, int] = {}
+            for i, n in enumerate(names):
+                seen[n] = seen.get(n, 0) + 1
+                if seen[n] > 1:
+                    names[i] = f"{n}#{seen[n]}"
+    return [(names[i], members) for i, (_, members) in enumerate(logs)]
 
 
 def _dedup(gens: list[Generation], err) -> list[Generation]:

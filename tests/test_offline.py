@@ -144,7 +144,7 @@ def test_other_files_stay_their_own_logs(tmp_path) -> None:
     for name in ("a.log", "v0.5.10", "v0.5.11", "b.log.1"):
         (tmp_path / name).write_bytes(WHOLE)
     groups = order_generations([str(tmp_path / n) for n in ("a.log", "v0.5.10", "v0.5.11", "b.log.1")])
-    assert [(name, len(paths)) for name, paths in groups] == [("a", 1), ("v0.5", 1), ("v0.5", 1), ("b", 1)]
+    assert [(name, len(paths)) for name, paths in groups] == [("a", 1), ("v0.5.10", 1), ("v0.5.11", 1), ("b", 1)]
     assert generation_of("/x/server.log.2.gz")[0] == "/x/server.log"
     assert generation_of("/x/server.log-20260814.gz")[0] == "/x/server.log"
     assert generation_of("/x/server.log.gz")[0] == "/x/server.log"
@@ -203,3 +203,26 @@ def test_every_order_of_three_small_generations(tmp_path) -> None:
     for order in itertools.permutations(paths):
         pipe, failed = replay(list(order), None, None, None)
         assert failed == 0 and exposition(pipe) == ref, order
+
+
+def test_two_logs_of_the_same_file_name_are_two_sources(tmp_path) -> None:
+    """An SGLang and a vLLM log both called ``server.log`` (two pods' logs copied into two
+    folders) stay two servers: they were fed into one source, and the vLLM one was an error."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a/server.log").write_bytes(WHOLE)
+    (tmp_path / "b/server.log").write_bytes(VLLM)
+    r = run("replay", str(tmp_path / "a/server.log"), str(tmp_path / "b/server.log"))
+    assert r.returncode == 0, r.stderr.decode()
+    out = r.stdout.decode()
+    assert 'engine="sglang",source="a/server"' in out or 'source="a/server"' in out
+    assert 'source="b/server"' in out
+    assert 'source="server"' not in out
+    alone = run("replay", str(tmp_path / "b/server.log")).stdout.decode()
+    # the vLLM log gives the same series as when it is replayed alone, under its longer name
+    lines = sorted(
+        line.replace('source="server"', 'source="b/server"')
+        for line in alone.splitlines()
+        if 'source="server"' in line and "_total" not in line
+    )
+    assert lines and all(line in out.splitlines() for line in lines)
