@@ -57,6 +57,20 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_file_args(p: argparse.ArgumentParser) -> None:
+    """The complete log files of ``replay`` and ``report``, their source label and the pipeline options."""
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="log files ('-' for stdin); a log and its rotated generations (server.log server.log.1 server.log.2.gz ...) in any order are one source read oldest first; gzip, bzip2 and xz are read transparently; Docker json-file and CRI records are joined like serve does; a file with no SGLang or vLLM line is an error (docs/reading.md)",
+    )
+    p.add_argument(
+        "--source", help="source label for all files (default: each log's stem, e.g. 'server' for server.log and its generations)"
+    )
+    add_pipeline_args(p)
+
+
 def rules_config(args: argparse.Namespace) -> RulesConfig | None:
     """The ``--rules-config`` file read (None = built-in defaults); raises OSError/ValueError."""
     path = getattr(args, "rules_config", None)

@@ -9,7 +9,7 @@ import sys
 from ..app import replay
 from ..report import build_report, render_html, render_markdown, render_text
 from ..rules import load_config
-from .common import add_pipeline_args, engine_of
+from .common import add_file_args, engine_of
 
 
 def register(subparsers) -> None:
@@ -17,16 +17,7 @@ def register(subparsers) -> None:
         "report",
         help="post-incident report: capacity, usage distributions, binding pool, findings with evidence, recommendations",
     )
-    p.add_argument(
-        "files",
-        nargs="+",
-        metavar="FILE",
-        help="log files ('-' for stdin); a log and its rotated generations (server.log server.log.1 server.log.2.gz ...) in any order are one source read oldest first; gzip, bzip2 and xz are read transparently; Docker json-file and CRI records are joined like serve does; a file with no SGLang or vLLM line is an error (docs/reading.md)",
-    )
-    p.add_argument(
-        "--source", help="source label for all files (default: each log's stem, e.g. 'server' for server.log and its generations)"
-    )
-    add_pipeline_args(p)
+    add_file_args(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="machine-readable JSON")
     fmt.add_argument("--markdown", action="store_true", help="Markdown (for an incident ticket)")
