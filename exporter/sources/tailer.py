@@ -79,6 +79,23 @@ COMPRESSED = re.compile(r"\.(gz|bz2|xz|zst|lz4|zip)$")
 OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 COARSE_CLOCK_NS = 20_000_000  # file timestamps come from the kernel's coarse clock (one tick behind)
 ROTATED_SUFFIX = re.compile(r"^[.-](\d+|\d{4}-?\d\d-?\d\d\S*)(\.(gz|bz2|xz|zst|lz4))?$|^\.(gz|bz2|xz|zst|lz4)$")
+# logrotate ``extension .log``: the number or date goes before the extension (x.1.log, x-20260814.log)
+ROTATED_INNER = re.compile(r"^(?:\.\d+|-\d{8,}(?:[-_]?\d+)*)(\.[^.]+)(\.(?:gz|bz2|xz|zst|lz4))?$")
+
+
+def rotation_parents(name: str) -> list[str]:
+    """The names ``name`` is a rotated generation of (``x.log.1``, ``x.log-20260814.gz`` ->
+    ``x.log``; ``x.1.log``, ``x-20260814.log.gz`` -> ``x.log``)."""
+    out = []
+    for i in range(1, len(name)):
+        if name[i] in ".-":
+            rest = name[i:]
+            if ROTATED_SUFFIX.match(rest):
+                out.append(name[:i])
+            m = ROTATED_INNER.match(rest)
+            if m:
+                out.append(name[:i] + m.group(1))
+    return out
 
 WAITING = "waiting"
 OPEN = "open"
@@ -628,7 +645,8 @@ class Tailer:
             return {}
         base = os.path.basename(self.real)
         names = d.names or {}
-        return {n: names[n] for n in d.with_prefix(base) if n != base and ROTATED_SUFFIX.match(n[len(base) :])}
+        stem = os.path.splitext(base)[0] or base
+        return {n: names[n] for n in d.with_prefix(stem) if n != base and base in rotation_parents(n)}
 
     def _dir(self) -> str:
         return os.path.dirname(self.real)
@@ -1107,11 +1125,10 @@ class DirState:
     def owner(self, name: str) -> Tailer | None:
         """The tailer whose rotated generation ``name`` looks like (``x.log.1`` -> ``x.log``)."""
         tailers = self.tailers
-        for i in range(1, len(name)):
-            if name[i] in ".-":
-                t = tailers.get(name[:i])
-                if t is not None and ROTATED_SUFFIX.match(name[i:]):
-                    return t
+        for parent in rotation_parents(name):
+            t = tailers.get(parent)
+            if t is not None:
+                return t
         return None
 
 
@@ -1496,7 +1513,7 @@ class Manager:
 
 def _looks_rotated(base: str, known: set[str]) -> bool:
     """Whether ``base`` is a rotated generation of a known name (one set lookup per separator)."""
-    return any(base[i] in ".-" and base[:i] in known and ROTATED_SUFFIX.match(base[i:]) for i in range(1, len(base)))
+    return any(p in known for p in rotation_parents(base))
 
 
 def _static_dir(pattern: str) -> str:
