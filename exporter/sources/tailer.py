@@ -97,6 +97,7 @@ def rotation_parents(name: str) -> list[str]:
                 out.append(name[:i] + m.group(1))
     return out
 
+
 WAITING = "waiting"
 OPEN = "open"
 ERROR = "error"
