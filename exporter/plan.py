@@ -210,6 +210,10 @@ def render(plan: cap.Plan, effects: list[cap.Effect], notes: list[str]) -> str:
         out.append(f"max_running_requests: {sp.max_running_requests:,} (bound by {sp.bound_by}); pool that binds: {sp.binding_pool}")
         if not sp.fits:
             out.append("WARNING: does not fit (no KV memory left or 0 mamba slots)")
+        elif sp.context_len and sp.kv_tokens < sp.context_len:
+            out.append(
+                f"WARNING: the KV pool ({sp.kv_tokens:,} tokens) holds less than one request of the context length ({sp.context_len:,})"
+            )
     if vp is not None:
         out.append(
             f"block size {vp.block_size} tokens, page {vp.page_bytes:,} B (mamba page {vp.mamba_page:,} B, padding {vp.padding_pct:.2f}%), "
@@ -226,6 +230,8 @@ def render(plan: cap.Plan, effects: list[cap.Effect], notes: list[str]) -> str:
         else:
             out.append(f"GPU KV cache size: {vp.kv_cache_tokens_old:,} tokens (≤0.20 formula)")
         out.append(f"cap: {vp.cap:,}; pool that binds: {vp.binding_pool}")
+        if vp.max_concurrency is not None and vp.max_concurrency < 1:
+            out.append(f"WARNING: less than one request of {vp.max_model_len:,} tokens fits: vLLM refuses to start (lower --max-model-len)")
     if effects:
         out.append("flag effects:")
         out.extend(f"  {e.summary}" for e in effects)

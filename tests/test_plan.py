@@ -218,3 +218,16 @@ def test_subprocess_ok():
     )
     assert r.returncode == 0, r.stderr
     assert "27 KiB" in r.stdout and "221.55 MiB over 8 GPU(s)" in r.stdout
+
+
+def test_plan_says_when_one_request_of_the_context_does_not_fit(capsys):
+    """Without --context-len the engines use the config's (262,144 for Qwen3.8): a small pool is said to hold
+    less than one such request (SGLang) or to keep vLLM from starting, and the fallback is named."""
+    cfg = str(CONFIGS / "qwen3.8-27b.json")
+    rc, out, _ = run_plan(["--config", cfg, "--kv-budget", "10"], capsys)
+    assert rc == 0 and "holds less than one request of the context length (262,144)" in out
+    assert "context length 262,144 from the config" in out
+    rc, out, _ = run_plan(["--config", cfg, "--kv-budget", "3", "--engine", "vllm"], capsys)
+    assert rc == 0 and "vLLM refuses to start" in out and "mamba cache mode align" in out
+    rc, out, _ = run_plan(["--config", cfg, "--kv-budget", "40", "--context-len", "32768"], capsys)
+    assert rc == 0 and "WARNING" not in out
