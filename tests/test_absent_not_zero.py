@@ -148,3 +148,31 @@ def test_vllm_v0_prefix_cache_lines_feed_the_hit_ratio_only() -> None:
     text = exposition(pipe).decode()
     assert 'hybrid_cache_stats_lines_total{dp_rank="0",engine="vllm",source="s"} 4.0' in text
     assert 'hybrid_cache_prefix_cache_hit_ratio{dp_rank="0",engine="vllm",source="s"} 0.4545' in text
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_each_runtime_gauge_is_the_last_line_that_carried_it(path: Path) -> None:
+    """Item 1 on the real fixtures: whatever was sampled, each runtime gauge is the value of the
+    last line in log order that carried its field (lines of the rank that speaks for its group)."""
+    pipe, _ = replay([str(path)], None, None, None)
+    (src,) = pipe.sources.values()
+    want: dict[str, dict[str, float]] = {}
+    speaker: dict[str, tuple[int, int]] = {}
+    spec = (("mean_accept_length", "spec_accept_length"), ("accept_rate", "spec_accept_ratio"))
+    for raw in read_lines(str(path)):
+        line = parse_line(raw, src.engine)
+        e = line.event
+        if type(e) not in (ev.BatchStats, ev.SpecDecoding):
+            continue
+        if line.tp_rank is not None or line.pp_rank is not None:
+            rank = (line.pp_rank or 0, line.tp_rank or 0)
+            if line.dp_rank in speaker and rank > speaker[line.dp_rank]:
+                continue
+            speaker[line.dp_rank] = min(rank, speaker.get(line.dp_rank, rank))
+        g = want.setdefault(line.dp_rank, {})
+        for attr, name in BATCH_GAUGES if type(e) is ev.BatchStats else spec:
+            v = getattr(e, attr)
+            if v is not None:
+                g[name] = float(v)
+    got = {dp: dict(srv.gauges) for dp, srv in src.servers.items() if srv.gauges}
+    assert got == {dp: g for dp, g in want.items() if g}
