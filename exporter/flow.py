@@ -97,6 +97,8 @@ class Flow:
             if out is not None:
                 return out
         parsed = parse_line(line, src.engine, src.year)
+        if parsed.tod is not None:
+            parsed.ts = self.on_date(src, parsed.tod)
         with self.lock:
             if parsed.event is None:
                 if len(line) >= WRAP_MIN_WIDTH and (parsed.outcome == ev.UNRECOGNIZED or parsed.engine is not None or src.engine is None):
@@ -126,6 +128,18 @@ class Flow:
             srv = src.server(parsed.dp_rank)
             for obs in self.observers:
                 obs(src, srv, parsed, raw)
+
+    @staticmethod
+    def on_date(src: SourceState, tod: float) -> float | None:
+        """The time of a header that kept its time of day but lost its date, on the date the
+        source's log was at (the next day when it is more than 12 hours earlier: midnight
+        passed); None while no line of the source gave a date."""
+        last = src.last_ts
+        if last is None:
+            return None
+        t = time.localtime(last)
+        ts = last - (last % 1) - (t.tm_hour * 3600 + t.tm_min * 60 + t.tm_sec) + tod
+        return ts + 86400 if ts < last - 43200 else ts
 
     @staticmethod
     def count(src: SourceState, outcome: str, engine: str | None, ts: float | None, n: int = 1) -> None:
@@ -164,6 +178,8 @@ class Flow:
                 w.lines.append(piece)
                 w.fed_at = time.monotonic()
                 joined = parse_line("".join(w.lines), src.engine, src.year)
+                if joined.tod is not None:
+                    joined.ts = self.on_date(src, joined.tod)
                 if joined.event is not None:
                     del self._wrapped[src.name]
                     with self.lock:

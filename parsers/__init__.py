@@ -54,18 +54,19 @@ def parse_line(raw: str, engine: str | None = None, year: int = 2026, shapes: sg
     else:
         res = _MESSAGE_PARSERS[eng](h.msg)
     ts = h.ts if h.ts is not None else cts
+    tod = h.tod if ts is None else None
     if res is None:
-        return Line(IGNORED, eng if h.engine else None, ts, h.dp_rank, h.tp_rank, h.pp_rank)
+        return Line(IGNORED, eng if h.engine else None, ts, h.dp_rank, h.tp_rank, h.pp_rank, tod=tod)
     if type(res) is Unrecognized:
-        return Line(UNRECOGNIZED, eng, ts, h.dp_rank, h.tp_rank, h.pp_rank, None, res.reason)
+        return Line(UNRECOGNIZED, eng, ts, h.dp_rank, h.tp_rank, h.pp_rank, None, res.reason, tod)
     bad = bad_count(res)
     if bad is not None:  # counters only count (parsers.numbers.MAX_COUNT)
-        return Line(UNRECOGNIZED, eng, ts, h.dp_rank, h.tp_rank, h.pp_rank, None, f"count out of range: {bad}")
+        return Line(UNRECOGNIZED, eng, ts, h.dp_rank, h.tp_rank, h.pp_rank, None, f"count out of range: {bad}", tod)
     dp = h.dp_rank
     idx = getattr(res, "engine_index", None)
     if idx is not None:
         dp = str(idx)
-    return Line(PARSED, eng, ts, dp, h.tp_rank, h.pp_rank, res)
+    return Line(PARSED, eng, ts, dp, h.tp_rank, h.pp_rank, res, tod=tod)
 
 
 def _year_of(epoch: float) -> int:

@@ -40,6 +40,9 @@ class Line:
     event: object | None = None
     # why a line was unrecognized (the marker that matched) - for debug logs, never a label
     reason: str | None = None
+    # seconds since midnight, when the header kept its time but lost its date ('[HH:MM:SS TP0] ',
+    # a damaged paste): the pipeline completes ``ts`` with the date the source's log was at
+    tod: float | None = None
 
 
 # --------------------------------------------------------------------------------------------

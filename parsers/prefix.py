@@ -83,6 +83,7 @@ class Header:
     pp_rank: int | None = None
     level: str | None = None
     process: str | None = None
+    tod: float | None = None  # seconds since midnight of a damaged header that lost its date
 
 
 _EPOCH_CACHE: dict[str, float] = {}
@@ -267,6 +268,9 @@ def damaged_header(line: str, engine: str | None, year: int) -> Header | None:
             if tags:
                 h.dp_rank, h.tp_rank, h.pp_rank = sglang_tags(" " + tags if m.group("only_tags") else tags)
             date = m.group("date")
+            if m.group("time") and not date:
+                hh, mm = m.group("time").split(":")
+                h.tod = int(hh) * 3600 + int(mm) * 60 + int(m.group("sec")) + (int(m.group("ms")) / 1000.0 if m.group("ms") else 0.0)
             if date:
                 ymd = date if len(date) == 10 else f"{year:04d}-{date}"
                 try:

@@ -910,3 +910,20 @@ def test_mamba_exhausted_fires_on_either_message(msg: str) -> None:
     pipe.feed("s", "[2026-08-23 09:06:31 TP0] " + msg)
     pipe.finish()
     assert b'rule="mamba_exhausted",source="s"} 1.0' in exposition(pipe)
+
+
+def test_time_only_header_takes_the_date_the_log_is_at() -> None:
+    """'[HH:MM:SS TP0] ' keeps the time of day (Line.tod); the pipeline dates it with the source's
+    last dated line, the next day once midnight passed, and leaves it undated before any date."""
+    from exporter.app import new_pipeline
+
+    r = parse_line("[23:59:58.500 TP0] " + DECODE_MSG, "sglang")
+    assert r.ts is None and r.tod == 23 * 3600 + 59 * 60 + 58.5
+    pipe = new_pipeline("sglang")
+    pipe.feed("s", "[00:00:01 TP0] " + KV_MSG)  # no date yet: undated
+    assert pipe.sources["s"].last_ts is None
+    pipe.feed("s", "[2026-08-23 23:59:50 TP0] " + KV_MSG)
+    pipe.feed("s", "[23:59:58 TP0] " + DECODE_MSG)
+    assert pipe.sources["s"].last_ts == time.mktime((2026, 8, 23, 23, 59, 58, 0, 0, -1))
+    pipe.feed("s", "[00:00:03 TP0] " + DECODE_MSG)  # past midnight
+    assert pipe.sources["s"].last_ts == time.mktime((2026, 8, 24, 0, 0, 3, 0, 0, -1))
