@@ -28,8 +28,9 @@ what lies beyond ``consumed`` is ever read from it:
 
 **Restarts** (``--positions``): every remembered generation is saved with its offset. At start the
 saved ones are looked for by inode, then by first bytes among the siblings (plain or compressed),
-and read past their offsets; siblings written since the save that continue nothing known are
-generations that came and went while the exporter was down and are read from 0, oldest first.
+and read past their offsets; siblings that continue nothing known and are none of those looked at
+before the stop (saved as inode + mtime) are generations that came and went while the exporter was
+down and are read from 0, oldest first.
 
 **Descriptors.** The soft ``RLIMIT_NOFILE`` is raised to the hard limit; beyond a budget (the limit
 minus a reserve for HTTP and the positions file) the idlest files are closed and reopened by
