@@ -54,11 +54,15 @@ VLLM_DP_RE = re.compile(r"(?:EngineCore|Worker)_(?:DP)?(\d+)")
 _SGLANG_TAGS = r"(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*"
 SGLANG_PARTIAL_RE = re.compile(
     # '[16:08:49 TP0] ', '2026-04-14 16:08:49 TP0] ' (lost its '['), '16:08:49] ', '[04-14 16:08:49] ',
-    # '[2026-04-14 16:08:49 TP0]Decode' (lost the space)
-    r"(?:\[?(?P<date>(?:\d{4}-)?\d{2}-\d{2}) |\[)?(?P<time>\d{2}:\d{2}):(?P<sec>\d{2})(?:\.(?P<ms>\d{3}))?"
+    # '[2026-04-14 16:08:49 TP0]Decode' (lost the space), '[2026-04-14T16:08:49,123 TP0] ' (ISO, comma)
+    r"(?:\[?(?P<date>(?:\d{4}-)?\d{2}-\d{2})[ T]|\[)?(?P<time>\d{2}:\d{2}):(?P<sec>\d{2})(?:[.,](?P<ms>\d{3}))?"
     r"(?P<tags>" + _SGLANG_TAGS + r")\] ?"
     # '[TP0] ', '[DP1 TP1 EP1] ': the time stripped, the rank tags kept
     r"|\[(?P<only_tags>(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] ?"
+    # '2026-04-14 16:08:49 TP0 ': both brackets lost (only with the whole date: a bare time of day
+    # followed by a space is too common in other programs' lines)
+    r"|(?P<ydate>\d{4}-\d{2}-\d{2})[ T](?P<ytime>\d{2}:\d{2}):(?P<ysec>\d{2})(?:[.,](?P<yms>\d{3}))?"
+    r"(?P<ytags>" + _SGLANG_TAGS + r") "
 )
 VLLM_PARTIAL_RE = re.compile(
     # '[loggers.py:127] ', 'INFO [loggers.py:127] ', '09-30 16:03:10 [gpu_worker.py:298] ' (the level or the
@@ -71,6 +75,7 @@ VLLM_PARTIAL_RE = re.compile(
     r"|(?<=\d ))"
 )
 _LEVELS = ("DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL ")
+_BLANK = (" ", "\t")  # a second space or a tab after a header (pastes, collectors): not the message
 
 
 @dataclass(slots=True)
@@ -224,8 +229,10 @@ def split_header(line: str, engine: str | None, year: int) -> Header:
             ts = sglang_ts(ymdhm, sec, ms)
             if tags:
                 dp, tp, pp = sglang_tags(tags)
-                return Header(SGLANG, line[m.end() :], ts, dp, tp, pp)
-            return Header(SGLANG, line[m.end() :], ts)
+                msg = line[m.end() :]
+                return Header(SGLANG, msg.lstrip(" \t") if msg[:1] in _BLANK else msg, ts, dp, tp, pp)
+            msg = line[m.end() :]
+            return Header(SGLANG, msg.lstrip(" \t") if msg[:1] in _BLANK else msg, ts)
     if engine != SGLANG:
         m = VLLM_HEADER_RE.search(line)
         if m is not None:
@@ -236,7 +243,8 @@ def split_header(line: str, engine: str | None, year: int) -> Header:
             if proc is None:
                 pm = VLLM_PROC_RE.search(line, 0, m.start() + 1)
                 proc = pm.group("proc") if pm else None
-            h = Header(VLLM, line[m.end() :], ts, level=m.group("level"), process=proc)
+            msg = line[m.end() :]
+            h = Header(VLLM, msg.lstrip(" \t") if msg[:1] in _BLANK else msg, ts, level=m.group("level"), process=proc)
             if proc:
                 dm = VLLM_DP_RE.search(proc)
                 if dm:
@@ -263,18 +271,21 @@ def damaged_header(line: str, engine: str | None, year: int) -> Header | None:
     if engine != VLLM and (c == "[" or "0" <= c <= "9"):  # cheap gates: most header-less lines fail them
         m = SGLANG_PARTIAL_RE.match(line)
         if m is not None:
-            h = Header(None, line[m.end() :])
-            tags = m.group("tags") or m.group("only_tags")
+            h = Header(None, line[m.end() :].lstrip(" \t"))
+            g = m.groupdict()
+            if g["ydate"]:  # no bracket at all
+                g["date"], g["time"], g["sec"], g["ms"], g["tags"] = g["ydate"], g["ytime"], g["ysec"], g["yms"], g["ytags"]
+            tags = g["tags"] or g["only_tags"]
             if tags:
-                h.dp_rank, h.tp_rank, h.pp_rank = sglang_tags(" " + tags if m.group("only_tags") else tags)
-            date = m.group("date")
-            if m.group("time") and not date:
-                hh, mm = m.group("time").split(":")
-                h.tod = int(hh) * 3600 + int(mm) * 60 + int(m.group("sec")) + (int(m.group("ms")) / 1000.0 if m.group("ms") else 0.0)
+                h.dp_rank, h.tp_rank, h.pp_rank = sglang_tags(" " + tags if g["only_tags"] else tags)
+            date, hm, sec, ms = g["date"], g["time"], g["sec"], g["ms"]
+            if hm and not date:
+                hh, mm = hm.split(":")
+                h.tod = int(hh) * 3600 + int(mm) * 60 + int(sec) + (int(ms) / 1000.0 if ms else 0.0)
             if date:
                 ymd = date if len(date) == 10 else f"{year:04d}-{date}"
                 try:
-                    h.ts = sglang_ts(f"{ymd} {m.group('time')}", m.group("sec"), m.group("ms"))
+                    h.ts = sglang_ts(f"{ymd} {hm}", sec, ms)
                 except (ValueError, OverflowError):
                     h.ts = None
             return h
