@@ -1179,8 +1179,11 @@ class Manager:
         self.loop_errors = 0
         self._next_glob = 0.0
         self._next_save = 0.0
+        self._saved_key: tuple = ()
+        self._save_anyway = 0.0
         self._next_sweep = 0.0
         self._glob_dirs: set[str] = set()
+        self._wild_dirs = any(GLOB_CHARS.search(os.path.dirname(spec)) for _, spec in specs)
         # paths created in a glob's directory (inotify thread appends, this thread pops)
         self._created: collections.deque[str] = collections.deque()
         # more discovery (exporter/kubernetes.py), called with ``startup`` after the specs, in this
@@ -1459,7 +1462,10 @@ class Manager:
                 created.append(self._created.popleft())
             self._match_created(created)
         if now >= self._next_glob:
-            self._next_glob = now + (self.poll_interval if self.mode == "poll" else self.glob_interval)
+            # inotify: files created in a watched glob directory are added on their event; globbing
+            # again is a safety net (sooner when the glob has wildcard directories, not watched)
+            every = self.glob_interval if self._wild_dirs else 6 * self.glob_interval
+            self._next_glob = now + (self.poll_interval if self.mode == "poll" else every)
             self._discover(startup=False)
             for t in tailers:
                 self._watch(os.path.dirname(t.path))
@@ -1468,16 +1474,33 @@ class Manager:
             self.make_room(self.fd_budget)
         if self.positions is not None and now >= self._next_save:
             self._next_save = now + self.positions_interval
-            self.save()
+            self.save(force=False)
         return more
 
     def wake_globs(self) -> None:
         self._next_glob = 0.0
         self._wake()
 
-    def save(self) -> None:
+    def _change_key(self) -> tuple:
+        """Changes whenever anything the positions file holds may have changed (cheap to compute:
+        an idle exporter with thousands of files does not rebuild the document every interval)."""
+        n = rb = rot = gens = acc = 0
+        for t in self.tailers.values():
+            n += 1
+            rb += t.read_bytes
+            rot += t.rotations + t.truncations
+            gens += len(t.gens) + len(t.retired) + (t.active is not None)
+            acc += len(t.accounted)
+        return (n, rb, rot, gens, acc, len(self.saved))
+
+    def save(self, force: bool = True) -> None:
         if self.positions is None:
             return
+        key = self._change_key()
+        now = time.monotonic()
+        if not force and key == self._saved_key and now < self._save_anyway:
+            return
+        self._saved_key, self._save_anyway = key, now + 60.0  # and once a minute (gauges folded at scrapes)
         try:
             files = {k: t.entries() for k, t in self.tailers.items()}
             # keep saved generations of files not (re)opened yet
