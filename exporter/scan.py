@@ -2,15 +2,15 @@
 
 A busy SGLang log is almost all ``Decode batch`` / ``Prefill batch`` lines of one learned shape
 and uvicorn ``INFO:`` lines. :func:`scan` walks a list of lines from ``start`` while every line
-is one of those (the learned templates of :mod:`parsers.sglang`, the same shapes the line path
-accepts) and returns, for the run it consumed::
+is one of those (the source's current shapes, :class:`parsers.sglang.LineShapes`, which the
+line path accepts too) and returns, for the run it consumed::
 
     (stop, n_info, top, counts, new_sums, cached_sums, first, last)
 
 ``stop`` is the index of the first line it did not consume (``len(lines)`` if none); ``top`` the
 newest ``(ymdhm, sec, ms)`` header; ``counts`` ``{(kind, tags): n}``; the sums the prefill new
 and cached tokens per ``tags``; ``first``/``last`` the index of the first/last line of each
-``(kind, tags, bucket)``. :class:`exporter.pipeline.Pipeline` turns that into the same state the
+``(kind, tags, bucket)``. :class:`exporter.sampler.Sampler` turns that into the same state the
 line-by-line path reaches, and hands the line at ``stop`` to the line path. :func:`scan_text` does
 the same over the lines of one string (``replay`` reads blocks of lines without splitting them);
 its indices are the offsets where lines start.
