@@ -203,8 +203,11 @@ def sglang_lines(
     start: str = SGL_DEFAULT_START,
     startup: bool = True,
     truth: Truth | None = None,
+    rate: float = 5.0,
 ) -> Iterator[str]:
-    """Yield ``n`` lines (without newline) of a 0.5.2x hybrid SGLang server log."""
+    """Yield ``n`` lines (without newline) of a 0.5.2x hybrid SGLang server log, about ``rate``
+    lines per second of log time (a busy server writes about 10: the rules see one sample per
+    line kind per 10 s bucket, so the rate sets how many lines each sample stands for)."""
     rng = random.Random(seed)
     truth = truth if truth is not None else Truth("sglang")
     clock = Clock(start, "%Y-%m-%d %H:%M:%S")
@@ -218,9 +221,10 @@ def sglang_lines(
             yield line
         clock.advance(3)
     rand = rng.random
+    tick = 1.0 / rate
     while emitted < n:
-        # ~5 lines per second on average; never goes backwards.
-        if rand() < 0.2:
+        # ~rate lines per second on average; never goes backwards.
+        if rand() < tick:
             clock.advance(1)
         ts = clock.now()
         r = rand()
@@ -321,10 +325,11 @@ def generate(
     out: str,
     start: str | None = None,
     startup: bool = True,
+    rate: float = 5.0,
 ) -> Truth:
     truth = Truth(engine)
     if engine == "sglang":
-        it = sglang_lines(lines, seed, start or SGL_DEFAULT_START, startup, truth)
+        it = sglang_lines(lines, seed, start or SGL_DEFAULT_START, startup, truth, rate)
     elif engine == "vllm":
         it = vllm_lines(lines, seed, start or VLLM_DEFAULT_START, startup, truth)
     else:
@@ -351,15 +356,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--start", default=None, help="first timestamp, 'YYYY-MM-DD HH:MM:SS'")
     ap.add_argument("--no-startup", action="store_true", help="omit the startup block")
+    ap.add_argument("--rate", type=float, default=5.0, help="SGLang: lines per second of log time (default 5; a busy server writes ~10)")
     ap.add_argument("--no-truth", action="store_true", help="do not write FILE.truth.json")
     a = ap.parse_args(argv)
     if a.out == "-":
         gen = sglang_lines if a.engine == "sglang" else vllm_lines
         start = a.start or (SGL_DEFAULT_START if a.engine == "sglang" else VLLM_DEFAULT_START)
-        for line in gen(a.lines, a.seed, start, not a.no_startup):
+        kw = {"rate": a.rate} if a.engine == "sglang" else {}
+        for line in gen(a.lines, a.seed, start, not a.no_startup, **kw):
             sys.stdout.write(line + "\n")
         return 0
-    truth = generate(a.engine, a.lines, a.seed, a.out, a.start, not a.no_startup)
+    truth = generate(a.engine, a.lines, a.seed, a.out, a.start, not a.no_startup, a.rate)
     if not a.no_truth:
         with open(a.out + ".truth.json", "w", encoding="utf-8") as f:
             json.dump(asdict(truth), f, indent=1)

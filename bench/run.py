@@ -83,6 +83,7 @@ class Profile:
     soak_lines: int
     soak_rotations: int
     vllm_lines: int
+    rate: float = 10.0  # main file: SGLang lines per second of log time (a busy server: ~10; 5 before 2026-12)
 
 
 FULL = Profile("full", 2_000_000, 1_000_000, 4_000_000, 10, 100_000, 3, 300, 10.0, 60.0, 10_000_000, 100, 200_000)
@@ -134,9 +135,13 @@ def exporter_cmd(explicit: str | None) -> list[str]:
     raise BenchError("hybrid-cache-exporter not found (install with .venv/bin/pip install -e .)")
 
 
-def ensure_log(engine: str, lines: int, seed: int, data: Path, tag: str = "", start: str | None = None) -> tuple[Path, dict]:
+def ensure_log(
+    engine: str, lines: int, seed: int, data: Path, tag: str = "", start: str | None = None, rate: float = 5.0
+) -> tuple[Path, dict]:
     """Generate (or reuse) a log and its truth sidecar under ``data``."""
     data.mkdir(parents=True, exist_ok=True)
+    if rate != 5.0:
+        tag += f"-r{rate:g}"
     path = data / f"{engine}-{lines}-s{seed}{tag}.log"
     tpath = Path(str(path) + ".truth.json")
     if path.exists() and tpath.exists():
@@ -144,7 +149,7 @@ def ensure_log(engine: str, lines: int, seed: int, data: Path, tag: str = "", st
         if truth.get("lines") == lines:
             return path, truth
     t0 = time.perf_counter()
-    truth = gen.generate(engine, lines, seed, str(path), start)
+    truth = gen.generate(engine, lines, seed, str(path), start, rate=rate)
     tdict = truth.__dict__.copy()
     tpath.write_text(json.dumps(tdict, indent=1))
     log(f"generated {path.name} ({path.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t0:.1f}s")
@@ -788,7 +793,7 @@ def main(argv: list[str] | None = None) -> int:
         failures: list[str] = []
 
         # 1+2: throughput and correctness on the main file
-        path, truth = ensure_log("sglang", prof.lines, a.seed, data)
+        path, truth = ensure_log("sglang", prof.lines, a.seed, data, rate=prof.rate)
         size = path.stat().st_size
         if "throughput" not in skip:
             log(f"throughput on {path.name}: {prof.lines:,} lines, {size / 1e6:.0f} MB, {prof.reps} reps")
@@ -918,7 +923,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if a.profile:
             log("profile: cProfile/py-spy of replay")
-            ppath, _ = ensure_log("sglang", prof.lines, a.seed, data)
+            ppath, _ = ensure_log("sglang", prof.lines, a.seed, data, rate=prof.rate)
             results["profile_data"] = profile(exp, ppath, out)
 
         results["failures"] = failures
