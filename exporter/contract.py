@@ -168,7 +168,7 @@ RUNTIME: tuple[Metric, ...] = (
         "prefix_cache_hit_ratio",
         "prefix_hit_ratio",
         "Prefix cache hit rate 0-1 (vLLM 'Prefix cache hit rate'/100).",
-        "vLLM stats line `Prefix cache hit rate`/100",
+        "vLLM stats line `Prefix cache hit rate`/100 (V1: a field of the throughput line; V0: its own `GPU: x%` line)",
         "vllm",
     ),
     _runtime(

@@ -195,12 +195,16 @@ def _live_since(srv: ServerState, rule: str) -> float | None:
     return None
 
 
-def server_status(src: SourceState, srv: ServerState, cfg: RulesConfig, recs: list | None = None) -> dict:
+def server_status(
+    src: SourceState, srv: ServerState, cfg: RulesConfig, recs: list | None = None, gauges: dict[str, float] | None = None
+) -> dict:
     """The diagnosis of one server now (or at the end of a replayed log), in words and numbers:
     what the status page shows and the HTML report's summary starts with. ``recs``: the
-    recommendations to show (default: the live ones the rules keep)."""
+    recommendations to show (default: the live ones the rules keep). ``gauges``: the runtime
+    gauges as a scrape sees them (the status page passes the sampler's read-only view; default:
+    the committed ones, all there are once a replay has finished)."""
     m = srv.rule_memory
-    g = srv.gauges
+    g = srv.gauges if gauges is None else gauges
     last = m.get("last_ts") or src.last_ts
     f = peek(src, srv, cfg)  # the status page reads at request time: never writes
     eff, eff_how = f.max_running, f.max_running_source
@@ -244,7 +248,7 @@ def server_status(src: SourceState, srv: ServerState, cfg: RulesConfig, recs: li
         elif r == "request_cap_bound":
             words.append(f"Running requests are pinned at the request cap while the pools have room ({pools} used); {load}.")
         elif r == "mamba_exhausted":
-            words.append('The scheduler ran out of mamba slots ("Not enough space for mamba cache").')
+            words.append("The scheduler ran out of mamba state slots (the log line is under the finding's evidence).")
         elif r == "retraction_storm":
             words.append(f"Requests are retracted or preempted repeatedly ({fmt_int(srv.counters.get('preempted_requests'))} so far).")
         elif r == "mamba_capped" and f["detail"]:

@@ -584,20 +584,6 @@ class Sampler:
                         g[name] = float(v)
         return g
 
-    def sync(self) -> None:
-        """Fold the pending lines into the stored gauges (no samples, no rules): for readers that
-        read ``ServerState.gauges`` directly (the status page). The collector uses
-        :meth:`gauges_of` and writes nothing."""
-        with self.flow.lock:
-            for name, ss in self.sampling.items():
-                src = self.flow.sources.get(name)
-                if src is None or not ss.pending_count:
-                    continue
-                for sv in ss.servers.values():
-                    srv = src.servers.get(sv.dp)
-                    if srv is not None and sv.pending:
-                        srv.gauges.update(self.gauges_of(src, srv))
-
     def tick(self, now: float | None = None) -> None:
         """The ingest side's periodic call (``serve``: every second): a source that received nothing
         for ``IDLE_SAMPLE_SECONDS`` of wall time has its pending lines sampled. Any later line of

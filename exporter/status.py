@@ -6,8 +6,8 @@ expected effect, the capacity facts, and a chart of the last hour of log time fr
 :class:`~exporter.history.History` ring (findings shaded). The source table of the old landing
 page stays below.
 
-The page is rendered from the state under the pipeline lock like a scrape (``pipe.sync()`` first,
-so "now" is the newest line), with the same fragments ``report --html`` uses
+The page is rendered from the state under the pipeline lock like a scrape (the runtime gauges
+through the sampler's read-only view, so "now" is the newest line and nothing is written), with the same fragments ``report --html`` uses
 (:mod:`exporter.drawing`). It refreshes itself: charts.js fetches ``status.json`` every
 ``REFRESH_SECONDS`` and swaps the fragments and chart data in place (a reload only when servers
 appear). Costs are measured in docs/status-page.md.
@@ -92,7 +92,6 @@ class StatusPages:
     def servers(self, since: float | None = None) -> list[dict]:
         """Per server: its id, title, the two HTML fragments and the chart data (rows from
         ``since`` on, clock seconds; None = the whole ring)."""
-        self.pipe.sync()  # like a scrape: the newest batch line is in the gauges
         rules = rules_of(self.pipe)
         cfg = rules.config if rules is not None else RulesConfig()
         out = []
@@ -100,7 +99,8 @@ class StatusPages:
             for name, src in sorted(self.pipe.sources.items()):
                 for dp in sorted(src.servers, key=_rank_key):
                     srv = src.servers[dp]
-                    st = server_status(src, srv, cfg)
+                    # like a scrape: the newest batch lines through the sampler's view, nothing written
+                    st = server_status(src, srv, cfg, gauges=self.pipe.gauges_of(src, srv))
                     chart = drawing.chart_data(self.history.timeline(name, dp), since)
                     out.append({"status": st, "chart": chart, "engine": src.engine})
         for s in out:  # the HTML outside the lock: tailers keep feeding meanwhile
