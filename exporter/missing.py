@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .reading import source_name
-from .sources.tailer import GLOB_CHARS, WAITING
+from .sources.directory import GLOB_CHARS
+from .sources.tailer import WAITING
 
 log = logging.getLogger("hybrid_cache_exporter")
 

@@ -15,8 +15,7 @@ import pytest
 import rotation_support as rs
 
 from exporter.pipeline import Pipeline
-from exporter.sources import Positions
-from exporter.sources.tailer import Manager
+from exporter.sources import Manager, Positions
 
 pytestmark = rs.needs_logrotate
 

@@ -14,7 +14,7 @@ import pytest
 import test_serve_support as h
 
 from exporter.pipeline import Pipeline
-from exporter.sources.tailer import Manager
+from exporter.sources import Manager
 from exporter.web import App, WebConfig, make_server
 
 
