@@ -16,8 +16,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from .collector import HybridCacheCollector
 from .history import REPORT_ROWS
 from .history import attach as attach_history
+from .offline import replay_files
 from .pipeline import Pipeline
-from .reading import replay_files
 from .recommend import observe
 from .rules import RulesConfig, attach
 from .state import DEFAULT_MAX_DP_RANKS

@@ -16,8 +16,9 @@ API::
 
     open_log(path)               # binary file object: '-' = stdin; gzip, bzip2, xz read transparently
     read_blocks(path) / read_chunks(path) / read_lines(path)   # a whole file through a Reader
-    order_generations(paths)     # [(source name, paths oldest first)]: a log and its rotated generations
-    replay_files(pipe, paths, source)   # what replay and report do (generations, errors, warnings)
+
+Whole offline files as users have them (rotated generations, compressed, in any order):
+exporter.offline (``order_generations``, ``replay_files``).
 
 What a line is:
 
@@ -40,15 +41,10 @@ import gzip
 import io
 import lzma
 import os
-import re
 import sys
-import time
 from collections.abc import Iterable, Iterator
-from contextlib import closing
-from dataclasses import dataclass
 from typing import BinaryIO
 
-from parsers import parse_line
 from parsers.prefix import SGLANG_HEADER_RE
 
 from .container import CRI, DOCKER, PLAIN, Record, detect, record_parser
@@ -71,9 +67,6 @@ __all__ = [
     "read_chunks",
     "read_lines",
     "lines_of",
-    "generation_of",
-    "order_generations",
-    "replay_files",
     "source_name",
 ]
 
@@ -304,7 +297,7 @@ def open_log(path: str) -> BinaryIO:
     return f
 
 
-def _close(f: BinaryIO) -> None:
+def close_log(f: BinaryIO) -> None:
     if f is sys.stdin.buffer:
         return
     f.close()
@@ -333,7 +326,7 @@ def read_blocks(path: str, reader: Reader | None = None, flush: bool = True, nby
         if rest:
             yield "\n".join(rest) + "\n"
     finally:
-        _close(f)
+        close_log(f)
 
 
 def read_chunks(path: str, reader: Reader | None = None) -> Iterator[list[str]]:
@@ -368,240 +361,3 @@ def source_name(path: str) -> str:
     base = os.path.basename(path.rstrip("/"))
     stem = os.path.splitext(base)[0]  # 'v0.5.10.log' -> 'v0.5.10', not 'v0'
     return stem or base or path
-
-
-# ----------------------------------------------------------------------------------------
-# offline files as users have them: rotated generations, compressed, in any order
-
-# a rotated generation's suffix: '.1', '.2', '-20260814', '.2026-08-14', '-20260814-1723456789',
-# then maybe a compression extension
-_GEN_RE = re.compile(
-    r"^(?P<base>.+?)(?P<gen>[.-](?:\d{1,4}|\d{8}(?:[-_]?\d{2,10})?|\d{4}-\d\d-\d\d(?:[-_T]\d\d(?::?\d\d){0,2})?))?"
-    r"(?P<z>\.(?:gz|bz2|xz|zst|lz4))?$"
-)
-LOG_EXTENSIONS = (".log", ".out", ".err", ".txt", ".json", ".jsonl")
-PRESCAN_BYTES = 16 << 20  # how far a file is read to find its first timestamp (the rest is fed anyway)
-
-
-@dataclass
-class Generation:
-    """One file given to replay/report, as a generation of a log."""
-
-    path: str
-    base: str  # the log it is a generation of (the path without rotation/compression suffixes)
-    age: tuple  # from the name: the live file is newest, '.1' before it, '.2' before that, dates by date
-    first_ts: float | None = None  # first log timestamp in it (None: none in its first 16 MiB)
-    engine: str | None = None  # the engine of its first line with an engine header
-    head: bytes = b""  # its first 64 KiB (decompressed): tells a copy from a generation
-
-
-def generation_of(path: str) -> tuple[str, tuple]:
-    """``(base path, age key)``: ``/x/server.log.2.gz`` -> (``/x/server.log``, ...). Names that do
-    not look rotated are their own base (a ``v0.5.10`` file is not generation 10 of ``v0.5``: a
-    suffix counts only after a log-like name such as ``*.log``)."""
-    d, name = os.path.split(path)
-    m = _GEN_RE.match(name)
-    if m is None or not (m.group("gen") or m.group("z")):
-        return path, (1, 0, "")  # the live file: newest
-    base = m.group("base")
-    if m.group("gen") and not base.lower().endswith(LOG_EXTENSIONS):
-        if not m.group("z"):
-            return path, (1, 0, "")
-        base = name[: m.start("z")]  # 'x.2.gz' of an unknown name: only the compression is stripped
-        return os.path.join(d, base), (0, 0, "")
-    gen = (m.group("gen") or "")[1:]
-    if not gen:
-        return os.path.join(d, base), (0, 0, "")  # 'server.log.gz': older than the live file
-    if len(gen) <= 4 and gen.isdigit():
-        return os.path.join(d, base), (0, -int(gen), "")  # '.1' is newer than '.2'
-    return os.path.join(d, base), (0, 1, gen)  # dates: older first
-
-
-HEAD_BYTES = 65536
-
-
-def _scan_head(g: Generation, engine: str | None) -> None:
-    """The first timestamp and engine of a file, and its first ``HEAD_BYTES`` (decompressed)."""
-    f = open_log(g.path)
-    try:
-        g.head = f.read(HEAD_BYTES)
-    finally:
-        _close(f)
-    year = time.localtime().tm_year
-    seen = 0
-    with closing(read_blocks(g.path)) as blocks:
-        for text in blocks:
-            seen += len(text)
-            for line in text[:-1].split("\n"):
-                p = parse_line(line, engine, year)
-                if p.engine and g.engine is None:
-                    g.engine = p.engine
-                if p.ts is not None and (p.engine or g.engine):
-                    g.first_ts = p.ts
-                    return
-            if seen >= PRESCAN_BYTES:
-                return
-
-
-def _length(path: str) -> int:
-    n = 0
-    f = open_log(path)
-    try:
-        while chunk := f.read(CHUNK):
-            n += len(chunk)
-    finally:
-        _close(f)
-    return n
-
-
-def order_generations(paths: list[str], engine: str | None = None, err=sys.stderr) -> list[tuple[str, list[str]]]:
-    """Group the given files into logs (a log and its rotated generations, compressed or not) and
-    order each log's generations oldest first: by their first log timestamp when every generation
-    has one, else by name (``.2`` before ``.1`` before the live file, dates by date). A generation
-    given twice (the same first 64 KiB: ``server.log.1`` and ``server.log.1.gz``, or a ``copy``
-    that the live file continues) is read once, the longest. Returns ``[(source name, paths)]`` in
-    the order the logs were first named; unreadable paths are kept (the caller reports them)."""
-    groups: dict[str, list[Generation]] = {}
-    for p in paths:
-        if p == "-" or os.path.isdir(p):
-            groups.setdefault(p + "\0" + str(len(groups)), []).append(Generation(p, p, (1, 0, "")))
-            continue
-        base, age = generation_of(p)
-        groups.setdefault(base, []).append(Generation(p, base, age))
-    out: list[tuple[str, list[str]]] = []
-    for key, gens in groups.items():
-        base = gens[0].base
-        if len(gens) > 1:
-            for g in gens:
-                try:
-                    _scan_head(g, engine)
-                except (OSError, EOFError, ValueError, lzma.LZMAError):
-                    g.head = b""  # reported when it is fed
-            gens = _dedup(gens, err)
-            if all(g.first_ts is not None for g in gens):
-                gens.sort(key=lambda g: (g.first_ts, g.age))
-            else:
-                gens.sort(key=lambda g: g.age)
-        out.append((source_name(base) if "\0" not in key else source_name(gens[0].path), [g.path for g in gens]))
-    return _distinct_names(out)
-
-
-def _distinct_names(logs: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
-    """Two different logs never share a source. Names that clash take the whole file name first
-    (``v0.5.10`` and ``v0.5.11``, both ``v0.5`` by stem), then their parent folders until they
-    differ (``a/server.log`` and ``b/server.log``: ``a/server`` and ``b/server``); before this,
-    an SGLang and a vLLM log of one file name were fed into one source."""
-    names = [n for n, _ in logs]
-
-    def clashing() -> set[str]:
-        return {n for n in names if names.count(n) > 1}
-
-    clash = clashing()
-    for i, (_, members) in enumerate(logs):
-        if names[i] in clash and members[0] != "-":
-            whole = os.path.basename(generation_of(members[0])[0].rstrip("/"))
-            if (
-                sum(
-                    1
-                    for j, (_, m) in enumerate(logs)
-                    if names[j] == names[i] and m[0] != "-" and os.path.basename(generation_of(m[0])[0]) == whole
-                )
-                == 1
-            ):
-                names[i] = whole
-    depth = [0] * len(logs)
-    while clash := clashing():
-        grew = False
-        for i, (_, members) in enumerate(logs):
-            parts = os.path.normpath(os.path.abspath(members[0])).split(os.sep)[:-1]
-            if names[i] in clash and depth[i] < len(parts) and parts[-1 - depth[i]]:
-                names[i] = parts[-1 - depth[i]] + "/" + names[i]
-                depth[i] += 1
-                grew = True
-        if not grew:  # the same path given twice as two logs: number them
-            seen: dict[str, int] = {}
-            for i, n in enumerate(names):
-                seen[n] = seen.get(n, 0) + 1
-                if seen[n] > 1:
-                    names[i] = f"{n}#{seen[n]}"
-    return [(names[i], members) for i, (_, members) in enumerate(logs)]
-
-
-def _dedup(gens: list[Generation], err) -> list[Generation]:
-    """Drop a generation whose content another given file holds from its start: the same
-    generation twice (``.1`` and ``.1.gz``), or a ``copy`` that a longer file continues."""
-    keep: list[Generation] = []
-    lengths: dict[str, int] = {}
-
-    def length(g: Generation) -> int:
-        if g.path not in lengths:
-            lengths[g.path] = len(g.head) if len(g.head) < HEAD_BYTES else _length(g.path)
-        return lengths[g.path]
-
-    for g in sorted(gens, key=lambda g: -len(g.head)):
-        cover = next((k for k in keep if g.head and k.head.startswith(g.head)), None)
-        if cover is None:
-            keep.append(g)
-            continue
-        if length(cover) < length(g):  # the same start, but this one goes on further: keep it
-            keep[keep.index(cover)] = g
-            cover, g = g, cover
-        print(f"hybrid-cache-exporter: {g.path}: {cover.path} holds the same lines from its start: read once", file=err)
-    return keep
-
-
-def replay_files(pipe, paths: Iterable[str], source: str | None, err=sys.stderr) -> int:
-    """Feed whole files into ``pipe``: the generations of one log (``server.log server.log.1
-    server.log.2.gz``, in any order) as one source, oldest first (:func:`order_generations`).
-    Unreadable files and files without a single SGLang or vLLM line are reported on ``err`` and
-    count as failed (the other files still count); an empty file is a warning. Returns the number
-    of files that failed."""
-    failed = 0
-    for name, members in order_generations(list(paths), getattr(pipe, "engine", None), err):
-        name = source or name
-        src = pipe.source(name)
-        reader = Reader()  # one for the generations of a log: a line cut by copytruncate is joined
-        for path in members:
-            if path != "-" and os.path.isdir(path):
-                print(f"hybrid-cache-exporter: {path}: is a directory, skipped", file=err)
-                failed += 1
-                continue
-            before = src.lines.get("parsed", 0) + src.lines.get("unrecognized", 0)
-            engine_before = src.engine
-            got = [0]
-            try:
-                feed_text = pipe.feed_text
-                for text in read_blocks(path, reader, flush=False, nbytes=got):
-                    feed_text(name, text)
-            except (OSError, EOFError, ValueError, lzma.LZMAError) as e:
-                print(f"hybrid-cache-exporter: {path}: cannot read: {getattr(e, 'strerror', None) or e}", file=err)
-                failed += 1
-                continue
-            if got[0] == 0:
-                print(f"hybrid-cache-exporter: warning: {path}: empty file", file=err)
-                continue
-            after = src.lines.get("parsed", 0) + src.lines.get("unrecognized", 0)
-            if after == before and not (engine_before is None and src.engine is not None) and not _has_header(path, src.engine):
-                print(
-                    f"hybrid-cache-exporter: {path}: no SGLang or vLLM log line in it (is it the engine's log? "
-                    "see docs/reading.md for the formats read)",
-                    file=err,
-                )
-                failed += 1
-        rest = reader.flush()  # the log's last line, if it has no newline
-        if rest:
-            pipe.feed_text(name, "\n".join(rest) + "\n")
-    return failed
-
-
-def _has_header(path: str, engine: str | None) -> bool:
-    """Whether a file that gave no parsed line still has a line with an engine's header (a piece of
-    a log with only access lines): such a file is a log, only a quiet one."""
-    if path == "-":
-        return False
-    g = Generation(path, path, (1, 0, ""))
-    try:
-        _scan_head(g, engine)
-    except (OSError, EOFError, ValueError, lzma.LZMAError):
-        return False
-    return g.engine is not None

@@ -28,7 +28,8 @@ from .selfmetrics import SelfCollector
 from .sources import Manager, Positions, StdinSource
 from .state import DEFAULT_MAX_DP_RANKS
 from .status import StatusPages
-from .web import App, ReloadingWebConfig, WebConfig, make_servers, url_of
+from .web import App, make_servers, url_of
+from .webconfig import ReloadingWebConfig, WebConfig
 
 log = logging.getLogger("hybrid_cache_exporter")
 

@@ -15,8 +15,9 @@ import bcrypt
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from exporter import web
-from exporter.web import App, WebConfig, make_server
+from exporter import webconfig
+from exporter.web import App, make_server
+from exporter.webconfig import WebConfig
 
 
 def basic(user: str, pw: str) -> str:
@@ -33,7 +34,7 @@ def recorded(monkeypatch):
         seen.append(h)
         return real(pw, h)
 
-    monkeypatch.setattr(web.bcrypt, "checkpw", spy)
+    monkeypatch.setattr(webconfig.bcrypt, "checkpw", spy)
     return seen
 
 
@@ -47,7 +48,7 @@ def test_an_unknown_user_is_checked_against_a_hash_of_the_same_cost(recorded, co
     assert len(recorded) == 3
     dummy, known = recorded[0], recorded[1]
     assert known == h and dummy != h
-    assert web._cost(dummy) == web._cost(known) == cost
+    assert webconfig._cost(dummy) == webconfig._cost(known) == cost
     assert bcrypt.checkpw(b"", dummy) is False  # a real hash, of nothing a client could send
 
 
@@ -55,7 +56,7 @@ def test_the_dummy_takes_the_cost_most_users_have(recorded) -> None:
     users = {u: bcrypt.hashpw(b"x", bcrypt.gensalt(c)) for u, c in (("a", 6), ("b", 6), ("c", 4))}
     cfg = WebConfig(users=users)
     cfg.check_auth(basic("zz", "x"))
-    assert web._cost(recorded[-1]) == 6
+    assert webconfig._cost(recorded[-1]) == 6
 
 
 def test_outcomes_are_cached_failures_too(recorded) -> None:
@@ -69,7 +70,7 @@ def test_outcomes_are_cached_failures_too(recorded) -> None:
 
 def test_bcrypt_runs_in_a_bounded_pool(monkeypatch) -> None:
     """However many requests check at once, at most the pool's size run bcrypt together."""
-    monkeypatch.setattr(web, "BCRYPT_POOL", threading.BoundedSemaphore(2))
+    monkeypatch.setattr(webconfig, "BCRYPT_POOL", threading.BoundedSemaphore(2))
     active = peak = 0
     lock = threading.Lock()
     real = bcrypt.checkpw
@@ -85,7 +86,7 @@ def test_bcrypt_runs_in_a_bounded_pool(monkeypatch) -> None:
             with lock:
                 active -= 1
 
-    monkeypatch.setattr(web.bcrypt, "checkpw", counting)
+    monkeypatch.setattr(webconfig.bcrypt, "checkpw", counting)
     cfg = WebConfig(users={"prom": bcrypt.hashpw(b"secret", bcrypt.gensalt(8))})
     threads = [threading.Thread(target=cfg.check_auth, args=(basic("prom", f"bad{i}"),)) for i in range(12)]
     for t in threads:

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import contract as C
 from exporter.app import exposition, new_pipeline, replay
-from exporter.reading import replay_files
+from exporter.offline import replay_files
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted(glob.glob(str(ROOT / "fixtures" / "**" / "*.log"), recursive=True))

@@ -139,7 +139,7 @@ def test_order_follows_the_content_when_the_names_disagree(tmp_path) -> None:
 
 
 def test_other_files_stay_their_own_logs(tmp_path) -> None:
-    from exporter.reading import generation_of, order_generations
+    from exporter.offline import generation_of, order_generations
 
     for name in ("a.log", "v0.5.10", "v0.5.11", "b.log.1"):
         (tmp_path / name).write_bytes(WHOLE)

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporter.app import exposition, new_pipeline
-from exporter.reading import Reader, lines_of, read_lines, replay_files
+from exporter.offline import replay_files
+from exporter.reading import Reader, lines_of, read_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 YEAR = time.localtime().tm_year

@@ -15,7 +15,8 @@ import test_serve_support as h
 
 from exporter.pipeline import Pipeline
 from exporter.sources import Manager
-from exporter.web import App, WebConfig, make_server
+from exporter.web import App, make_server
+from exporter.webconfig import WebConfig
 
 
 def _count(pipe: Pipeline, source: str | None = None) -> float:

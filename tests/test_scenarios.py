@@ -12,8 +12,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.app import new_pipeline
+from exporter.offline import replay_files
 from exporter.pipeline import Pipeline
-from exporter.reading import read_lines, replay_files
+from exporter.reading import read_lines
 from exporter.recommend import observe
 from exporter.rules import RULE_IDS, attach
 

@@ -18,9 +18,10 @@ from exporter import drawing
 from exporter.app import new_pipeline
 from exporter.history import LIVE_ROWS, SHADED_RULES, History, Timeline
 from exporter.history import attach as attach_history
-from exporter.reading import replay_files
+from exporter.offline import replay_files
 from exporter.status import StatusPages
-from exporter.web import App, WebConfig, make_server
+from exporter.web import App, make_server
+from exporter.webconfig import WebConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 SCEN = ROOT / "fixtures" / "scenarios"

@@ -18,7 +18,7 @@ import bcrypt
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from exporter import web
+from exporter import web, webconfig
 
 OPENSSL = shutil.which("openssl")
 
@@ -42,7 +42,7 @@ def registry() -> CollectorRegistry:
 
 class Running:
     def __init__(self, listens: list[str], cfg=None, telemetry_path: str = "/metrics") -> None:
-        cfg = cfg if cfg is not None else web.WebConfig()
+        cfg = cfg if cfg is not None else webconfig.WebConfig()
         self.app = web.App(registry(), lambda: (True, []), lambda: [], cfg, telemetry_path, version="9.9.9")
         self.servers = web.make_servers(listens, self.app)
         self.threads = [threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True) for s in self.servers]
@@ -104,7 +104,7 @@ def test_second_address_in_use_closes_the_first():
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        app = web.App(registry(), lambda: (True, []), lambda: [], web.WebConfig())
+        app = web.App(registry(), lambda: (True, []), lambda: [], webconfig.WebConfig())
         with pytest.raises(OSError):
             web.make_servers(["127.0.0.1:0", f"127.0.0.1:{busy.getsockname()[1]}"], app)
 
@@ -208,7 +208,7 @@ def test_certificate_rotation_reloads_per_connection(running, pki, tmp_path):
     _install(pki / "one.key", live / "tls.key")
     cfg_path = tmp_path / "web.yml"
     cfg_path.write_text(f"tls_server_config:\n  cert_file: {live / 'tls.crt'}\n  key_file: {live / 'tls.key'}\n")
-    rc = web.ReloadingWebConfig(str(cfg_path))
+    rc = webconfig.ReloadingWebConfig(str(cfg_path))
     r = running(["127.0.0.1:0"], cfg=rc)
     ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
     port = r.port()
@@ -245,7 +245,7 @@ def test_web_config_reload_of_users_and_refused_tls_switch(running, tmp_path, pk
         os.replace(tmp, cfg_path)
 
     users(b"old")
-    rc = web.ReloadingWebConfig(str(cfg_path))
+    rc = webconfig.ReloadingWebConfig(str(cfg_path))
     r = running(["127.0.0.1:0"], cfg=rc)
     port = r.port()
 

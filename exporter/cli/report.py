@@ -7,7 +7,8 @@ import json
 import sys
 
 from ..app import replay
-from ..report import build_report, render_html, render_markdown, render_text
+from ..render import render_html, render_markdown, render_text
+from ..report import build_report
 from ..rules import load_config
 from .common import add_file_args, engine_of
 

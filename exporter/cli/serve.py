@@ -170,7 +170,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # (startup time of every replay: watchdog, bcrypt, yaml)
     from ..identity import parse_labels
     from ..serve import ServeConfig, Service
-    from ..web import ReloadingWebConfig, WebConfigError, check_telemetry_path, resolve_listen
+    from ..web import check_telemetry_path, resolve_listen
+    from ..webconfig import ReloadingWebConfig, WebConfigError
 
     configure_logging(args.log_level, args.log_format)
     kubelet = [a for a in args.log if KUBELET_GLOB.match(a)]
