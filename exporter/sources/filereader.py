@@ -214,11 +214,7 @@ class FileReader:
         self.close()
 
     def close(self) -> None:
-        if self.fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self.fd)
-            self.fd = -1
-            self.tailer.mgr_fds(-1)
+        self.park()
         if self.gen.reader is self:
             self.gen.consumed = self.read_pos
             self.gen.reader = None
