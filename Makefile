@@ -37,7 +37,7 @@ test: $(STAMP) tools
 
 ## regenerate tests/golden/*.prom (the replay output of every fixture; `make test` diffs against them)
 golden: $(STAMP)
-	$(BIN)/python tests/test_golden.py
+	$(BIN)/python tests/collector/test_golden.py
 
 ## regenerate the Grafana dashboard JSON and the PrometheusRule from their sources
 dashboards: $(STAMP)
@@ -60,7 +60,7 @@ bench-smoke: $(STAMP) tools
 ## wheels (no deps, into .oracle-wheels/) to check that every engine file/function the oracle cites exists
 oracle: $(STAMP)
 	$(BIN)/python -m tests.oracle.check_citations --cache .oracle-wheels
-	$(BIN)/python -m pytest -q tests/test_oracle.py
+	$(BIN)/python -m pytest -q tests/capacity/test_oracle.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

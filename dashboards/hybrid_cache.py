@@ -1,6 +1,6 @@
 """Grafana dashboard "Hybrid cache: KV vs mamba pools" (grafanalib source of ``hybrid-cache.json``).
 
-Regenerate the JSON with ``python -m dashboards.build``; ``tests/test_dashboards.py`` fails when the
+Regenerate the JSON with ``python -m dashboards.build``; ``tests/dashboards/test_dashboards.py`` fails when the
 checked-in JSON is stale. Every panel carries a description saying what to look for; the same
 text is in docs/dashboards.md's panel list.
 

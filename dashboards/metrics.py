@@ -2,8 +2,8 @@
 
 The contract itself is ``exporter/contract.py`` (one entry per family: name, type, help, labels,
 source line); this module only re-exports it in the shape the dashboard tests use. Dashboards and
-alert rules may only query names listed here (``tests/test_dashboards.py`` and
-``tests/test_alerts.py`` parse every PromQL expression and check). The value is the set of
+alert rules may only query names listed here (``tests/dashboards/test_dashboards.py`` and
+``tests/dashboards/test_alerts.py`` parse every PromQL expression and check). The value is the set of
 labels each family carries (besides the target labels of ``dashboards/identity.py``).
 
 ``OPTIONAL`` lists the metrics that legitimately have no series on an SGLang hybrid deployment

@@ -3,7 +3,7 @@
 The command line (``exporter/cli/``) parses arguments and prints; everything it runs is built
 here (and, for the long-running ``serve``, in ``exporter/serve.py``, which adds the tailers and
 the web server) from plain values: no ``argparse.Namespace`` below the face. Only the face
-imports these two modules (tests/test_layers.py checks), so the layers below know no wiring.
+imports these two modules (tests/design/test_layers.py checks), so the layers below know no wiring.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Metric names and labels are public API (dashboards, alert rules and users' queri
 them). This module is the only place that spells them: the collectors build their families from
 these entries, ``dashboards/metrics.py`` re-exports them for the dashboard and alert tests,
 ``docs/gen_metrics.py`` writes ``docs/metrics.md`` from them, and
-``tests/test_contract.py`` checks that what the collectors emit on every fixture is exactly this.
+``tests/collector/test_contract.py`` checks that what the collectors emit on every fixture is exactly this.
 
 An entry's ``name`` is the series name a query uses (counters end in ``_total``, info metrics in
 ``_info``); ``family`` is the name prometheus_client's family classes take. ``source`` is the log

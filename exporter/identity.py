@@ -22,7 +22,7 @@ from . import contract
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 # Label names the exporter's own series carry (the metric contract), the target labels Prometheus
-# sets (job, instance) and the histogram/summary ones. tests/test_flags.py checks that every label in
+# sets (job, instance) and the histogram/summary ones. tests/cli/test_flags.py checks that every label in
 # the golden expositions and in a live serve is here.
 OWN_LABELS = frozenset(label for m in contract.METRICS for label in m.all_labels)
 TARGET_LABELS = frozenset({"job", "instance", "le", "quantile"})

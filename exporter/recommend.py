@@ -109,7 +109,7 @@ def inputs(src: SourceState, srv: ServerState, cfg: RulesConfig) -> tuple:
     with their generation: a non-batch event or a restart) and the thresholds.
 
     Recommendations are a function of these, so a refresh with the inputs of the last one is
-    skipped: most refreshes of a long-lived finding are (tests/test_sample_cost.py checks that the
+    skipped: most refreshes of a long-lived finding are (tests/pipeline/test_sample_cost.py checks that the
     state is the same as with every refresh computed, sample by sample)."""
     return (
         src.restarts,

@@ -20,7 +20,7 @@ go further for the steady state: :mod:`exporter.scan` (a C extension, or its pur
 walks runs of batch lines of the learned shapes and uvicorn lines and returns per-run aggregates
 (counts, token sums, first and last line of each bucket), which :meth:`Sampler._apply_scan` turns
 into the same state; the line that ends a run goes through :meth:`Sampler.feed`. All paths give
-the same state (tests/test_hot_path.py, tests/test_gauges_exact.py).
+the same state (tests/pipeline/test_hot_path.py, tests/pipeline/test_gauges_exact.py).
 
 What a source's batch lines look like is learned per source (:class:`parsers.sglang.LineShapes`
 in :class:`SourceSampling`), so two servers of different releases keep their own shapes.

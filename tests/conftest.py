@@ -1,0 +1,39 @@
+"""Shared helpers of the test layers.
+
+The tests live one directory per layer of the code: parsers/, sources/ (reading, tailing,
+rotation), pipeline/ (sampler, scanner, flow), state/, rules/, capacity/, collector/ (contract,
+goldens), web/, cli/, dashboards/, e2e/ (real Prometheus, packaging, deploy, bench), design/
+(import layers, docs). What several layers use lives in a helper module of this directory
+(``test_serve_support``: run ``serve`` as a subprocess and scrape it; ``rotation_support``: writers
+and real logrotate), which this file puts on ``sys.path``; the golden expositions stay in
+``tests/golden/`` and the engines' oracle in ``tests/oracle/``.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+FIXTURES = ROOT / "fixtures"
+
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    """The repository's top directory."""
+    return ROOT
+
+
+@pytest.fixture
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (servers in tests bind there only)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -1,0 +1,312 @@
+"""The pictures in a real browser: Debian's chromium, headless, renders
+
+* the status page of a live ``serve`` tailing a mamba-bound and a balanced scenario log, and
+* an HTML report file of the same logs (``report --html``, opened from disk, offline),
+
+and the test checks what a person would see: the DOM after the scripts ran (``--dump-dom``)
+holds the diagnosis text and one drawn chart (uPlot canvas) per server and no external URL; the
+screenshot is not blank and shows the finding's shading (its colour over white) only when a
+finding fired. chromium runs with networking features off and its own profile directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+import zlib
+from pathlib import Path
+
+import pytest
+
+from exporter.drawing import SHADES
+
+ROOT = Path(__file__).resolve().parents[2]
+SCEN = ROOT / "fixtures" / "scenarios"
+MAMBA = SCEN / "sglang-mamba-bound.log"
+BALANCED = SCEN / "sglang-balanced.log"
+EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//(?!127\.0\.0\.1|localhost)""", re.I)
+
+
+def _over_white(rgba: str) -> tuple[int, int, int]:
+    *rgb, a = (float(x) for x in re.findall(r"[\d.]+", rgba))
+    return tuple(round(255 * (1 - a) + c * a) for c in rgb)
+
+
+SHADE_RGB = _over_white(SHADES["mamba_bound"])  # mamba_bound's shading over the white plot
+
+in_ci = os.environ.get("CI", "").lower() == "true"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def need(ok: bool, why: str) -> None:
+    if not ok:
+        if in_ci:
+            pytest.fail(why + " (required in CI)")
+        pytest.skip(why)
+
+
+def chromium(tmp: Path, url: str, *what: str, size: str = "1280,1600", budget_ms: int = 5000) -> subprocess.CompletedProcess:
+    need(CHROMIUM is not None, "chromium not installed (make tools)")
+    profile = tmp / "profile"
+    profile.mkdir(exist_ok=True)
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-extensions",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        f"--window-size={size}",
+        f"--virtual-time-budget={budget_ms}",  # let the scripts run (and draw) before the dump / screenshot
+        *what,
+        url,
+    ]
+    env = dict(os.environ, HOME=str(tmp))
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=tmp)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r
+
+
+def dump_dom(tmp: Path, url: str, budget_ms: int = 5000) -> str:
+    return chromium(tmp, url, "--dump-dom", budget_ms=budget_ms).stdout
+
+
+def screenshot(tmp: Path, url: str, name: str, size: str = "1280,1600") -> Path:
+    out = tmp / name
+    chromium(tmp, url, f"--screenshot={out}", size=size)
+    assert out.is_file() and out.stat().st_size > 1000
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# a tiny PNG decoder (8-bit RGB/RGBA, not interlaced: what chromium writes)
+
+
+def png_pixels(path: Path) -> tuple[int, int, list[tuple[int, int, int]]]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, width = 8, [], 0
+    while pos < len(data):
+        (n,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + n]
+        pos += 12 + n
+        if kind == b"IHDR":
+            width, height, depth, ctype, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            assert depth == 8 and ctype in (2, 6) and interlace == 0, (depth, ctype, interlace)
+            bpp = 3 if ctype == 2 else 4
+        elif kind == b"IDAT":
+            idat.append(body)
+        elif kind == b"IEND":
+            break
+    raw = zlib.decompress(b"".join(idat))
+    stride = width * bpp
+    prev = bytearray(stride)
+    pixels = []
+    for y in range(height):
+        f = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b = prev[i]
+            c = prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + ((a + b) >> 1)) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        pixels.extend(tuple(line[i : i + 3]) for i in range(0, stride, bpp))
+        prev = line
+    return width, height, pixels
+
+
+def near(px: tuple[int, int, int], rgb: tuple[int, int, int], tol: int = 4) -> bool:
+    return all(abs(a - b) <= tol for a, b in zip(px, rgb, strict=True))
+
+
+def check_picture(path: Path, shaded: bool) -> None:
+    w, h, px = png_pixels(path)
+    assert len(px) == w * h
+    colours = {}
+    for p in px[:: max(1, len(px) // 200000)]:
+        colours[p] = colours.get(p, 0) + 1
+    common = max(colours.values()) / sum(colours.values())
+    assert len(colours) > 200 and common < 0.9, (len(colours), common)  # not blank: text, bars, lines
+    shade = sum(1 for p in px if near(p, SHADE_RGB))
+    if shaded:
+        assert shade > 5000, shade  # the finding's interval is shaded behind the lines
+    else:
+        assert shade < 200, shade
+
+
+def sections(dom: str) -> dict[str, str]:
+    """Server sections of a page by source name."""
+    out = {}
+    for part in dom.split('<section class="server" id="s-')[1:]:
+        for name in ("sglang-mamba-bound", "sglang-balanced"):
+            if part.startswith(name):
+                out[name] = part.split("</section>", 1)[0]
+    return out
+
+
+def check_dom(dom: str, charts_per_server: int) -> None:
+    assert not EXTERNAL.search(dom), EXTERNAL.search(dom)
+    secs = sections(dom)
+    assert set(secs) == {"sglang-mamba-bound", "sglang-balanced"}
+    mb, bal = secs["sglang-mamba-bound"], secs["sglang-balanced"]
+    assert "mamba-bound" in mb and "The mamba state pool limits concurrency" in mb
+    assert "--mamba-ssm-dtype bfloat16" in mb
+    assert "no finding" in bal and "mamba-bound" not in bal and "KV-bound" not in bal
+    for s in (mb, bal):  # uPlot made one canvas per chart: the script ran and drew
+        assert s.count("<canvas") == charts_per_server, s.count("<canvas")
+        assert 'class="uplot' in s
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def live(tmp_path):
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "exporter",
+            "serve",
+            "--log",
+            f"sglang-mamba-bound={MAMBA}",
+            "--log",
+            f"sglang-balanced={BALANCED}",
+            "--from-beginning",
+            "--listen",
+            f"127.0.0.1:{port}",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as r:
+                    body = r.read().decode()
+                if "mamba-bound, mamba-capped" in body and "sglang-balanced" in body:
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "serve did not reach the diagnosis in 60 s"
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_status_page_in_chromium(live, tmp_path):
+    # 12 s of virtual time: the page refreshes itself (status.json every 5 s) at least once, and
+    # after that the panels and the charts are still whole
+    dom = dump_dom(tmp_path, live, budget_ms=12000)
+    check_dom(dom, charts_per_server=1)
+    assert re.search(r'id="hce-updated">updated \d\d:\d\d:\d\d, refreshes every 5 s<', dom), "the page did not refresh"
+    assert "Sources" in dom and "sglang-mamba-bound.log" in dom
+    check_picture(screenshot(tmp_path, live, "status.png", size="1280,1100"), shaded=True)
+
+
+def test_status_page_of_a_balanced_log_shows_no_finding(tmp_path):
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "exporter", "serve", "--log", str(BALANCED), "--from-beginning", "--listen", f"127.0.0.1:{port}"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as r:
+                    if b"no finding" in r.read():
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.3)
+        check_picture(screenshot(tmp_path, url, "balanced.png", size="1280,900"), shaded=False)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_html_report_in_chromium(tmp_path):
+    html = subprocess.run(
+        [sys.executable, "-m", "exporter", "report", "--html", str(MAMBA), str(BALANCED)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=True,
+    ).stdout
+    path = tmp_path / "incident.html"
+    path.write_text(html, encoding="utf-8")
+    url = path.as_uri()
+    dom = dump_dom(tmp_path, url)
+    check_dom(dom, charts_per_server=2)  # the timeline and the usage distributions
+    assert "What if: the recommended flags" in dom and "max_running_requests is capped to 16" in dom
+    check_picture(screenshot(tmp_path, url, "report.png", size="1280,1800"), shaded=True)
+
+
+MERGE_PAGE = """<!DOCTYPE html><html><body><pre id="out"></pre>
+<script>{uplot}</script><script>{charts}</script><script>
+var M = window.hceCharts.merge;
+var old = {{t: [10, 20, 30, 40], kv: [1, 2, 3, 4], mamba: [1, 2, 3, 4], running: [1, 2, 3, 4], queued: [0, 0, 0, 0], cap: [9, 9, 9, 9], spans: []}};
+/* the server's ring now starts at 20, row 40 grew, 50 is new */
+var d = {{since: 40, first: 20, t: [40, 50], kv: [5, 6], mamba: [5, 6], running: [5, 6], queued: [1, 1], cap: [9, 9], spans: [[40, 60, "red", "mamba_bound", 0]]}};
+var r = M(old, d);
+var full = M(old, {{t: [1], kv: [1], mamba: [1], running: [1], queued: [1], cap: [1], spans: []}});
+document.getElementById("out").textContent = JSON.stringify({{t: r.t, kv: r.kv, spans: r.spans.length, full: full.t}});
+</script></body></html>"""
+
+
+def test_refresh_merge_in_chromium(tmp_path):
+    """The status page's refresh appends the new rows to what the browser has (charts.js merge)."""
+    import json
+
+    from exporter.drawing import static
+
+    page = tmp_path / "merge.html"
+    page.write_text(MERGE_PAGE.format(uplot=static("uplot.iife.min.js").decode(), charts=static("charts.js").decode()), encoding="utf-8")
+    dom = dump_dom(tmp_path, page.as_uri())
+    got = json.loads(re.search(r'<pre id="out">(.*?)</pre>', dom).group(1))
+    assert got == {"t": [20, 30, 40, 50], "kv": [2, 3, 5, 6], "spans": 1, "full": [1]}

@@ -1,0 +1,199 @@
+"""The status page's parts without a browser: the history ring, the page and its JSON, the routes.
+
+tests/web/test_browser.py renders the same pages in a real chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import tracemalloc
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from exporter import drawing
+from exporter.app import new_pipeline
+from exporter.history import LIVE_ROWS, SHADED_RULES, History, Timeline
+from exporter.history import attach as attach_history
+from exporter.offline import replay_files
+from exporter.status import StatusPages
+from exporter.web import App, make_server
+from exporter.webconfig import WebConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+SCEN = ROOT / "fixtures" / "scenarios"
+EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//(?!127\.0\.0\.1|localhost)""", re.I)
+
+
+def replayed(*names: str) -> tuple[object, History]:
+    pipe = new_pipeline(None)
+    hist = attach_history(pipe)
+    for n in names:
+        assert replay_files(pipe, [str(SCEN / n)], None) == 0
+    return pipe, hist
+
+
+# ---------------------------------------------------------------------------------------------
+# the ring
+
+
+def test_timeline_merges_a_bucket_keeps_max_newest_cap_and_ors_bits():
+    tl = Timeline(8)
+    tl.add(100.0, (0.2, 0.9, 10, 3, 16), 0)
+    tl.add(104.0, (0.1, 0.95, 12, 1, 20), 1)
+    tl.add(109.9, (None, None, None, None, None), 2)
+    ((t, vals, bits),) = list(tl.rows())
+    assert t == 100.0 and vals == (0.2, 0.95, 12, 3, 20) and bits == 3
+    tl.add(110.0, (0.3, None, 1, 0, 20), 0)
+    assert [r[0] for r in tl.rows()] == [100.0, 110.0]
+    assert list(tl.rows())[1][1] == (0.3, None, 1, 0, 20)
+
+
+def test_live_ring_keeps_the_last_rows_only():
+    tl = Timeline(5)
+    for i in range(12):
+        tl.add(i * 10.0, (i / 12, None, i, 0, 16), 0)
+    rows = list(tl.rows())
+    assert len(tl) == 5 and [r[0] for r in rows] == [70.0, 80.0, 90.0, 100.0, 110.0]
+    assert rows[-1][1][2] == 11
+
+
+def test_compacting_ring_keeps_the_whole_log_at_coarser_rows():
+    tl = Timeline(8, compact=True)
+    for i in range(40):
+        tl.add(i * 10.0, (0.5 if i != 17 else 0.99, None, i, 0, 16), 1 if 20 <= i < 24 else 0)
+    rows = list(tl.rows())
+    assert len(rows) <= 8 and tl.bucket == 80.0
+    assert rows[0][0] == 0.0 and rows[-1][0] + tl.bucket > 390.0  # first and last sample still covered
+    assert max(r[1][0] for r in rows) == 0.99  # a peak survives compaction
+    assert rows[-1][1][2] == 39
+    assert [r[2] for r in rows].count(1) >= 1
+
+
+def test_memory_per_server_is_bounded_and_measured():
+    """The figure docs/status-page.md states: one server's ring, full, allocated."""
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    tl = Timeline(LIVE_ROWS)
+    for i in range(3 * LIVE_ROWS):
+        tl.add(i * 10.0, (0.5, 0.9, 10.0, 2.0, 16.0), 1)
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    grown = sum(s.size_diff for s in after.compare_to(before, "filename"))
+    assert len(tl) == LIVE_ROWS
+    assert tl.nbytes() == LIVE_ROWS * (6 * 8 + 1)  # 17,640 bytes of columns
+    assert grown < 24 * 1024, grown
+
+
+# ---------------------------------------------------------------------------------------------
+# the history observer on real logs
+
+
+def test_history_records_the_mamba_bound_log_with_its_finding():
+    pipe, hist = replayed("sglang-mamba-bound.log")
+    (key,) = hist.timelines
+    tl = hist.timelines[key]
+    rows = list(tl.rows())
+    assert 60 <= len(rows) <= LIVE_ROWS  # 16 minutes of log at 10 s
+    bit = 1 << SHADED_RULES.index("mamba_bound")
+    firing = [r for r in rows if r[2] & bit]
+    assert firing and rows[0][2] & bit == 0 and rows[-1][2] & bit
+    assert max(r[1][1] for r in rows) == 1.0 and max(r[1][0] for r in rows) < 0.2  # mamba full, KV free
+    assert {r[1][4] for r in rows} == {16.0}  # the mamba-capped request cap
+    chart = drawing.chart_data(tl)
+    spans = [s for s in chart["spans"] if s[3] == "mamba_bound"]
+    assert len(spans) == 1 and spans[0][1] == pytest.approx(chart["t"][-1] + 10.0)
+
+
+def test_status_page_mamba_bound_and_balanced():
+    pipe, hist = replayed("sglang-mamba-bound.log", "sglang-balanced.log")
+    rows = [{"source": "sglang-mamba-bound", "path": "/logs/a.log", "state": "open", "offset": 1, "lag_bytes": 0, "open_files": 1}]
+    pages = StatusPages(pipe, hist, lambda: rows)
+    page = pages.get("/")[2].decode()
+    assert page.count('data-chart="') == 2 and page.count('class="server" id="s-') == 2
+    sections = page.split('<section class="server"')
+    (mamba,) = [x for x in sections if x.startswith(' id="s-sglang-mamba-bound')]
+    (balanced,) = [x for x in sections if x.startswith(' id="s-sglang-balanced')]
+    assert "mamba-bound" in mamba and "mamba-capped at startup" in mamba
+    assert "The mamba state pool limits concurrency" in mamba
+    assert "--mamba-ssm-dtype bfloat16" in mamba and "cap 16 → 31" in mamba
+    assert "no finding" in balanced and "mamba-bound" not in balanced and "shaded:" not in balanced
+    assert "/logs/a.log" in page  # the source table stays
+    assert not EXTERNAL.search(page)
+    assert 'src="static/uplot.iife.min.js"' in page and 'src="static/charts.js"' in page
+    assert '<noscript><meta http-equiv="refresh" content="30"></noscript>' in page  # refreshes without JavaScript too
+    assert 'id="hce-updated">loaded ' in page
+    data = json.loads(page.split('<script type="application/json" id="hce-data">', 1)[1].split("</script>", 1)[0])
+    assert data["refresh"] > 0 and data["endpoint"] == "status.json" and len(data["charts"]) == 2
+    doc = json.loads(pages.get("/status.json")[2])
+    assert set(doc["charts"]) == set(data["charts"])
+    ids = [p["id"] for p in doc["panels"]]
+    assert all(f'id="{i}"' in page for i in ids)
+    by = {k: v for k, v in doc["charts"].items()}
+    bal = next(v for k, v in by.items() if k.startswith("sglang-balanced"))
+    mb = next(v for k, v in by.items() if k.startswith("sglang-mamba-bound"))
+    assert bal["spans"] == [] and any(s[3] == "mamba_bound" for s in mb["spans"])
+    assert len(mb["t"]) == len(mb["kv"]) == len(mb["mamba"]) == len(mb["running"]) == len(mb["queued"]) == len(mb["cap"])
+
+
+def test_static_assets_and_unknown_paths():
+    pipe, hist = replayed("sglang-balanced.log")
+    pages = StatusPages(pipe, hist)
+    code, ctype, body, headers = pages.get("/static/uplot.iife.min.js")
+    assert code == 200 and ctype.startswith("text/javascript") and body.startswith(b"/*! https://github.com/leeoniya/uPlot (v1.6.")
+    assert pages.get("/static/../report.py") is None and pages.get("/static/nope.js") is None and pages.get("/metrics") is None
+    assert b"MIT License" in pages.get("/static/LICENSE.uplot")[2]
+
+
+def test_routes_through_the_web_server():
+    pipe, hist = replayed("sglang-mamba-bound.log")
+    pages = StatusPages(pipe, hist)
+    app = App(None, lambda: (True, []), list, WebConfig(), status=pages)
+    srv = make_server("127.0.0.1:0", app)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    try:
+        with urllib.request.urlopen(base + "/", timeout=10) as r:
+            assert r.status == 200 and r.headers["Content-Type"].startswith("text/html")
+            assert b"mamba-bound" in r.read()
+        with urllib.request.urlopen(base + "/status.json", timeout=10) as r:
+            assert r.headers["Content-Type"] == "application/json" and json.loads(r.read())["charts"]
+        with urllib.request.urlopen(base + "/static/charts.js", timeout=10) as r:
+            assert "max-age" in r.headers["Cache-Control"] and b"uPlot" in r.read()
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(base + "/nothing", timeout=10)
+        assert e.value.code == 404
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_a_broken_render_is_a_500_not_a_crash():
+    class Broken:
+        lock = threading.RLock()
+        sources = None
+
+        def sync(self) -> None:
+            raise RuntimeError("boom")
+
+    code, _, body, _ = StatusPages(Broken(), History()).get("/")
+    assert code == 500 and b"failed" in body
+
+
+def test_refresh_sends_only_new_rows():
+    pipe, hist = replayed("sglang-mamba-bound.log")
+    pages = StatusPages(pipe, hist)
+    full = json.loads(pages.get("/status.json")[2])
+    (c,) = full["charts"].values()
+    assert "since" not in c and c["first"] == c["t"][0] and len(c["t"]) > 60
+    last = c["t"][-1]
+    code, _, body, _ = pages.get("/status.json", f"since={last}")
+    (d,) = json.loads(body)["charts"].values()
+    assert code == 200 and d["since"] == last and d["t"] == [last] and d["mamba"] == c["mamba"][-1:]
+    assert d["spans"] == c["spans"]  # spans always whole: they are few
+    assert len(json.dumps(d)) * 5 < len(json.dumps(c))
+    assert pages.get("/status.json", "since=x")[0] == 400
