@@ -12,10 +12,11 @@ Regenerate with ``python -m dashboards.build``; the same descriptions are in doc
 from __future__ import annotations
 
 import attr
-from grafanalib.core import Dashboard, GridPos, Panel, RowPanel, Table, TableSortByField, Template, Templating
+from grafanalib.core import Dashboard, Panel, Table, TableSortByField
 
-from .hybrid_cache import DS, _var, known, organize, table, tgt, timeseries
+from . import panels as frame
 from .identity import SERVER, SOURCE, by
+from .panels import DS, USAGE_STEPS, known, organize, table, tgt, timeseries, usage_column, var
 from .rules import recorded
 
 UID = "hybrid-cache-fleet"
@@ -89,8 +90,6 @@ def top(title: str, description: str, expr: str, unit: str = "short", **kw) -> B
     return BarGauge(title=title, description=description, dataSource=DS, targets=[t], unit=unit, **kw)
 
 
-USAGE_STEPS = [{"color": "green", "value": None}, {"color": "orange", "value": 0.8}, {"color": "red", "value": 0.95}]
-
 # ---------------------------------------------------------------------------------------- panels
 
 GROUPS = [
@@ -121,17 +120,7 @@ GROUPS = [
                 },
             ),
         ],
-        overrides=[
-            {
-                "matcher": {"id": "byName", "options": col},
-                "properties": [
-                    {"id": "unit", "value": "percentunit"},
-                    {"id": "thresholds", "value": {"mode": "absolute", "steps": USAGE_STEPS}},
-                    {"id": "custom.displayMode", "value": "color-text"},
-                ],
-            }
-            for col in ("fullest mamba pool", "fullest KV pool")
-        ],
+        overrides=[usage_column(col) for col in ("fullest mamba pool", "fullest KV pool")],
     ),
     timeseries(
         "Servers per binding pool",
@@ -234,17 +223,7 @@ SERVERS = [
                 "matcher": {"id": "byName", "options": "binding pool"},
                 "properties": [{"id": "mappings", "value": POOL_MAPPINGS}, {"id": "custom.displayMode", "value": "color-background"}],
             },
-            *(
-                {
-                    "matcher": {"id": "byName", "options": col},
-                    "properties": [
-                        {"id": "unit", "value": "percentunit"},
-                        {"id": "thresholds", "value": {"mode": "absolute", "steps": USAGE_STEPS}},
-                        {"id": "custom.displayMode", "value": "color-text"},
-                    ],
-                }
-                for col in ("mamba usage", "KV usage")
-            ),
+            *(usage_column(col) for col in ("mamba usage", "KV usage")),
         ],
         sortBy=[TableSortByField(displayName="binding pool", desc=True)],
     ),
@@ -313,52 +292,24 @@ SECTIONS: list[tuple[str, list]] = [
 
 def panels() -> list:
     """Rows of half-width panels; tables listing servers take the full width."""
-    out: list = []
-    y = 0
-    for title, section in SECTIONS:
-        out.append(RowPanel(title=title, gridPos=GridPos(h=1, w=24, x=0, y=y)))
-        y += 1
-        x = 0
-        for p in section:
-            w = 24 if isinstance(p, Table) else 12
-            h = 10 if isinstance(p, Table) and len(p.targets) > 1 else 8
-            if x + w > 24:
-                x, y = 0, y + 8
-            p.gridPos = GridPos(h=h, w=w, x=x, y=y)
-            out.append(p)
-            x += w
-            if w == 24:
-                x, y = 0, y + h
-        if x:
-            y += 8
-    return out
+    return frame.layout(
+        SECTIONS,
+        lambda p: 24 if isinstance(p, Table) else 12,
+        lambda p: 10 if isinstance(p, Table) and len(p.targets) > 1 else 8,
+    )
 
 
 def dashboard() -> Dashboard:
-    return Dashboard(
-        title=TITLE,
-        uid=UID,
-        description="Every server running a hybrid linear-attention model: which pool binds it, mamba vs KV usage, "
+    return frame.dashboard(
+        TITLE,
+        UID,
+        "Every server running a hybrid linear-attention model: which pool binds it, mamba vs KV usage, "
         "running vs cap vs queued, findings and top offenders, per namespace and model (hybrid-cache-exporter).",
-        tags=["hybrid-cache-exporter", "sglang", "vllm", "llm", "fleet"],
-        timezone="browser",
-        refresh="1m",
-        panels=panels(),
-        links=[
-            {
-                "title": "Hybrid cache dashboards",
-                "type": "dashboards",
-                "tags": ["hybrid-cache-exporter"],
-                "asDropdown": True,
-                "includeVars": False,
-                "keepTime": True,
-            }
+        ["hybrid-cache-exporter", "sglang", "vllm", "llm", "fleet"],
+        "1m",
+        panels(),
+        [
+            var("namespace", "Namespace", "label_values(hybrid_cache_server_info, namespace)"),
+            var("model", "Model", f"label_values(hybrid_cache_server_info{{{NS_SEL}}}, model)"),
         ],
-        templating=Templating(
-            list=[
-                Template(name="datasource", label="Data source", query="prometheus", type="datasource", default="Prometheus"),
-                _var("namespace", "Namespace", "label_values(hybrid_cache_server_info, namespace)"),
-                _var("model", "Model", f"label_values(hybrid_cache_server_info{{{NS_SEL}}}, model)"),
-            ]
-        ),
-    ).auto_panel_ids()
+    )

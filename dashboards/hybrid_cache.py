@@ -11,25 +11,16 @@ series and two table rows.
 
 from __future__ import annotations
 
-from grafanalib.core import (
-    Dashboard,
-    GridPos,
-    RowPanel,
-    Stat,
-    Table,
-    Target,
-    Template,
-    Templating,
-    TimeSeries,
-)
+from grafanalib.core import Dashboard, Stat, Table, Template
 
 from exporter import contract
 
+from . import panels as frame
 from .identity import SERVER, STREAM, TARGET_VARS, by, regex_sel
+from .panels import DS, known, organize, table, tgt, timeseries, var
 
 UID = "hybrid-cache-pools"
 TITLE = "Hybrid cache: KV vs mamba pools"
-DS = {"type": "prometheus", "uid": "${datasource}"}
 RATE = "$__rate_interval"
 CACHED = 'kind="cached"'
 
@@ -43,51 +34,16 @@ SERVER_BY = by(SERVER)
 STREAM_BY = by(STREAM)
 
 
-def known(metric: str) -> str:
-    """``metric``, if the metric contract (exporter/contract.py) has it: a typo fails `make dashboards`."""
-    if metric not in contract.BY_NAME:
-        raise KeyError(f"{metric} is not in exporter/contract.py")
-    return metric
-
-
 def s(metric: str, extra: str = "", sel: str = SERVER_SEL) -> str:
     """``metric{extra, <template selector>}``."""
     inner = f"{extra}, {sel}" if extra else sel
     return f"{known(metric)}{{{inner}}}"
 
 
-def tgt(expr: str, legend: str = "", ref: str = "A", instant: bool = False, fmt: str = "time_series") -> Target:
-    return Target(expr=expr, legendFormat=legend, refId=ref, instant=instant, format=fmt, datasource=DS)
-
-
 # legends name the pod (namespace, pod; both empty on a VM) and the target, then the stream and rank
 WHO = "{{namespace}} {{pod}} {{instance}}"
 LEG = WHO + " {{source}} dp{{dp_rank}}"
 SLEG = WHO + " {{source}}"
-
-
-def timeseries(title: str, description: str, targets: list[Target], unit: str = "short", **kw) -> TimeSeries:
-    for i, t in enumerate(targets):
-        t.refId = chr(ord("A") + i)
-    kw.setdefault("legendDisplayMode", "table")
-    kw.setdefault("legendCalcs", ["lastNotNull", "max"])
-    return TimeSeries(title=title, description=description, dataSource=DS, targets=targets, unit=unit, **kw)
-
-
-def table(title: str, description: str, targets: list[Target], transformations: list[dict] | None = None, **kw) -> Table:
-    for i, t in enumerate(targets):
-        t.refId = chr(ord("A") + i)
-        t.instant = True
-        t.format = "table"
-    hide = {"transformations": transformations} if transformations else {}
-    return Table(title=title, description=description, dataSource=DS, targets=targets, **hide, **kw)
-
-
-def organize(exclude: list[str], rename: dict[str, str] | None = None) -> dict:
-    return {
-        "id": "organize",
-        "options": {"excludeByName": {k: True for k in exclude}, "renameByName": rename or {}, "indexByName": {}},
-    }
 
 
 # ---------------------------------------------------------------------------------------- panels
@@ -401,38 +357,7 @@ SECTIONS: list[tuple[str, list]] = [
 def panels() -> list:
     """All panels in display order: a row header per section, then two half-width panels per line
     (multi-query tables full width)."""
-    out: list = []
-    y = 0
-    for title, section in SECTIONS:
-        out.append(RowPanel(title=title, gridPos=GridPos(h=1, w=24, x=0, y=y)))
-        y += 1
-        x = 0
-        for p in section:
-            w = 24 if isinstance(p, Table) and len(p.targets) > 1 else 12
-            if x + w > 24:
-                x, y = 0, y + 8
-            p.gridPos = GridPos(h=8, w=w, x=x, y=y)
-            out.append(p)
-            x += w
-        y += 8
-    return out
-
-
-def _var(name: str, label: str, query: str) -> Template:
-    t = Template(
-        name=name,
-        label=label,
-        query=query,
-        dataSource=DS,
-        includeAll=True,
-        multi=True,
-        allValue=".*",
-        default="$__all",
-        refresh=2,
-        sort=1,
-    )
-    t._current = {"selected": True, "text": ["All"], "value": ["$__all"]}  # grafanalib writes text "$__all"
-    return t
+    return frame.layout(SECTIONS, lambda p: 24 if isinstance(p, Table) and len(p.targets) > 1 else 12)
 
 
 TARGET_VAR_LABELS = {"job": "Job", "namespace": "Namespace", "pod": "Pod", "instance": "Instance"}
@@ -447,41 +372,27 @@ def target_vars() -> list[Template]:
     for i, name in enumerate(TARGET_VARS):
         sel = regex_sel(TARGET_VARS[:i])
         metric = f"hybrid_cache_exporter_source_up{{{sel}}}" if sel else "hybrid_cache_exporter_source_up"
-        out.append(_var(name, TARGET_VAR_LABELS[name], f"label_values({metric}, {name})"))
+        out.append(var(name, TARGET_VAR_LABELS[name], f"label_values({metric}, {name})"))
     return out
 
 
 def dashboard() -> Dashboard:
-    return Dashboard(
-        title=TITLE,
-        uid=UID,
-        description="Which of the two pools of a hybrid linear-attention model (full-attention KV vs mamba state) "
+    return frame.dashboard(
+        TITLE,
+        UID,
+        "Which of the two pools of a hybrid linear-attention model (full-attention KV vs mamba state) "
         "limits concurrency on SGLang/vLLM, read from the server logs by hybrid-cache-exporter.",
-        tags=["hybrid-cache-exporter", "sglang", "vllm", "llm"],
-        timezone="browser",
-        refresh="30s",
-        panels=panels(),
-        links=[
-            {
-                "title": "Hybrid cache dashboards",
-                "type": "dashboards",
-                "tags": ["hybrid-cache-exporter"],
-                "asDropdown": True,
-                "includeVars": False,
-                "keepTime": True,
-            }
+        ["hybrid-cache-exporter", "sglang", "vllm", "llm"],
+        "30s",
+        panels(),
+        [
+            *target_vars(),
+            var("engine", "Engine", f"label_values(hybrid_cache_server_info{{{TGT_SEL}}}, engine)"),
+            var("source", "Source", f'label_values(hybrid_cache_server_info{{{TGT_SEL}, engine=~"$engine"}}, source)'),
+            var(
+                "dp_rank",
+                "DP rank",
+                f'label_values(hybrid_cache_running_requests{{{TGT_SEL}, engine=~"$engine", source=~"$source"}}, dp_rank)',
+            ),
         ],
-        templating=Templating(
-            list=[
-                Template(name="datasource", label="Data source", query="prometheus", type="datasource", default="Prometheus"),
-                *target_vars(),
-                _var("engine", "Engine", f"label_values(hybrid_cache_server_info{{{TGT_SEL}}}, engine)"),
-                _var("source", "Source", f'label_values(hybrid_cache_server_info{{{TGT_SEL}, engine=~"$engine"}}, source)'),
-                _var(
-                    "dp_rank",
-                    "DP rank",
-                    f'label_values(hybrid_cache_running_requests{{{TGT_SEL}, engine=~"$engine", source=~"$source"}}, dp_rank)',
-                ),
-            ]
-        ),
-    ).auto_panel_ids()
+    )
