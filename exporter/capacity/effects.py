@@ -213,18 +213,8 @@ def log_ssm_dtype(o: ObservedCapacity, value: str | None, flag: str = "--mamba-s
     ssm_slot = o.ssm_bytes / (S0 + o.padding_slots)  # type: ignore[operator]
     new_slot = conv_slot + ssm_slot * dtype_bytes(new) / dtype_bytes(old)
     S1 = _resize_slots(o, new_slot)
-    return _make_effect(
-        flag,
-        new,
-        f"ssm {_short(new)}",
-        mamba_slots_before=S0,
-        mamba_slots_after=S1,
-        slots_per_request_before=spr,
-        slots_per_request_after=spr,
-        cap_before=_current_cap(o),
-        cap_after=_cap(o, S1, spr, o.kv_tokens),
-        notes=(f"ssm {_short(old)} → {_short(new)}: state {_mib(o.bytes_per_slot)} → {_mib(new_slot)} per slot",),
-    )
+    notes = (f"ssm {_short(old)} → {_short(new)}: state {_mib(o.bytes_per_slot)} → {_mib(new_slot)} per slot",)
+    return _log_state(o, flag, new, f"ssm {_short(new)}", S1, spr, notes)
 
 
 def _log_split(o: ObservedCapacity, flag: str, S1: int, shown: str, head: str) -> Effect:
@@ -269,22 +259,29 @@ def log_max_mamba_cache_size(o: ObservedCapacity, value: str | None, flag: str =
     return _log_split(o, flag, S1, str(S1), f"max-mamba-cache-size {S1:,}")
 
 
-def _log_slots(o: ObservedCapacity, flag: str, shown: str | None, head: str, spr1: int, notes: tuple[str, ...]) -> Effect | None:
-    spr, S0 = o.slots_per_request, o.mamba_slots
-    if spr is None or S0 is None or spr1 >= spr:
-        return None
+def _log_state(
+    o: ObservedCapacity, flag: str, shown: str | None, head: str, S1: int | None, spr1: int | None, notes: tuple[str, ...]
+) -> Effect:
+    """The effect of a change that leaves the KV pool as it is: ``S1`` mamba slots, ``spr1`` slots per request."""
     return _make_effect(
         flag,
         shown,
         head,
         notes=notes,
-        mamba_slots_before=S0,
-        mamba_slots_after=S0,
-        slots_per_request_before=spr,
+        mamba_slots_before=o.mamba_slots,
+        mamba_slots_after=S1,
+        slots_per_request_before=o.slots_per_request,
         slots_per_request_after=spr1,
         cap_before=_current_cap(o),
-        cap_after=_cap(o, S0, spr1, o.kv_tokens),
+        cap_after=_cap(o, S1, spr1, o.kv_tokens),
     )
+
+
+def _log_slots(o: ObservedCapacity, flag: str, shown: str | None, head: str, spr1: int, notes: tuple[str, ...]) -> Effect | None:
+    spr, S0 = o.slots_per_request, o.mamba_slots
+    if spr is None or S0 is None or spr1 >= spr:
+        return None
+    return _log_state(o, flag, shown, head, S0, spr1, notes)
 
 
 def log_skip_decode_lock(o: ObservedCapacity, value: str | None, flag: str = "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK") -> Effect | None:
