@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import math
 
-ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
+from .hf_config import ITEMSIZE, text_config
+from .hf_config import layer_counts as linear_layer_count
+
 GB = 1 << 30
-
-
-def text_config(cfg: dict) -> dict:
-    """cite: sglang/srt/configs/kimi_k3.py::KimiK3Config (text_config built as KimiLinearConfig); Qwen3.5 keeps its
-    text part in text_config the same way (sglang/srt/configs/qwen3_5.py::Qwen3_5Config)."""
-    tc = cfg.get("text_config")
-    return tc if isinstance(tc, dict) else cfg
 
 
 def family(cfg: dict) -> str:
@@ -74,29 +69,6 @@ def ssm_dtype(cfg: dict, mamba_ssm_dtype_arg: str | None) -> str:
     else:
         v = cfg.get("mamba_ssm_dtype")
     return v if v in ("float32", "bfloat16", "float16") else "float32"
-
-
-def linear_layer_count(cfg: dict) -> tuple[int, int]:
-    """(full attention layers, linear layers). cite: sglang/srt/configs/kimi_linear.py::KimiLinearConfig.is_kda_layer
-    (1-based kda_layers); sglang/srt/configs/nemotron_h.py::NemotronHConfig.mamba_layer_ids ('M');
-    sglang/srt/configs/qwen3_next.py::Qwen3NextConfig.layers_block_type ((i+1) % interval == 0 is attention)"""
-    tc = text_config(cfg)
-    n = tc["num_hidden_layers"]
-    fam = family(cfg)
-    if fam == "kimi":
-        kda = set(tc["linear_attn_config"]["kda_layers"])
-        lin = sum(1 for i in range(n) if (i + 1) in kda)
-        return n - lin, lin
-    if fam == "nemotron_h":
-        pat = tc["hybrid_override_pattern"]
-        return pat.count("*"), pat.count("M")
-    if "layer_types" in tc:
-        lt = tc["layer_types"]
-        full = sum(1 for t in lt if t == "full_attention")
-        return full, len(lt) - full
-    iv = tc["full_attention_interval"]
-    full = sum(1 for i in range(n) if (i + 1) % iv == 0)
-    return full, n - full
 
 
 def mamba_cache_per_req(cfg: dict, tp: int, mamba_ssm_dtype_arg: str | None) -> int:

@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import math
 
-ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
+from .hf_config import ITEMSIZE, layer_counts, text_config
 
 
 def cdiv(a: int, b: int) -> int:
     """cite: vllm/utils/math_utils.py::cdiv"""
     return -(a // -b)
-
-
-def text_config(cfg: dict) -> dict:
-    tc = cfg.get("text_config")
-    return tc if isinstance(tc, dict) else cfg
 
 
 def kind(cfg: dict) -> str:
@@ -24,26 +19,6 @@ def kind(cfg: dict) -> str:
     if "hybrid_override_pattern" in tc:
         return "mamba2"
     return "gdn"
-
-
-def layer_counts(cfg: dict) -> tuple[int, int]:
-    """(attention, mamba) layers, 1-based kda_layers for Kimi (vllm/transformers_utils/configs/kimi_linear.py::
-    KimiLinearConfig.is_kda_layer), 'M'/'*' for Nemotron-H, layer_types / interval for Qwen."""
-    tc = text_config(cfg)
-    n = tc["num_hidden_layers"]
-    k = kind(cfg)
-    if k == "kda":
-        kda = set(tc["linear_attn_config"]["kda_layers"])
-        lin = sum(1 for i in range(n) if (i + 1) in kda)
-        return n - lin, lin
-    if k == "mamba2":
-        p = tc["hybrid_override_pattern"]
-        return p.count("*"), p.count("M")
-    if "layer_types" in tc:
-        full = sum(1 for t in tc["layer_types"] if t == "full_attention")
-        return full, len(tc["layer_types"]) - full
-    full = sum(1 for i in range(n) if (i + 1) % tc["full_attention_interval"] == 0)
-    return full, n - full
 
 
 def ssm_dtype(cfg: dict, mamba_ssm_cache_dtype: str = "auto") -> str:
