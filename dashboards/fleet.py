@@ -85,6 +85,10 @@ class BarGauge(Panel):
         )
 
 
+# a bar gauge of a usage ratio: 0-100 %, coloured like the usage columns
+USAGE_GAUGE = {"unit": "percentunit", "minValue": 0, "maxValue": 1, "steps": USAGE_STEPS}
+
+
 def top(title: str, description: str, expr: str, unit: str = "short", **kw) -> BarGauge:
     t = tgt(f"topk({TOPK}, {expr})", SLEG + " ({{model}})", instant=True)
     return BarGauge(title=title, description=description, dataSource=DS, targets=[t], unit=unit, **kw)
@@ -251,20 +255,14 @@ OFFENDERS = [
         "The servers whose mamba state pool is fullest right now (topk over every server). Near 100% with a queue "
         "means new requests wait for a mamba slot while KV memory may sit idle.",
         with_model(m("hybrid_cache_mamba_usage_ratio")),
-        unit="percentunit",
-        minValue=0,
-        maxValue=1,
-        steps=USAGE_STEPS,
+        **USAGE_GAUGE,
     ),
     top(
         f"Top {TOPK}: fullest KV pools",
         "The servers whose full-attention KV pool is fullest right now. Near 100% with a queue means long contexts "
         "exhaust KV tokens first: the opposite fix (less memory to the mamba pool, or an fp8 KV cache).",
         with_model(m("hybrid_cache_kv_usage_ratio")),
-        unit="percentunit",
-        minValue=0,
-        maxValue=1,
-        steps=USAGE_STEPS,
+        **USAGE_GAUGE,
     ),
     top(
         f"Top {TOPK}: longest queues",

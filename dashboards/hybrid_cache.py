@@ -17,7 +17,7 @@ from exporter import contract
 
 from . import panels as frame
 from .identity import SERVER, STREAM, TARGET_VARS, by, regex_sel
-from .panels import DS, known, organize, table, tgt, timeseries, var
+from .panels import DS, flag_stat, known, organize, table, tgt, timeseries, var
 
 UID = "hybrid-cache-pools"
 TITLE = "Hybrid cache: KV vs mamba pools"
@@ -307,34 +307,22 @@ HEALTH = [
             tgt(f"increase({s('hybrid_cache_server_restarts_total', sel=ES_SEL)}[1h])", SLEG + " server restarts"),
         ],
     ),
-    Stat(
-        title="Log sources up",
-        description="1 when the exporter can open and read the log source, 0 when it cannot (missing file, permissions). "
+    flag_stat(
+        "Log sources up",
+        "1 when the exporter can open and read the log source, 0 when it cannot (missing file, permissions). "
         "Anything red here means every other panel for that source is stale.",
-        dataSource=DS,
-        targets=[tgt(s("hybrid_cache_exporter_source_up", sel=SRC_SEL), SLEG)],
-        reduceCalc="lastNotNull",
-        graphMode="none",
-        colorMode="background",
-        thresholds=[{"color": "red", "value": None}, {"color": "green", "value": 1}],
-        mappings=[
-            {"type": "value", "options": {"0": {"text": "down"}, "1": {"text": "up"}}},
-        ],
+        tgt(s("hybrid_cache_exporter_source_up", sel=SRC_SEL), SLEG),
+        ("down", "up"),
+        good=1,
     ),
-    Stat(
-        title="Log paths missing",
-        description="1 when a configured --log path (or glob) has not appeared for --source-missing-after seconds: "
+    flag_stat(
+        "Log paths missing",
+        "1 when a configured --log path (or glob) has not appeared for --source-missing-after seconds: "
         "usually a typo or a volume mounted elsewhere. The exporter logs a WARNING and its landing page shows the path; "
         "0 (or no value: paths are not watched) is good.",
-        dataSource=DS,
-        targets=[tgt(s("hybrid_cache_exporter_source_missing", sel=SRC_SEL), SLEG)],
-        reduceCalc="lastNotNull",
-        graphMode="none",
-        colorMode="background",
-        thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 1}],
-        mappings=[
-            {"type": "value", "options": {"0": {"text": "found"}, "1": {"text": "missing"}}},
-        ],
+        tgt(s("hybrid_cache_exporter_source_missing", sel=SRC_SEL), SLEG),
+        ("found", "missing"),
+        good=0,
     ),
     table(
         "Exporter versions",

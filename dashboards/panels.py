@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from grafanalib.core import Dashboard, GridPos, RowPanel, Table, Target, Template, Templating, TimeSeries
+from grafanalib.core import Dashboard, GridPos, RowPanel, Stat, Table, Target, Template, Templating, TimeSeries
 
 from exporter import contract
 
@@ -50,6 +50,24 @@ def organize(exclude: list[str], rename: dict[str, str] | None = None) -> dict:
         "id": "organize",
         "options": {"excludeByName": {k: True for k in exclude}, "renameByName": rename or {}, "indexByName": {}},
     }
+
+
+def flag_stat(title: str, description: str, target: Target, words: tuple[str, str], good: int) -> Stat:
+    """A 0/1 series as a coloured word per series: green when it is ``good``, red otherwise."""
+    colors = ("green", "red") if good == 0 else ("red", "green")
+    return Stat(
+        title=title,
+        description=description,
+        dataSource=DS,
+        targets=[target],
+        reduceCalc="lastNotNull",
+        graphMode="none",
+        colorMode="background",
+        thresholds=[{"color": colors[0], "value": None}, {"color": colors[1], "value": 1}],
+        mappings=[
+            {"type": "value", "options": {"0": {"text": words[0]}, "1": {"text": words[1]}}},
+        ],
+    )
 
 
 def usage_column(col: str) -> dict:
