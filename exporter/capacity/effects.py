@@ -217,14 +217,21 @@ def log_ssm_dtype(o: ObservedCapacity, value: str | None, flag: str = "--mamba-s
     return _log_state(o, flag, new, f"ssm {_short(new)}", S1, spr, notes)
 
 
-def _log_split(o: ObservedCapacity, flag: str, S1: int, shown: str, head: str) -> Effect:
-    """The effect of moving the mamba/KV split to ``S1`` slots (ratio or explicit size)."""
-    slot, sb = o.bytes_per_slot, o.state_bytes
-    total = sb + o.kv_bytes  # type: ignore[operator]
-    kv1_bytes = total - (S1 + o.padding_slots) * slot  # type: ignore[operator]
-    kpt = o.kv_bytes_per_token
-    kv1 = int(max(0.0, kv1_bytes) // kpt) if kpt else None
-    notes: tuple[str, ...] = ("does not fit: no memory left for the KV pool",) if kv1_bytes <= 0 else _below_context(kv1, o.context_len)
+def _log_state(
+    o: ObservedCapacity,
+    flag: str,
+    shown: str | None,
+    head: str,
+    S1: int | None,
+    spr1: int | None,
+    notes: tuple[str, ...],
+    *,
+    kv_moves: bool = False,
+    kv1: int | None = None,
+) -> Effect:
+    """The effect of a change read from the log: ``S1`` mamba slots, ``spr1`` slots per request and, when
+    ``kv_moves``, ``kv1`` KV tokens (otherwise the KV pool stays as it is and its tokens are not reported)."""
+    kv = {"kv_tokens_before": o.kv_tokens, "kv_tokens_after": kv1} if kv_moves else {}
     return _make_effect(
         flag,
         shown,
@@ -233,12 +240,22 @@ def _log_split(o: ObservedCapacity, flag: str, S1: int, shown: str, head: str) -
         mamba_slots_before=o.mamba_slots,
         mamba_slots_after=S1,
         slots_per_request_before=o.slots_per_request,
-        slots_per_request_after=o.slots_per_request,
-        kv_tokens_before=o.kv_tokens,
-        kv_tokens_after=kv1,
+        slots_per_request_after=spr1,
         cap_before=_current_cap(o),
-        cap_after=_cap(o, S1, o.slots_per_request, kv1),
+        cap_after=_cap(o, S1, spr1, kv1 if kv_moves else o.kv_tokens),
+        **kv,
     )
+
+
+def _log_split(o: ObservedCapacity, flag: str, S1: int, shown: str, head: str) -> Effect:
+    """The effect of moving the mamba/KV split to ``S1`` slots (ratio or explicit size)."""
+    slot, sb = o.bytes_per_slot, o.state_bytes
+    total = sb + o.kv_bytes  # type: ignore[operator]
+    kv1_bytes = total - (S1 + o.padding_slots) * slot  # type: ignore[operator]
+    kpt = o.kv_bytes_per_token
+    kv1 = int(max(0.0, kv1_bytes) // kpt) if kpt else None
+    notes: tuple[str, ...] = ("does not fit: no memory left for the KV pool",) if kv1_bytes <= 0 else _below_context(kv1, o.context_len)
+    return _log_state(o, flag, shown, head, S1, o.slots_per_request, notes, kv_moves=True, kv1=kv1)
 
 
 def log_ratio(o: ObservedCapacity, value: str | None, flag: str = "--mamba-full-memory-ratio") -> Effect | None:
@@ -257,24 +274,6 @@ def log_max_mamba_cache_size(o: ObservedCapacity, value: str | None, flag: str =
         return None
     S1 = int(value)
     return _log_split(o, flag, S1, str(S1), f"max-mamba-cache-size {S1:,}")
-
-
-def _log_state(
-    o: ObservedCapacity, flag: str, shown: str | None, head: str, S1: int | None, spr1: int | None, notes: tuple[str, ...]
-) -> Effect:
-    """The effect of a change that leaves the KV pool as it is: ``S1`` mamba slots, ``spr1`` slots per request."""
-    return _make_effect(
-        flag,
-        shown,
-        head,
-        notes=notes,
-        mamba_slots_before=o.mamba_slots,
-        mamba_slots_after=S1,
-        slots_per_request_before=o.slots_per_request,
-        slots_per_request_after=spr1,
-        cap_before=_current_cap(o),
-        cap_after=_cap(o, S1, spr1, o.kv_tokens),
-    )
 
 
 def _log_slots(o: ObservedCapacity, flag: str, shown: str | None, head: str, spr1: int, notes: tuple[str, ...]) -> Effect | None:
