@@ -637,7 +637,9 @@ _DISPATCH: dict[str, Callable[[str], object]] = {
 }
 
 
-_LOGO_CHARS = ("▄", "█", "▀")
+# a logo line may start with U+FFFD: Docker's json-file driver splits long output into records on
+# byte counts and replaces a multi-byte character cut in two by U+FFFD
+_LOGO_CHARS = ("▄", "█", "▀", "\ufffd")
 
 
 def parse_message(msg: str) -> object:

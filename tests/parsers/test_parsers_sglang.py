@@ -812,12 +812,8 @@ def test_fixture_file_parses_cleanly(name: str, engine: str | None) -> None:
 
 def test_real_excerpts_are_verbatim_reference_lines() -> None:
     # shared/ sits beside the checkout (CI lays a copy there too)
-    refs = [
-        Path(__file__).resolve().parents[3] / "shared" / "reference" / "sglang-log-formats.md",
-        Path("/work/shared/reference/sglang-log-formats.md"),
-    ]
-    ref = next((r for r in refs if r.exists()), None)
-    if ref is None:
+    ref = Path(__file__).resolve().parents[3] / "shared" / "reference" / "sglang-log-formats.md"
+    if not ref.exists():
         pytest.skip("reference not available")
     text = ref.read_text(encoding="utf-8")
     for line in (FIXTURES / "real-excerpts.log").read_text(encoding="utf-8").splitlines():

@@ -9,7 +9,7 @@ import random
 import time
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from exporter.app import exposition, new_pipeline
@@ -116,6 +116,8 @@ def reference(tmp: Path, name: str, text: str) -> bytes:
     p=st.sampled_from([0.0, 0.1, 0.5, 1.0]),
     chunk_max=st.sampled_from([1 << 6, 1 << 12, 1 << 20]),
 )
+# a record cut inside the vLLM logo's multi-byte characters: Docker's U+FFFD leads the line
+@example(engine="vllm", fmt="docker", seed=1, p=0.5, chunk_max=1 << 6)
 def test_replay_and_serve_read_the_same_exposition_in_every_format(tmp_path, engine, fmt, seed, p, chunk_max) -> None:
     text = SGLANG if engine == "sglang" else VLLM
     want = reference(tmp_path, engine, text)
