@@ -37,3 +37,22 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture
+def serve(tmp_path):
+    """``serve(*args, **kw)`` starts ``hybrid-cache-exporter serve`` (``test_serve_support.Serve``) in
+    ``tmp_path`` and waits until it answers; every server started is killed at the end of the test."""
+    import test_serve_support as h  # on sys.path only once this file has run
+
+    started: list[h.Serve] = []
+
+    def start(*args: str, **kw) -> h.Serve:
+        s = h.Serve(tmp_path, *args, **kw)
+        started.append(s)
+        s.wait_up()
+        return s
+
+    yield start
+    for s in started:
+        s.kill()

@@ -30,21 +30,6 @@ def samples(text: str) -> list[tuple[str, dict[str, str]]]:
     return out
 
 
-@pytest.fixture
-def serve(tmp_path):
-    started: list[h.Serve] = []
-
-    def start(*args: str, **kw) -> h.Serve:
-        s = h.Serve(tmp_path, *args, **kw)
-        started.append(s)
-        s.wait_up()
-        return s
-
-    yield start
-    for s in started:
-        s.kill()
-
-
 def test_version_flag():
     for argv in (["--version"], ["serve", "--version"]):
         p = subprocess.run([str(h.EXE), *argv], capture_output=True, text=True, timeout=30)

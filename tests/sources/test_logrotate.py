@@ -17,21 +17,6 @@ pytestmark = rs.needs_logrotate
 
 
 @pytest.fixture
-def serve(tmp_path):
-    started: list[h.Serve] = []
-
-    def start(*args: str) -> h.Serve:
-        s = h.Serve(tmp_path, *args)
-        started.append(s)
-        s.wait_up()
-        return s
-
-    yield start
-    for s in started:
-        s.kill()
-
-
-@pytest.fixture
 def writers():
     made: list[rs.Writer] = []
 

@@ -10,22 +10,6 @@ import pytest
 import rotation_support as rs
 import test_serve_support as h
 
-
-@pytest.fixture
-def serve(tmp_path):
-    started: list[h.Serve] = []
-
-    def start(*args: str) -> h.Serve:
-        s = h.Serve(tmp_path, *args)
-        started.append(s)
-        s.wait_up()
-        return s
-
-    yield start
-    for s in started:
-        s.kill()
-
-
 CASES = [
     # style, compress, rotations, lines per generation, max files, seconds between rotations
     pytest.param("docker", False, 40, 25, 8, 0.02, id="docker-max-file-8-50-per-s"),

@@ -14,21 +14,6 @@ import pytest
 import test_serve_support as h
 
 
-@pytest.fixture
-def serve(tmp_path):
-    started: list[h.Serve] = []
-
-    def start(*args: str) -> h.Serve:
-        s = h.Serve(tmp_path, *args)
-        started.append(s)
-        s.wait_up()
-        return s
-
-    yield start
-    for s in started:
-        s.kill()
-
-
 def _positions(path):
     return json.loads(path.read_text())["files"]
 
