@@ -10,12 +10,16 @@ import pytest
 import rotation_support as rs
 import test_serve_support as h
 
+# At 50 rotations per second a generation lives max_files x 20 ms before it is deleted; one that is
+# deleted before the exporter looks is lost (docs/reliability.md, known limits). 20 files give a
+# 400 ms window: 8 files (160 ms) lost generations when the shared 2-core machine stalled the
+# exporter (625 of 1,025 lines once in a full run), which says nothing about the tailer.
 CASES = [
     # style, compress, rotations, lines per generation, max files, seconds between rotations
-    pytest.param("docker", False, 40, 25, 8, 0.02, id="docker-max-file-8-50-per-s"),
-    pytest.param("docker", True, 40, 25, 8, 0.02, id="docker-compress-50-per-s"),
-    pytest.param("cri", False, 40, 25, 8, 0.02, id="kubelet-cri-50-per-s"),
-    pytest.param("cri", True, 30, 25, 8, 0.02, id="kubelet-cri-gzip-50-per-s"),
+    pytest.param("docker", False, 40, 25, 20, 0.02, id="docker-max-file-20-50-per-s"),
+    pytest.param("docker", True, 40, 25, 20, 0.02, id="docker-compress-50-per-s"),
+    pytest.param("cri", False, 40, 25, 20, 0.02, id="kubelet-cri-50-per-s"),
+    pytest.param("cri", True, 30, 25, 20, 0.02, id="kubelet-cri-gzip-50-per-s"),
 ]
 POLL = ["--poll-interval", "0.05"]
 
