@@ -11,6 +11,7 @@ finding fired. chromium runs with networking features off and its own profile di
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -188,27 +189,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def live(tmp_path):
+@contextlib.contextmanager
+def serving(tmp_path: Path, logs: list[str], *ready: str):
+    """A real ``serve`` of ``logs`` from the beginning; yields the page's URL once ``/`` shows
+    every text of ``ready`` (60 s at most), stops the server after."""
     port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "exporter",
-            "serve",
-            "--log",
-            f"sglang-mamba-bound={MAMBA}",
-            "--log",
-            f"sglang-balanced={BALANCED}",
-            "--from-beginning",
-            "--listen",
-            f"127.0.0.1:{port}",
-        ],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    args = [a for log in logs for a in ("--log", log)]
+    cmd = [sys.executable, "-m", "exporter", "serve", *args, "--from-beginning", "--listen", f"127.0.0.1:{port}"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}/"
     try:
         deadline = time.monotonic() + 60
@@ -216,12 +204,12 @@ def live(tmp_path):
             try:
                 with urllib.request.urlopen(url, timeout=5) as r:
                     body = r.read().decode()
-                if "mamba-bound, mamba-capped" in body and "sglang-balanced" in body:
+                if all(text in body for text in ready):
                     break
             except OSError:
                 pass
             assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "serve did not reach the diagnosis in 60 s"
+            assert time.monotonic() < deadline, f"serve did not show {ready} in 60 s"
             time.sleep(0.3)
         yield url
     finally:
@@ -231,6 +219,13 @@ def live(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def live(tmp_path):
+    logs = [f"sglang-mamba-bound={MAMBA}", f"sglang-balanced={BALANCED}"]
+    with serving(tmp_path, logs, "mamba-bound, mamba-capped", "sglang-balanced") as url:
+        yield url
 
 
 def test_status_page_in_chromium(live, tmp_path):
@@ -244,29 +239,8 @@ def test_status_page_in_chromium(live, tmp_path):
 
 
 def test_status_page_of_a_balanced_log_shows_no_finding(tmp_path):
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "exporter", "serve", "--log", str(BALANCED), "--from-beginning", "--listen", f"127.0.0.1:{port}"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(url, timeout=5) as r:
-                    if b"no finding" in r.read():
-                        break
-            except OSError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.3)
+    with serving(tmp_path, [str(BALANCED)], "no finding") as url:
         check_picture(screenshot(tmp_path, url, "balanced.png", size="1280,900"), shaded=False)
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_html_report_in_chromium(tmp_path):
