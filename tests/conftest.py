@@ -11,7 +11,6 @@ and real logrotate), which this file puts on ``sys.path``; the golden exposition
 
 from __future__ import annotations
 
-import socket
 import sys
 from pathlib import Path
 
@@ -34,23 +33,24 @@ def root() -> Path:
 @pytest.fixture
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now (servers in tests bind there only)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    import test_serve_support as h  # on sys.path only once this file has run
+
+    return h.free_port()
 
 
 @pytest.fixture
 def serve(tmp_path):
-    """``serve(*args, **kw)`` starts ``hybrid-cache-exporter serve`` (``test_serve_support.Serve``) in
+    """``serve(*args, up=True, **kw)`` starts ``hybrid-cache-exporter serve`` (``test_serve_support.Serve``) in
     ``tmp_path`` and waits until it answers; every server started is killed at the end of the test."""
     import test_serve_support as h  # on sys.path only once this file has run
 
     started: list[h.Serve] = []
 
-    def start(*args: str, **kw) -> h.Serve:
+    def start(*args: str, up: bool = True, **kw) -> h.Serve:
         s = h.Serve(tmp_path, *args, **kw)
         started.append(s)
-        s.wait_up()
+        if up:  # up=False: a test that watches the start itself (a missing file, stdin)
+            s.wait_up()
         return s
 
     yield start

@@ -37,7 +37,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -48,6 +47,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_serve_support import free_port
 
 from dashboards import identity
 from dashboards.metrics import OPTIONAL, metric_names
@@ -104,12 +104,6 @@ def need(ok: bool, why: str) -> None:
         if in_ci:
             pytest.fail(why + " (required in CI)")
         pytest.skip(why)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_get(url: str, timeout: float = 3.0) -> bytes:

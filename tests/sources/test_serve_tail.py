@@ -13,23 +13,6 @@ import time
 import pytest
 import test_serve_support as h
 
-
-@pytest.fixture
-def serve(tmp_path):
-    started: list[h.Serve] = []
-
-    def start(*args: str, stdin=None, up: bool = True) -> h.Serve:
-        s = h.Serve(tmp_path, *args, stdin=stdin)
-        started.append(s)
-        if up:
-            s.wait_up()
-        return s
-
-    yield start
-    for s in started:
-        s.kill()
-
-
 MODES = [pytest.param([], id="inotify"), pytest.param(["--poll-interval", "0.05"], id="poll")]
 
 

@@ -15,7 +15,6 @@ import contextlib
 import os
 import re
 import shutil
-import socket
 import struct
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from test_serve_support import free_port
 
 from exporter.drawing import SHADES
 
@@ -181,12 +181,6 @@ def check_dom(dom: str, charts_per_server: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager
