@@ -1,0 +1,128 @@
+"""Where replay's time goes, per stage and per sample (docs/performance.md, "Per sample").
+
+Replays one file in this process four times over, each time with one more stage of the sample
+path switched on, and prints the time of each stage divided by the number of samples the rules
+saw:
+
+1. ``scan``: reading, the bulk scanner and counting; the samples are dropped unparsed;
+2. ``parse``: plus parsing each sample into its event (``parse_line``);
+3. ``apply``: plus folding the sample into the state (gauges), no observers;
+4. ``rules``: plus the rules and the recommendations (what ``replay`` runs).
+
+Each variant runs ``--reps`` times interleaved (scan, parse, apply, rules, scan, ...) and the
+minimum CPU time (``time.process_time``) is kept: the cost of a stage is the difference of two
+minima, which a shared machine disturbs least. Start-up (imports) is not in these figures; it is
+printed once, as the import time of the composition root measured in a fresh interpreter.
+
+    .venv/bin/python bench/stages.py bench/out/data/sglang-2000000-s42-r10.log --reps 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from exporter.app import new_pipeline  # noqa: E402
+from exporter.offline import replay_files  # noqa: E402
+from exporter.pipeline import Pipeline  # noqa: E402
+from parsers import parse_line  # noqa: E402
+
+
+class _ScanOnly(Pipeline):
+    """The samples are dropped: what the scanner, the counters and the buckets cost alone."""
+
+    def _sample(self, src, ss, raw):
+        self.samples += 1
+
+    def _commit_server(self, src, ss, sv):
+        self.samples += len(sv.pending)
+        sv.pending.clear()
+
+
+class _ParseOnly(_ScanOnly):
+    """The samples are parsed into their events, and not applied."""
+
+    def _sample(self, src, ss, raw):
+        self.samples += 1
+        parse_line(raw, src.engine, src.year, ss.shapes)
+
+    def _commit_server(self, src, ss, sv):
+        for p in sv.pending.values():
+            self._sample(src, ss, p.raw)
+        sv.pending.clear()
+
+
+def _counting(pipe):
+    pipe.samples = 0
+    return pipe
+
+
+VARIANTS = {
+    "scan": lambda: _counting(_ScanOnly()),
+    "parse": lambda: _counting(_ParseOnly()),
+    "apply": lambda: Pipeline(),
+    "rules": lambda: new_pipeline(),
+}
+
+
+def run(variant: str, path: str) -> tuple[float, object]:
+    pipe = VARIANTS[variant]()
+    t0 = time.process_time()
+    replay_files(pipe, [path], None)
+    pipe.finish()
+    return time.process_time() - t0, pipe
+
+
+def samples_of(path: str) -> int:
+    """How many samples the rules see: the applied batch events of a replay."""
+    n = 0
+    pipe = Pipeline()
+
+    def count(src, srv, line, raw):
+        nonlocal n
+        n += type(line.event).__name__ == "BatchStats"
+
+    pipe.observers.append(count)
+    replay_files(pipe, [path], None)
+    pipe.finish()
+    return n
+
+
+def import_seconds() -> float:
+    """CPU seconds a fresh interpreter spends importing the composition root and the face."""
+    code = "import time; t = time.process_time(); import exporter.cli; print(time.process_time() - t)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return float(out.stdout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("log", help="an SGLang log (bench/gen.py writes one)")
+    ap.add_argument("--reps", type=int, default=3)
+    a = ap.parse_args(argv)
+    n = samples_of(a.log)
+    best = {v: float("inf") for v in VARIANTS}
+    for _ in range(a.reps):
+        for v in VARIANTS:
+            best[v] = min(best[v], run(v, a.log)[0])
+    print(f"{a.log}: {n:,} samples; CPU seconds, minimum of {a.reps}")
+    print(f"{'stage':<8} {'total s':>8} {'stage s':>8} {'us/sample':>10}")
+    prev = 0.0
+    for v, t in best.items():
+        stage = t - prev if v != "scan" else t
+        per = (t - prev) / n * 1e6 if v != "scan" else float("nan")
+        print(f"{v:<8} {t:8.3f} {stage:8.3f} {per:10.2f}")
+        prev = t
+    print(f"sample path (parse + apply + rules): {(best['rules'] - best['scan']) / n * 1e6:.2f} us/sample")
+    print(f"imports (fresh interpreter): {import_seconds():.3f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
