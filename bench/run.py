@@ -260,12 +260,41 @@ def mb(kb: float) -> str:
     return f"{kb / 1024:.0f} MiB"
 
 
-def snapshot_cmd(out: Path, rev: str | None) -> list[str]:
+PACKAGES = ("exporter", "parsers", "dashboards")
+
+
+def byte_compile(tree: Path) -> str:
+    """Byte-compile the exporter's packages under ``tree`` the way ``pip install`` of the wheel does.
+
+    pip compiles every installed ``.py`` with ``compileall.compile_file(path, force=True,
+    quiet=True)``: the installing interpreter's optimisation level (0: plain ``.pyc``, docstrings
+    and asserts kept) and timestamp invalidation. ``python -m compileall -f -q`` is that call per
+    file. Without it an editable tree run under ``PYTHONDONTWRITEBYTECODE=1`` (set in this
+    environment and often in CI) compiles ~45 modules from source on every start (~85 ms a run),
+    which no installed exporter pays. The ``.pyc`` files go to the packages' own ``__pycache__``
+    (gitignored, where Python itself caches them): a separate ``PYTHONPYCACHEPREFIX`` would
+    redirect the bytecode of every module, the standard library's too, and make start-up slower.
+    Returns the line the results header shows.
+    """
+    dirs = [str(tree / pkg) for pkg in PACKAGES if (tree / pkg).is_dir()]
+    r = subprocess.run([str(venv_python()), "-m", "compileall", "-f", "-q", *dirs], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise BenchError(f"compileall failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+    return "byte-compiled as pip installs it (compileall, optimisation level 0)"
+
+
+def not_compiled() -> str:
+    """The results header's bytecode line for a run that does not compile (``--no-compile``, ``--exporter``)."""
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return "as found: PYTHONDONTWRITEBYTECODE is set, so modules without a .pyc compile from source on every run"
+    return "as found (bytecode as Python caches it)"
+
+
+def snapshot(out: Path, rev: str | None) -> Path:
     """Freeze the exporter's code so edits made while a long run is going do not leak into it.
 
-    ``rev`` = a commit (``git archive``); None = a copy of the work tree's packages. The frozen
-    copy runs with ``python -S`` and site-packages on PYTHONPATH: that skips the ``.pth`` files,
-    so the editable install cannot map ``exporter``/``parsers`` back to the work tree.
+    ``rev`` = a commit (``git archive``); None = a copy of the work tree's packages. Returns the
+    directory of the copy (:func:`snapshot_cmd` runs it).
     """
     if rev:
         rev = subprocess.run(
@@ -281,9 +310,16 @@ def snapshot_cmd(out: Path, rev: str | None) -> list[str]:
     else:
         snap = out / "src-worktree"
         shutil.rmtree(snap, ignore_errors=True)
-        for pkg in ("exporter", "parsers", "dashboards"):
+        for pkg in PACKAGES:
             if (ROOT / pkg).is_dir():
                 shutil.copytree(ROOT / pkg, snap / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    return snap
+
+
+def snapshot_cmd(snap: Path) -> list[str]:
+    """The command that runs the frozen copy ``snap``: ``python -S`` with site-packages on
+    PYTHONPATH skips the ``.pth`` files, so the editable install cannot map ``exporter``/``parsers``
+    back to the work tree."""
     py = venv_python()
     site = subprocess.run(
         [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True
@@ -317,6 +353,31 @@ def throughput(lines: int, tools: list[Tool], reps: int, out: Path) -> None:
                 raise BenchError(f"{t.name} exited {r.rc}: {' '.join(t.cmd)}\n{err}")
             t.runs.append(r)
             log(f"  {t.name:<28} rep {rep + 1}: {r.wall:7.2f}s  {fmt_rate(lines / r.wall)} lines/s  rss {mb(r.maxrss_kb)}")
+
+
+def startup(exp: list[str], data: Path, reps: int, out: Path) -> dict:
+    """Start-up of the benchmarked command: ``--version`` and ``replay`` of a 100-line log (its
+    start-up block and a few batch lines), interleaved, at least 5 runs each. ``replay``'s share of
+    a throughput row is this fixed cost plus the per-line work."""
+    path, _ = ensure_log("sglang", 100, 1, data)
+    tools = [Tool("start-up --version", [*exp, "--version"]), Tool("start-up replay", [*exp, "replay", str(path)])]
+    for rep in range(max(5, reps)):
+        for t in tools:
+            slug = re.sub(r"\W+", "_", t.name)
+            r = run_measured(t.cmd, out / f"{slug}.{rep}.out", out / f"{slug}.{rep}.err")
+            if r.rc != 0:
+                raise BenchError(f"{t.name} exited {r.rc}: {' '.join(t.cmd)}")
+            t.runs.append(r)
+    v, rp = tools
+    log(f"start-up: --version {v.median().wall * 1000:.0f} ms, replay of 100 lines {rp.median().wall * 1000:.0f} ms (median)")
+    return {
+        "reps": len(v.runs),
+        "lines": 100,
+        "version_s": v.median().wall,
+        "version_min_s": min(r.wall for r in v.runs),
+        "replay_s": rp.median().wall,
+        "replay_min_s": min(r.wall for r in rp.runs),
+    }
 
 
 def verify(mtail_out: Path | None, exp_out: Path, truth: dict) -> tuple[list[dict], list[str], list[str]]:
@@ -646,6 +707,17 @@ def render(results: dict) -> str:
     md.append(
         f"Machine: {env['cpus']} CPUs, {env['machine']}, Python {env['python']}, {env['mtail']}, exporter at commit {env.get('commit', '?')} (scanner: {env.get('scanner', '?')}). Median of {results['reps']} runs.\n"
     )
+    st = env.get("startup")
+    md.append(
+        f"Exporter code: {env.get('bytecode', '?')}."
+        + (
+            f" Start-up (median of {st['reps']}, min in brackets): `--version` {st['version_s'] * 1000:.0f} ms"
+            f" ({st['version_min_s'] * 1000:.0f}), `replay` of a {st['lines']}-line log {st['replay_s'] * 1000:.0f} ms"
+            f" ({st['replay_min_s'] * 1000:.0f}).\n"
+            if st
+            else "\n"
+        )
+    )
     tp = results.get("throughput")
     if tp:
         md.append(f"### Throughput: {tp['file']} ({tp['lines']:,} lines, {tp['bytes'] / 1e6:.0f} MB)\n")
@@ -723,7 +795,12 @@ def main(argv: list[str] | None = None) -> int:
         "--at", metavar="REV", help="benchmark the exporter as committed at REV (git archive into OUT/src-REV), not the work tree"
     )
     ap.add_argument("--snapshot", action="store_true", help="benchmark a frozen copy of the work tree's exporter (OUT/src-worktree)")
-    ap.add_argument("--exporter", help="exporter command (default .venv/bin/hybrid-cache-exporter)")
+    ap.add_argument("--exporter", help="exporter command (default .venv/bin/hybrid-cache-exporter); run as given, not byte-compiled")
+    ap.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="do not byte-compile the exporter's packages first (default: compile them as pip install does, see docs/performance.md)",
+    )
     ap.add_argument("--mtail", default=shutil.which("mtail"), help="mtail binary (default: from PATH)")
     ap.add_argument("--lines", type=int, help="lines of the main throughput file")
     ap.add_argument("--reps", type=int, help="runs per throughput measurement (median)")
@@ -769,8 +846,14 @@ def main(argv: list[str] | None = None) -> int:
     data = Path(a.data)
     try:
         exp = exporter_cmd(a.exporter)
+        bytecode = not_compiled()
         if a.at or a.snapshot:
-            exp = snapshot_cmd(out, a.at)
+            snap = snapshot(out, a.at)
+            exp = snapshot_cmd(snap)
+            if not a.no_compile:
+                bytecode = byte_compile(snap)
+        elif not a.exporter and not a.no_compile:
+            bytecode = byte_compile(ROOT) + ", the editable install's work tree"
         mtail_ver = subprocess.run([a.mtail, "--version"], capture_output=True, text=True).stdout.split(" git ")[0].strip()
         results: dict = {
             "profile": prof.name,
@@ -787,6 +870,8 @@ def main(argv: list[str] | None = None) -> int:
                     ["git", "-C", str(ROOT), "rev-parse", "--short", a.at or "HEAD"], capture_output=True, text=True
                 ).stdout.strip()
                 + ("" if a.at else " + work tree" + (" (snapshot)" if a.snapshot else "")),
+                "bytecode": bytecode,
+                "startup": startup(exp, data, prof.reps, raw),
             },
             "warnings": [],
         }
