@@ -1,34 +1,80 @@
 """Command line: ``hybrid-cache-exporter {replay,serve,report,plan}``.
 
 The face only: argument parsing, checks of the arguments, printing and exit codes. Each
-subcommand is a module here that adds itself with ``register(subparsers)``; its handler turns
-the arguments into plain values, calls the composition root (``exporter/app.py``,
+subcommand is a module here, named after it, that adds itself with ``register(subparsers)``; its
+handler turns the arguments into plain values, calls the composition root (``exporter/app.py``,
 ``exporter/serve.py``) or a pure module, prints, and returns the process exit code. No module
 of the project imports this package.
+
+A subcommand's module is imported only when that subcommand is chosen (:func:`main`): ``replay``,
+which scripts run once per log and the benchmark times end to end against mtail, does not load
+``serve``'s tailers, web server, TLS and YAML, ``report``'s renderers or ``plan``'s tables, and
+``--version`` loads none of them. The others are still listed by name and help (``COMMANDS``), so
+``--help`` shows them all. This table is the one import the project makes by name at run time;
+tests/design/test_layers.py reads it as an import of each module (for the cycle checks) and allows
+no other.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import sys
+from collections.abc import Collection, Sequence
 
-from . import plan, replay, report, serve
-from .common import VersionAction
+from ..buildinfo import version_text
+
+# The subcommands in --help order, with their one-line help. ``exporter/cli/<name>.py`` adds one
+# (``register``) and is imported only when it is chosen: --help lists them all from here.
+COMMANDS: dict[str, str] = {
+    "replay": "read log files to the end and print the final exposition (like mtail --one_shot)",
+    "serve": "tail log files or stdin and serve /metrics (sidecar mode)",
+    "report": "post-incident report: capacity, usage distributions, binding pool, findings with evidence, recommendations",
+    "plan": "capacity plan (KV/token, state/request, pool sizes, request caps, flag effects) from a config.json",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+class VersionAction(argparse.Action):
+    """``--version``: print :func:`version_text` as is (argparse's own action re-wraps the lines)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):  # noqa: A002
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit()
+
+
+def build_parser(commands: Collection[str] = tuple(COMMANDS)) -> argparse.ArgumentParser:
+    """The command line. The subcommands in ``commands`` get their arguments (their module is
+    imported); the others are listed by name and help only, which is all that ``--help`` and the
+    parse of another subcommand need."""
     p = argparse.ArgumentParser(
         prog="hybrid-cache-exporter",
         description="Prometheus exporter for the KV and mamba-state pools of hybrid models on SGLang and vLLM, read from their logs.",
     )
     p.add_argument("--version", action=VersionAction, help="print the version, revision and Python, and exit")
     sub = p.add_subparsers(dest="command", required=True)
-    for mod in (replay, serve, report, plan):
-        mod.register(sub)
+    for name, help_ in COMMANDS.items():
+        if name in commands:
+            importlib.import_module(f"{__name__}.{name}").register(sub)
+        else:
+            sub.add_parser(name, help=help_)
     return p
 
 
+def chosen(argv: Sequence[str]) -> list[str]:
+    """The subcommand named in ``argv`` (none: empty): the first argument that is not an option,
+    since the top level's options (``-h``, ``--version``) take no value."""
+    for a in argv:
+        if not a.startswith("-"):
+            return [a] if a in COMMANDS else []
+    return []
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(chosen(argv)).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from ..buildinfo import version_text
 from ..contract import DP_RANK_LIMIT_LINES
 from ..rules import RulesConfig, load_config
 from ..state import DEFAULT_MAX_DP_RANKS
@@ -75,14 +74,3 @@ def rules_config(args: argparse.Namespace) -> RulesConfig | None:
     """The ``--rules-config`` file read (None = built-in defaults); raises OSError/ValueError."""
     path = getattr(args, "rules_config", None)
     return load_config(path) if path else None
-
-
-class VersionAction(argparse.Action):
-    """``--version``: print :func:`version_text` as is (argparse's own action re-wraps the lines)."""
-
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):  # noqa: A002
-        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(version_text())
-        parser.exit()

@@ -13,13 +13,14 @@ from typing import Any
 
 from .. import capacity as cap
 from ..plan import PlanRequest, UsageError, build, render, to_dict
+from . import COMMANDS
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``plan`` subcommand to an ``argparse`` subparsers object; sets ``func=run``."""
     p = subparsers.add_parser(
         "plan",
-        help="capacity plan (KV/token, state/request, pool sizes, request caps, flag effects) from a config.json",
+        help=COMMANDS["plan"],
         description="Capacity plan for a hybrid linear-attention model from its HuggingFace config.json.",
     )
     p.add_argument("--config", required=True, metavar="PATH", help="HF config.json (top level or nested text_config)")

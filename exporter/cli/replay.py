@@ -6,11 +6,12 @@ import argparse
 import sys
 
 from ..app import exposition, replay
+from . import COMMANDS
 from .common import add_file_args, engine_of, rules_config
 
 
 def register(sub) -> None:
-    r = sub.add_parser("replay", help="read log files to the end and print the final exposition (like mtail --one_shot)")
+    r = sub.add_parser("replay", help=COMMANDS["replay"])
     add_file_args(r)
     r.set_defaults(func=cmd_replay)
 

@@ -10,14 +10,12 @@ from ..app import replay
 from ..render import render_html, render_markdown, render_text
 from ..report import build_report
 from ..rules import load_config
+from . import COMMANDS
 from .common import add_file_args, engine_of
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "report",
-        help="post-incident report: capacity, usage distributions, binding pool, findings with evidence, recommendations",
-    )
+    p = subparsers.add_parser("report", help=COMMANDS["report"])
     add_file_args(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="machine-readable JSON")

@@ -15,11 +15,16 @@ import sys
 import threading
 
 from .. import DEFAULT_PORT
+from ..identity import parse_labels
 from ..lines import DEFAULT_MAX_LINE
 from ..logsetup import FORMATS, LEVELS
 from ..logsetup import configure as configure_logging
 from ..reading import source_name
-from .common import VersionAction, add_pipeline_args, engine_of, rules_config
+from ..serve import ServeConfig, Service
+from ..web import check_telemetry_path, resolve_listen
+from ..webconfig import ReloadingWebConfig, WebConfigError
+from . import COMMANDS, VersionAction
+from .common import add_pipeline_args, engine_of, rules_config
 
 log = logging.getLogger("hybrid_cache_exporter")
 
@@ -40,7 +45,7 @@ def parse_log_spec(arg: str) -> tuple[str | None, str]:
 def register(sub) -> None:
     p = sub.add_parser(
         "serve",
-        help="tail log files or stdin and serve /metrics (sidecar mode)",
+        help=COMMANDS["serve"],
         description="Tail SGLang/vLLM logs and serve Prometheus metrics. See docs/serve.md.",
     )
     p.add_argument(
@@ -166,13 +171,6 @@ def _err(msg: str) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    # the tailers and the web server load here, not when `replay` builds the argument parser
-    # (startup time of every replay: watchdog, bcrypt, yaml)
-    from ..identity import parse_labels
-    from ..serve import ServeConfig, Service
-    from ..web import check_telemetry_path, resolve_listen
-    from ..webconfig import ReloadingWebConfig, WebConfigError
-
     configure_logging(args.log_level, args.log_format)
     kubelet = [a for a in args.log if KUBELET_GLOB.match(a)]
     if kubelet and not args.kubernetes_pods:

@@ -9,6 +9,14 @@ order the modules happen to load in would hide it. Rules (docs/architecture.md):
   (a deferred import is allowed for start-up time, never to dodge a cycle);
 * nothing imports the face (``exporter.cli``) but the face and ``exporter.__main__``; the
   composition root (``exporter.app``, ``exporter.serve``) is imported only by the face.
+
+One import is made by name at run time, for start-up time: the face loads a subcommand's module
+(``exporter/cli/<name>.py``) only when that subcommand is chosen, from its ``COMMANDS`` table
+(``replay`` then does not load ``serve``'s web server and TLS, ``report``'s renderers or
+``plan``'s tables: ~10 ms of each replay, ~60 ms of ``--version``). The graph reads that table
+as module-level imports of ``exporter.cli``, so the cycle checks see them; no other module
+imports by name, and the face defers nothing else (a subcommand's module has its imports at the
+top: it is loaded whole when chosen).
 """
 
 from __future__ import annotations
@@ -41,6 +49,15 @@ def _modules() -> dict[str, Path]:
 
 
 MODULES = _modules()
+
+
+def _subcommands() -> list[str]:
+    """The keys of ``COMMANDS`` in exporter/cli/__init__.py, read with ``ast``."""
+    tree = ast.parse(MODULES[FACE].read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "COMMANDS":
+            return [ast.literal_eval(k) for k in node.value.keys]
+    raise AssertionError("no COMMANDS table in exporter/cli/__init__.py")
 
 
 def _is_package(mod: str) -> bool:
@@ -95,6 +112,8 @@ def _graph() -> tuple[dict[str, set[str]], list[tuple[str, str, int]]]:
                 walk(child, inner)
 
         walk(tree, False)
+    # the face imports each subcommand's module by name (importlib), when chosen
+    top[FACE] |= {f"{FACE}.{name}" for name in _subcommands()}
     return top, deferred
 
 
@@ -147,6 +166,30 @@ def test_no_deferred_import_hides_a_cycle():
     gone = sorted(set(KNOWN_DEFERRED) - set(hidden))
     assert not new, "deferred imports that dodge a cycle:\n" + "\n".join(new.values())
     assert not gone, f"these cycles are gone: delete them from KNOWN_DEFERRED in {Path(__file__).name}: {gone}"
+
+
+def test_subcommands_load_by_name_only_from_the_table():
+    """The face's ``COMMANDS`` names exactly its subcommand modules (``common`` is shared code), each
+    has ``register``; the one ``import_module`` / ``__import__`` call of the project is the face's,
+    of a module of that table; no import in a function of the face."""
+    subs = {m.rsplit(".", 1)[1] for m in MODULES if m.startswith(FACE + ".")} - {"common"}
+    assert set(_subcommands()) == subs, f"COMMANDS {sorted(_subcommands())} != modules {sorted(subs)}"
+    for name in subs:
+        tree = ast.parse(MODULES[f"{FACE}.{name}"].read_text(encoding="utf-8"))
+        assert any(isinstance(n, ast.FunctionDef) and n.name == "register" for n in tree.body), f"{FACE}.{name} has no register()"
+    by_name = []  # (module, line) of each call of import_module / __import__
+    for mod, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+                if name in ("import_module", "__import__"):
+                    by_name.append((mod, node.lineno))
+    assert len(by_name) == 1 and by_name[0][0] == FACE, f"imports by name: {by_name} (only the face's COMMANDS table may)"
+    assert 'importlib.import_module(f"{__name__}.{name}")' in MODULES[FACE].read_text(encoding="utf-8")
+    _, deferred = _graph()
+    in_face = [d for d in deferred if d[0].startswith(FACE)]
+    assert not in_face, f"the face defers imports (put them at the top of the subcommand's module): {in_face}"
 
 
 def test_the_face_is_on_top():
