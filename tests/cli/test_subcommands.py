@@ -4,6 +4,7 @@ own -h and arguments work, errors read the same."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +103,23 @@ def test_errors_read_as_with_every_module_loaded(capsys):
             build_parser().parse_args(argv)
         assert e.value.code == e_full.value.code == 2
         assert capsys.readouterr().err == err, argv
+
+
+def test_the_command_loads_its_modules_without_the_gc_and_freezes_them(tmp_path):
+    """As a process (``argv`` None) main() leaves the collector on, with the loaded modules' objects
+    frozen out of it; called with arguments (tests, embedding) it changes nothing of the GC."""
+    out = tmp_path / "gc.txt"
+    code = (
+        "import atexit, gc, runpy, sys\n"
+        f"atexit.register(lambda: open({str(out)!r}, 'w').write(f'{{gc.isenabled()}} {{gc.get_freeze_count()}}'))\n"
+        f"sys.argv = ['hybrid-cache-exporter', 'replay', {str(LOG)!r}]\n"
+        "runpy.run_module('exporter', run_name='__main__')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    enabled, frozen = out.read_text().split()
+    assert enabled == "True" and int(frozen) > 10_000
+    before = gc.get_freeze_count()
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert gc.isenabled() and gc.get_freeze_count() == before
