@@ -11,6 +11,8 @@ growing memory without bound. Complete lines of a chunk are decoded with one ``d
 
 from __future__ import annotations
 
+from typing import BinaryIO
+
 DEFAULT_MAX_LINE = 1 << 20  # 1 MiB: server_args dumps are ~10 KB; nothing real comes close
 
 
@@ -29,13 +31,14 @@ def _long_line(data: bytes, nl: int, max_line: int) -> bool:
 class LineSplitter:
     """Incremental splitter: ``feed(chunk)`` returns the complete lines in it."""
 
-    __slots__ = ("buf", "max_line", "overlong", "skipping")
+    __slots__ = ("buf", "max_line", "overlong", "skipping", "_arr")
 
     def __init__(self, max_line: int = DEFAULT_MAX_LINE) -> None:
         self.buf = b""
         self.max_line = max_line
         self.overlong = 0
         self.skipping = False  # inside the unseen tail of an overlong line
+        self._arr: bytearray | None = None  # read_text's buffer, reused from read to read
 
     def feed(self, chunk: bytes) -> list[str]:
         data = self.buf + chunk if self.buf else chunk
@@ -73,6 +76,32 @@ class LineSplitter:
         text = data[: nl + 1].decode("utf-8", "replace")
         head = self._hold()
         return text if head is None else text + head + "\n"
+
+    def read_text(self, f: BinaryIO, n: int) -> tuple[str, int]:
+        """Read up to ``n`` bytes from ``f``: ``(feed_text of them, bytes read)``; 0 bytes = EOF.
+
+        The bytes go into one buffer kept from read to read, behind the held partial line, and
+        the complete lines are decoded straight from it: no new bytes object per read and no
+        copy to join the held line with the read. For a whole file that is most of what reading
+        costs (replay of a 332 MB log: 0.23 s through ``read`` + ``feed_text``, 0.06 s this way;
+        docs/performance.md)."""
+        held = len(self.buf)
+        arr = self._arr
+        if arr is None or len(arr) < held + n:
+            arr = self._arr = bytearray(held + n)
+        with memoryview(arr) as mv:
+            mv[:held] = self.buf
+            k = f.readinto(mv[held : held + n]) or 0
+            if not k:
+                return "", 0
+            end = held + k
+            nl = arr.rfind(b"\n", held, end)
+            if nl < 0 or self.skipping or _long_line(arr, nl, self.max_line):
+                return self.feed_text(bytes(mv[held:end])), k  # the rare cases, as feed_text does
+            self.buf = bytes(mv[nl + 1 : end])
+            text = str(mv[: nl + 1], "utf-8", "replace")
+        head = self._hold()
+        return (text if head is None else text + head + "\n"), k
 
     def _hold(self) -> str | None:
         """Bound the held partial line: past ``max_line`` keep its head (returned, as a line of its

@@ -8,6 +8,7 @@ API::
     r = Reader(max_line=DEFAULT_MAX_LINE)   # format detected from the first line
     lines = r.feed(chunk)        # the complete lines in the bytes so far (list of str)
     text = r.feed_text(chunk)    # the same lines as one block, each ending in '\\n' ('' if none)
+    text, n = r.read_text(f)     # read a chunk of a binary file and feed_text it (n = 0: EOF)
     lines = r.flush()            # at the end of a finished input: what was held back
     r.pending                    # bytes fed but not returned yet: offset of the next line to
                                  # parse = bytes fed - r.pending (what positions save)
@@ -167,6 +168,14 @@ class Reader:
         lines = self._feed_records(chunk)
         return "\n".join(lines) + "\n" if lines else ""
 
+    def read_text(self, f: BinaryIO, n: int = CHUNK) -> tuple[str, int]:
+        """Read up to ``n`` bytes of ``f`` and feed them: ``(feed_text of them, bytes read)``, 0 bytes
+        at EOF. A plain file reads into the splitter's reused buffer (:meth:`LineSplitter.read_text`)."""
+        if self._record is None and self.fmt is not None:
+            return self.splitter.read_text(f, n)
+        chunk = f.read(n)
+        return (self.feed_text(chunk) if chunk else ""), len(chunk)
+
     def flush(self) -> list[str]:
         """The end of a finished input: the held partial line (or unfinished message), if any."""
         if self.fmt is None:
@@ -314,12 +323,11 @@ def read_blocks(path: str, reader: Reader | None = None, flush: bool = True, nby
     f = open_log(path)
     try:
         while True:
-            chunk = f.read(CHUNK)
-            if not chunk:
+            text, k = r.read_text(f, CHUNK)
+            if not k:
                 break
             if nbytes is not None:
-                nbytes[0] += len(chunk)
-            text = r.feed_text(chunk)
+                nbytes[0] += k
             if text:
                 yield text
         rest = r.flush() if flush else None

@@ -49,9 +49,11 @@ def test_binary_garbage_never_raises() -> None:
     assert all(isinstance(s, str) for s in out)
 
 
-def test_feed_text_gives_the_lines_of_feed_for_any_chunking() -> None:
-    """replay's block path: the same lines, cuts and counts as feed, with short, long and overlong
-    lines, multibyte characters and invalid bytes across chunk boundaries."""
+def test_feed_text_and_read_text_give_the_lines_of_feed_for_any_chunking() -> None:
+    """replay's block path (``read_text`` from a file, ``feed_text`` of chunks): the same lines,
+    cuts and counts as feed, with short, long and overlong lines, multibyte characters and invalid
+    bytes across chunk boundaries."""
+    import io
     import random
 
     rnd = random.Random(7)
@@ -61,7 +63,7 @@ def test_feed_text_gives_the_lines_of_feed_for_any_chunking() -> None:
         parts.append(b"%d " % i + bytes(rnd.choice(b"ab \xe2\x96\x88\xff") for _ in range(n)) + b"\n")
     data = b"".join(parts) + b"tail without newline"
     for size in (1, 3, 64, 999, 1000, 1001, 4096, 1 << 16):
-        a, b = LineSplitter(max_line=1000), LineSplitter(max_line=1000)
+        a, b, c = LineSplitter(max_line=1000), LineSplitter(max_line=1000), LineSplitter(max_line=1000)
         want: list[str] = []
         text = ""
         for i in range(0, len(data), size):
@@ -70,7 +72,13 @@ def test_feed_text_gives_the_lines_of_feed_for_any_chunking() -> None:
             assert t == "" or t.endswith("\n")
             text += t
         assert text[:-1].split("\n") == want
-        assert (a.overlong, a.pending, a.flush()) == (b.overlong, b.pending, b.flush())
+        f, read, n = io.BytesIO(data), "", 1
+        while n:
+            t, n = c.read_text(f, size)
+            assert t == "" or t.endswith("\n")
+            read += t
+        assert read == text
+        assert (a.overlong, a.pending, a.flush()) == (b.overlong, b.pending, b.flush()) == (c.overlong, c.pending, c.flush())
         assert a.overlong > 0
 
 
