@@ -37,9 +37,11 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -305,8 +307,8 @@ def snapshot(out: Path, rev: str | None) -> Path:
             snap.mkdir(parents=True)
             arch = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
             subprocess.run(["tar", "-x", "-C", str(snap)], input=arch, check=True)
-            if (snap / "setup.py").exists():  # the C scanner, as `pip install` would build it
-                subprocess.run([str(venv_python()), "setup.py", "-q", "build_ext", "--inplace"], cwd=snap, capture_output=True)
+            if (snap / "setup.py").exists():
+                build_scanner(snap)
     else:
         snap = out / "src-worktree"
         shutil.rmtree(snap, ignore_errors=True)
@@ -314,6 +316,24 @@ def snapshot(out: Path, rev: str | None) -> Path:
             if (ROOT / pkg).is_dir():
                 shutil.copytree(ROOT / pkg, snap / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     return snap
+
+
+def build_scanner(snap: Path) -> None:
+    """Build the C scanner of a ``git archive`` copy as ``pip install`` does: a wheel built in pip's
+    isolated environment (the venv's own setuptools may be too old for pyproject.toml, and a
+    failed ``setup.py build_ext`` used to leave the copy on the pure-Python scanner unnoticed),
+    whose ``exporter/_scan*.so`` goes into the copy. Without a compiler the results header says
+    which scanner ran (:func:`scanner_of`)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        r = subprocess.run([str(venv_python()), "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp, str(snap)], capture_output=True)
+        wheels = list(Path(tmp).glob("*.whl"))
+        if r.returncode != 0 or not wheels:
+            log(f"warning: the C scanner of {snap.name} did not build; it runs the pure-Python scanner")
+            return
+        with zipfile.ZipFile(wheels[0]) as z:
+            for name in z.namelist():
+                if name.startswith("exporter/_scan") and name.endswith(".so"):
+                    (snap / name).write_bytes(z.read(name))
 
 
 def snapshot_cmd(snap: Path) -> list[str]:
