@@ -12,6 +12,8 @@ Sections, all in one run, results in ``bench/out/`` (results.md, results.json, r
 2. correctness: decode/prefill batch counts and prefill new/cached token totals must be
    IDENTICAL in mtail's output, the exporter's exposition and the generator's truth file.
    Any difference exits 1.
+   Then ``bench/stages.py`` on the same file and code: CPU seconds of replay's stages (scan,
+   parse, apply, rules) and the cost per sample the rules see.
 3. scaling: exporter replay of 1M vs 4M lines, and of 10 files (``replay f1 ... f10``) vs 1 file.
 4. live: ``serve`` and the mtail daemon tail the same file; decode lines are appended at a steady
    rate and both ``/metrics`` are polled: write->visible latency p50/p99. Then idle CPU of both
@@ -720,6 +722,17 @@ def profile(exp_cmd: list[str], log_path: Path, out: Path, top: int = 25) -> dic
 # ----------------------------------------------------------------------------- report
 
 
+def stages(exp_cmd: list[str], log_path: Path, reps: int) -> dict:
+    """bench/stages.py on the main file, run by the interpreter and code of the benchmarked command
+    (the frozen copy of --snapshot/--at): CPU seconds of replay's stages and the cost per sample."""
+    py = ROOT / ".venv" / "bin" / "python"
+    pycmd = exp_cmd[:-2] if exp_cmd[-2:] == ["-m", "exporter"] else [str(py if py.exists() else sys.executable)]
+    out = subprocess.run([*pycmd, str(BENCH / "stages.py"), str(log_path), "--reps", str(reps), "--json"], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise BenchError(f"bench/stages.py failed: {out.stderr.strip()[-500:]}")
+    return json.loads(out.stdout)
+
+
 def render(results: dict) -> str:
     md: list[str] = []
     env = results["env"]
@@ -755,6 +768,19 @@ def render(results: dict) -> str:
         for r in results["verify"]["rows"]:
             md.append(f"| {r['what']} | {r['truth']} | {r['mtail']} | {r['exporter']} | {'yes' if r['ok'] else '**NO**'} |")
         md.append("")
+    if "stages" in results:
+        sg = results["stages"]
+        md.append(
+            f"### Per stage and per sample: {sg['file']} ({sg['samples']:,} samples; bench/stages.py, CPU s, minimum of {sg['reps']})\n"
+        )
+        md.append("| stage (cumulative) | CPU s | stage s | us per sample |")
+        md.append("|---|---:|---:|---:|")
+        for st in sg["stages"]:
+            per = st["us_per_sample"]
+            md.append(f"| {st['stage']} | {st['total_s']:.3f} | {st['stage_s']:.3f} | {'' if per is None else f'{per:.2f}'} |")
+        md.append(
+            f"\nSample path (parse + apply + rules): **{sg['sample_path_us']:.2f} us per sample**; imports {sg['imports_s']:.3f} s.\n"
+        )
     if "vllm" in results:
         v = results["vllm"]
         md.append(f"### vLLM replay: {v['file']} ({v['lines']:,} lines, {v['bytes'] / 1e6:.0f} MB; no mtail program)\n")
@@ -835,7 +861,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FIELD=N",
         help="override a size, e.g. --set grow_large=1000000 (fields: {})".format(", ".join(Profile.__dataclass_fields__)),
     )
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: throughput,scaling,vllm,live,soak")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: throughput,stages,scaling,vllm,live,soak")
     ap.add_argument("--profile", action="store_true", help="also profile replay (cProfile, py-spy if installed)")
     a = ap.parse_args(argv)
 
@@ -955,6 +981,11 @@ def main(argv: list[str] | None = None) -> int:
             results["warnings"] += warns
             failures += [f"count mismatch: {e}" for e in errs]
             log("verify: " + ("counts IDENTICAL (truth = mtail = exporter)" if not errs else "MISMATCH: " + "; ".join(errs)))
+
+        # 2b: where replay's time goes, per stage and per sample (bench/stages.py, in the same code)
+        if "stages" not in skip:
+            log(f"stages: scan, parse, apply, rules on {path.name}")
+            results["stages"] = stages(exp, path, prof.reps)
 
         # 3: scaling
         if "scaling" not in skip:

@@ -20,13 +20,14 @@ printed once, as the import time of the composition root measured in a fresh int
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))  # last: a frozen copy on PYTHONPATH (bench/run.py --snapshot) comes first
 
 from exporter.app import new_pipeline  # noqa: E402
 from exporter.offline import replay_files  # noqa: E402
@@ -98,30 +99,51 @@ def import_seconds() -> float:
     """CPU seconds a fresh interpreter spends importing what ``replay`` loads: the face's replay
     module and the composition root (``exporter.cli`` alone loads no subcommand)."""
     code = "import time; t = time.process_time(); import exporter.cli.replay; print(time.process_time() - t)"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    # the same interpreter flags (-S of a frozen copy); -P: not the work tree in the cwd first
+    flags = ["-S"] if sys.flags.no_site else []
+    out = subprocess.run([sys.executable, *flags, "-P", "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     return float(out.stdout)
+
+
+def measure(path: str, reps: int) -> dict:
+    """The figures: samples, the minimum CPU seconds of each variant, each stage's seconds and
+    microseconds per sample, the sample path per sample, and the import seconds."""
+    n = samples_of(path)
+    best = {v: float("inf") for v in VARIANTS}
+    for _ in range(reps):
+        for v in VARIANTS:
+            best[v] = min(best[v], run(v, path)[0])
+    stages, prev = [], 0.0
+    for v, t in best.items():
+        stages.append({"stage": v, "total_s": t, "stage_s": t - prev, "us_per_sample": None if v == "scan" else (t - prev) / n * 1e6})
+        prev = t
+    return {
+        "file": Path(path).name,
+        "samples": n,
+        "reps": reps,
+        "stages": stages,
+        "sample_path_us": (best["rules"] - best["scan"]) / n * 1e6,
+        "imports_s": import_seconds(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("log", help="an SGLang log (bench/gen.py writes one)")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON (bench/run.py reads them)")
     a = ap.parse_args(argv)
-    n = samples_of(a.log)
-    best = {v: float("inf") for v in VARIANTS}
-    for _ in range(a.reps):
-        for v in VARIANTS:
-            best[v] = min(best[v], run(v, a.log)[0])
-    print(f"{a.log}: {n:,} samples; CPU seconds, minimum of {a.reps}")
+    r = measure(a.log, a.reps)
+    if a.json:
+        print(json.dumps(r))
+        return 0
+    print(f"{a.log}: {r['samples']:,} samples; CPU seconds, minimum of {a.reps}")
     print(f"{'stage':<8} {'total s':>8} {'stage s':>8} {'us/sample':>10}")
-    prev = 0.0
-    for v, t in best.items():
-        stage = t - prev if v != "scan" else t
-        per = (t - prev) / n * 1e6 if v != "scan" else float("nan")
-        print(f"{v:<8} {t:8.3f} {stage:8.3f} {per:10.2f}")
-        prev = t
-    print(f"sample path (parse + apply + rules): {(best['rules'] - best['scan']) / n * 1e6:.2f} us/sample")
-    print(f"imports (fresh interpreter): {import_seconds():.3f} s")
+    for st in r["stages"]:
+        per = st["us_per_sample"]
+        print(f"{st['stage']:<8} {st['total_s']:8.3f} {st['stage_s']:8.3f} {'' if per is None else f'{per:.2f}':>10}")
+    print(f"sample path (parse + apply + rules): {r['sample_path_us']:.2f} us/sample")
+    print(f"imports (fresh interpreter): {r['imports_s']:.3f} s")
     return 0
 
 
