@@ -50,6 +50,11 @@ def _used(v: str) -> int:
     return int(v.partition("/")[0])
 
 
+def _graph(v: str) -> bool:
+    """``cuda graph: True`` (or cpu / npu / musa / xpu graph) -> the flag; spaces around it do not count."""
+    return v.strip() == "True"
+
+
 # key as printed -> (BatchStats attribute, converter); converters are builtins on the hot path
 _BATCH_KEYS: dict[str, tuple[str, object]] = {
     "#running-req": ("running", int),
@@ -139,8 +144,8 @@ class Shape:
         that fill the event from the groups of the body alone and of the whole line."""
         c = self._sample
         if c is None:
-            # unknown keys need no step; the graph flag is compared with 'True'
-            steps = [(i, spec[0], spec[1] or "True".__eq__) for i, spec in enumerate(self.plan) if spec is not None]
+            # unknown keys need no step
+            steps = [(i, spec[0], spec[1]) for i, spec in enumerate(self.plan) if spec is not None]
             whole = re.compile(SGLANG_HEADER_RE.pattern + self.body.pattern)
             c = self._sample = (whole, tuple(steps), tuple((i + 4, a, f) for i, a, f in steps))
         return c
@@ -161,7 +166,7 @@ def _shape_key(msg: str) -> tuple[str, tuple[str, ...], list] | None:
         if spec is not None:
             plan.append(spec)
         elif k.endswith(" graph"):
-            plan.append(("cuda_graph", None))
+            plan.append(("cuda_graph", _graph))
         elif k in _HISPARSE_KEYS:
             return None  # rare: keep these on the generic path
         else:
@@ -297,7 +302,7 @@ def _batch(msg: str) -> Result:
             setattr(b, attr, x)
             found = True
         elif k.endswith(" graph"):  # cuda / cpu / npu / musa / xpu graph
-            b.cuda_graph = v.strip() == "True"
+            b.cuda_graph = _graph(v)
         elif k in _HISPARSE_KEYS:
             if hisparse is None:
                 hisparse = []

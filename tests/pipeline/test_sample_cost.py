@@ -72,6 +72,9 @@ def test_batch_line_fast_path_gives_the_generic_parse(engine: str | None) -> Non
             for r in ("7", "banana", "7.0", "1,024", ""):
                 line = base.format(ms=ms, tags=tags, r=r)
                 lines += [line, line + ", ", line + "\n", line + "\r\n", "\x1b[32m" + line, line.replace("] ", "]  ", 1), "x" + line]
+                # spaces around the graph flag (the generic split strips them)
+                lines += [line.replace("graph: True", "graph:  True"), line.replace("graph: True", "graph: True ")]
+                lines += [line.replace(", cuda graph: True", "") + ", cuda graph: True \t"]
     shapes = sglang.LineShapes()
     hits = 0
     for raw in lines:
