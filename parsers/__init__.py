@@ -10,12 +10,11 @@ from __future__ import annotations
 from . import sglang, vllm
 from .events import IGNORED, PARSED, SGLANG, UNRECOGNIZED, VLLM, Line, Unrecognized
 from .numbers import bad_count
-from .prefix import sglang_tags, sglang_ts, split_header, strip_collector
+from .prefix import split_header, strip_collector
 
 __all__ = ["parse_line", "detect_engine", "has_header", "SGLANG", "VLLM"]
 
 _MESSAGE_PARSERS = {SGLANG: sglang.parse_message, VLLM: vllm.parse_message}
-_NO_TAGS: tuple[str, int | None, int | None] = ("0", None, None)  # dp, tp, pp of an untagged header
 
 
 def parse_line(raw: str, engine: str | None = None, year: int = 2026, shapes: sglang.LineShapes | None = None) -> Line:
@@ -30,12 +29,11 @@ def parse_line(raw: str, engine: str | None = None, year: int = 2026, shapes: sg
     """
     if shapes is not None and raw[:1] == "[" and engine != VLLM:
         # most lines that get here are the sampler's batch samples: one fullmatch when the line
-        # has the learned shape of its kind, the same Line as the generic path below
+        # has the learned shape of its kind, the same Line as the generic path below (the shape
+        # checked its counts: a line with a bad one is left to that path)
         hit = shapes.batch_line(raw)
-        if hit is not None and bad_count(hit[4]) is None:
-            ymdhm, sec, ms, tags, event = hit
-            dp, tp, pp = sglang_tags(tags) if tags else _NO_TAGS
-            return Line(PARSED, SGLANG, sglang_ts(ymdhm, sec, ms), dp, tp, pp, event)
+        if hit is not None:
+            return hit
     line, cts = strip_collector(raw)
     if cts is not None and engine == VLLM:
         year = _year_of(cts)

@@ -64,6 +64,12 @@ def is_count(x: object) -> bool:
     return x is None or (type(x) is int and 0 <= x <= MAX_COUNT)
 
 
+def count_fields(name: str) -> tuple[str, ...]:
+    """The fields of event type ``name`` that must be counts (``is_count``); the parsers' fast
+    path checks these where it builds the event itself. BatchStats has no signed ones."""
+    return _COUNT_FIELDS.get(name, ())
+
+
 def bad_count(event: object) -> str | None:
     """The name of the first count field of ``event`` that is not a sane count, or None."""
     name = type(event).__name__

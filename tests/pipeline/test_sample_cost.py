@@ -75,6 +75,28 @@ def test_batch_line_fast_path_gives_the_generic_parse(engine: str | None) -> Non
                 # spaces around the graph flag (the generic split strips them)
                 lines += [line.replace("graph: True", "graph:  True"), line.replace("graph: True", "graph: True ")]
                 lines += [line.replace(", cuda graph: True", "") + ", cuda graph: True \t"]
+    prefill = (
+        "[2026-08-14 08:17:35 TP0] Prefill batch, #new-seq: 6, #new-token: {n}, #cached-token: {c}, full token usage: 0.01, "
+        "mamba usage: 0.19, #running-req: 10, #queue-req: 0, #pending-token: 0, cuda graph: False, input throughput (token/s): 29013.08"
+    )
+    for n in ("1252", "-5", "999999999", "1000000000", "1_000", " 12", "12.0", "1e3"):
+        lines += [prefill.format(n=n, c=1536), prefill.format(n=1252, c=n)]
+    # a key printed twice: the last value counts, an odd earlier one sends the line to the generic path
+    twice = "[2026-08-14 08:17:36 TP0] Decode batch, #running-req: {a}, #queue-req: 0, #running-req: {b}, token usage: 0.5, full token usage: {u}"
+    for a, b, u in (("1", "2", "0.25"), ("x", "2", "0.25"), ("1", "x", "0.3"), ("1.0", "2", "50%"), ("1", "2", "0.25 ")):
+        lines += [twice.format(a=a, b=b, u=u)]
+    # a value with ': ' in it: the generic split keeps the text after the last one of an item, so
+    # 'est. x: cuda graph: True' is a graph flag there, 'cuda graph: a: True' an unknown key
+    odd = "[2026-08-14 08:17:37 TP0] Decode batch, #running-req: 7, {k}: {v}, #queue-req: 0"
+    for k, v in (
+        ("est. x", "3"),
+        ("est. x", "cuda graph: True"),
+        ("cuda graph", "True"),
+        ("cuda graph", "a: True"),
+        ("#mamba-slot", "3/48"),
+        ("#mamba-slot", "3/48: 2"),
+    ):
+        lines += [odd.format(k=k, v=v)]
     shapes = sglang.LineShapes()
     hits = 0
     for raw in lines:
