@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.app import exposition
 from exporter.pipeline import Pipeline
+from exporter.state import SourceState
+from parsers import events as ev
 
 BOOT_TP = [
     "[2026-09-01 10:00:00] server_args=ServerArgs(model_path='Qwen/Qwen3.5-27B', tp_size=2, dp_size=1, "
@@ -159,3 +163,32 @@ def test_lines_by_outcome_are_counted() -> None:
     assert get(pipe, "hybrid_cache_exporter_lines_total", outcome="parsed") == 1
     assert get(pipe, "hybrid_cache_exporter_lines_total", outcome="ignored") == 1
     assert get(pipe, "hybrid_cache_exporter_lines_total", outcome="unrecognized") == 1
+
+
+def test_log_clock_and_speaker_follow_every_line_as_before() -> None:
+    """``SourceState.apply``'s cheaper shortcuts (no ``max``, no ``speaks`` call for the speaker's
+    own lines) keep the log clock (``last_ts``, vLLM's Dec -> Jan year rollover) and the speaking
+    rank exactly as the straightforward rules give them, over random sequences of lines."""
+    rnd = random.Random(7)
+    half_year, year = 180 * 86400, 365 * 86400
+    for engine in (ev.SGLANG, ev.VLLM):
+        for _ in range(200):
+            src = SourceState("s", engine=engine)
+            last, yr, speaker = None, src.year, None
+            t = 1.8e9
+            for _ in range(rnd.randint(1, 30)):
+                t += rnd.choice([0, 1, -1, 5, -(half_year + 10), -year, 3 * half_year, 0.5])
+                ts = rnd.choice([t, t, t, None])
+                tp, pp = rnd.choice([(None, None), (0, None), (1, None), (0, 0), (2, 1), (None, 1)])
+                src.apply(ev.Line(ev.PARSED, engine, ts, "0", tp, pp, ev.BatchStats("decode", running=1)), counted=True)
+                # the rules as first written
+                if ts is not None:
+                    if last is not None and ts < last - half_year and engine == ev.VLLM:
+                        yr += 1
+                        ts += year
+                    last = ts if last is None else max(last, ts)
+                if tp is not None or pp is not None:
+                    rank = (pp or 0, tp or 0)
+                    if speaker is None or rank < speaker:
+                        speaker = rank
+                assert (src.last_ts, src.year, src.servers["0"].speaker) == (last, yr, speaker)
