@@ -108,7 +108,8 @@ def minute_epoch(ymdhm: str) -> float:
 
 def sglang_ts(ymdhm: str, sec: str, ms: str | None) -> float:
     """Unix time of an SGLang header's ``YYYY-MM-DD HH:MM``, ``SS`` and optional ``mmm``."""
-    ts = minute_epoch(ymdhm) + int(sec)
+    m = _EPOCH_CACHE.get(ymdhm)  # minute_epoch's cache, read here: every sample comes this way
+    ts = (minute_epoch(ymdhm) if m is None else m) + int(sec)
     if ms:
         ts += int(ms) / 1000.0
     return ts

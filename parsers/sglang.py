@@ -36,7 +36,7 @@ import regex
 
 from . import events as ev
 from .numbers import GIB, MAX_COUNT, bad_count, count_fields, is_count
-from .prefix import SGLANG_HEADER_RE, sglang_tags, sglang_ts
+from .prefix import sglang_tags, sglang_ts
 
 Result = object | None  # an event dataclass, None (ignored) or ev.Unrecognized
 _NO_TAGS: tuple[str, int | None, int | None] = ("0", None, None)  # dp, tp, pp of an untagged header
@@ -110,7 +110,7 @@ def _lenient(attr: str, v: str) -> int | float | None:
 _MAX_TEMPLATES = 64  # per source
 LINE_HEADER = r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}):(\d{2})(?:\.(\d{3}))?([^\]\[\n]*)\] "
 Steps = tuple[tuple[int, str, Callable[[str], object]], ...]  # (group index, attribute, converter)
-Build = Callable[[tuple[str, ...]], "ev.BatchStats | None"]  # match groups -> event (Shape.sample)
+Build = Callable[[tuple[str, ...]], "ev.Line | None"]  # match groups -> parsed Line (Shape.sample)
 # what the bulk scanner (exporter/scan.py) accepts per kind: (head, keys, index of #new-token,
 # index of #cached-token)
 ScanShape = tuple[str, tuple[str, ...], "int | None", "int | None"]
@@ -124,7 +124,7 @@ class Shape:
     ``attrs``: the BatchStats attributes every line of the shape carries (so that which fields a
     line of another shape leaves out is known without parsing); ``scan``: the scanner's form;
     ``sample``: the whole-line regex with the parser's header pattern and the function that builds
-    the event from its groups (built on first use, for the samples)."""
+    the parsed Line from its groups (built on first use, for the samples)."""
 
     __slots__ = ("body", "plan", "i_new", "i_cached", "line", "line_new", "line_cached", "attrs", "scan", "_sample")
 
@@ -144,14 +144,22 @@ class Shape:
 
     def sample(self) -> tuple[Callable[[str], re.Match | None], Build]:
         """The ``fullmatch`` of the whole-line regex (split_header's header pattern in front of the
-        body) and the function that builds the event from its groups (:func:`_builder`)."""
+        body) and the function that builds the parsed Line from its groups (:func:`_builder`)."""
         c = self._sample
         if c is None:
             head, keys = self.scan[0], self.scan[1]
             body, steps = _sample_body(keys, self.plan)
-            whole = re.compile(SGLANG_HEADER_RE.pattern + re.escape(head) + body)
+            whole = re.compile(_SAMPLE_HEADER + re.escape(head) + body)
             c = self._sample = (whole.fullmatch, _builder("prefill" if head[0] == "P" else "decode", steps))
         return c
+
+
+# prefix.SGLANG_HEADER_RE, written the way the regex engine runs fastest (a third of the samples'
+# match cost was the header): digits one by one rather than \d{4}, the optional milliseconds as an
+# alternative, and ASCII digits only: on an ASCII header it matches the same text with the same
+# groups; a header with other Unicode digits (which \d accepts) is left to the generic path.
+_D = "[0-9]"
+_SAMPLE_HEADER = rf"\[({_D * 4}-{_D * 2}-{_D * 2} {_D * 2}:{_D * 2}):({_D * 2})(?:\.({_D * 3})|)([^\]\[]*)\] "
 
 
 def _sample_body(keys: tuple[str, ...], plan: tuple) -> tuple[str, Steps]:
@@ -177,37 +185,51 @@ def _sample_body(keys: tuple[str, ...], plan: tuple) -> tuple[str, Steps]:
 
 
 def _builder(kind: str, steps: Steps) -> Build:
-    """The function that turns the match groups of a line of one learned shape into its event, or
-    None when a value does not convert or a count is out of range (``numbers.is_count``): the
-    generic parser decides such a line, as it does any line the shape does not match.
+    """The function that turns the match groups of a line of one learned shape into its parsed
+    Line, or None when a value does not convert or a count is out of range
+    (``numbers.is_count``): the generic parser decides such a line, as it does any line the shape
+    does not match.
 
-    Generated once per shape, as ``dataclasses`` generates an ``__init__``, and doing what that
-    ``__init__`` does (one assignment per field, absent fields get their default) with the
-    conversions written in: no call of ``BatchStats.__init__`` with 27 arguments, no ``setattr``
-    by name, and only the count fields this shape carries are checked instead of the generic
-    ``bad_count``. That is about a third of the cost of ``BatchStats(kind)`` + a ``setattr`` per
-    value + ``bad_count``. For the 0.5.23 prefill shape the source is::
+    Generated once per shape, as ``dataclasses`` generates an ``__init__``, and doing what the
+    ``__init__`` of the event and of the Line do (one assignment per field, absent fields get their
+    default) with the conversions written in: no ``__init__`` called with 27 arguments, no
+    ``setattr`` by name, and only the count fields this shape carries are checked instead of the
+    generic ``bad_count``. That is about half the cost of ``BatchStats(kind)`` + a ``setattr`` per
+    value + ``bad_count`` + ``Line(...)``. For the 0.5.23 prefill shape the source is::
 
         def build(g):
             try:
                 e = new(BatchStats)
                 e.kind = 'prefill'
-                e.running = int(g[10])
+                e.running = int(g[9])
                 ...
-                e.new_seqs = int(g[4])
                 e.new_tokens = int(g[5])
+                e.cached_tokens = int(g[6])
                 ...
-                e.cuda_graph = _graph(g[13])
+                e.cuda_graph = g[12].strip() == 'True'
                 e.forward_iter = None
                 ...
             except ValueError:
                 return None
-            return e if 0 <= e.new_tokens <= MAX_COUNT and 0 <= e.cached_tokens <= MAX_COUNT else None
+            if not (0 <= e.new_tokens <= MAX_COUNT and 0 <= e.cached_tokens <= MAX_COUNT):
+                return None
+            dp, tp, pp = sglang_tags(g[3]) if g[3] else NO_TAGS
+            x = new(Line)
+            x.outcome = 'parsed'
+            x.engine = 'sglang'
+            x.ts = sglang_ts(g[0], g[1], g[2])
+            x.dp_rank = dp
+            ...
+            x.event = e
+            x.reason = None
+            x.tod = None
+            return x
 
     A key printed twice sets its field from the last one, as the generic split does, and the
     earlier value is still converted (an odd value there sends the line to the generic path too).
-    tests/pipeline/test_sample_cost.py compares every event built here with the generic parse."""
-    ns: dict[str, object] = {"BatchStats": ev.BatchStats, "new": object.__new__, "MAX_COUNT": MAX_COUNT, "is_count": is_count}
+    tests/pipeline/test_sample_cost.py compares every Line built here with the generic parse."""
+    ns: dict[str, object] = {"BatchStats": ev.BatchStats, "Line": ev.Line, "new": object.__new__, "MAX_COUNT": MAX_COUNT}
+    ns.update(is_count=is_count, sglang_tags=sglang_tags, sglang_ts=sglang_ts, NO_TAGS=_NO_TAGS)
     value: dict[str, tuple[str, Callable]] = {}  # attribute -> the expression of its (last) value, converter
     body = ["    try:", "        e = new(BatchStats)"]
     for i, attr, conv in steps:
@@ -217,24 +239,43 @@ def _builder(kind: str, steps: Steps) -> Build:
             ns[name] = conv
         if attr in value:
             body.append(f"        {value[attr][0]}  # overwritten below, still converted")
-        value[attr] = (f"{name}(g[{i}])", conv)
-    for f in fields(ev.BatchStats):
-        if f.name == "kind":
-            expr = repr(kind)
-        elif f.name in value:
-            expr = value[f.name][0]
-        elif f.default is None:
-            expr = "None"
-        else:  # a default other than None: bound by name (BatchStats has none today)
-            expr = f"default_{f.name}" if f.default is not MISSING else f"default_{f.name}()"
-            ns[f"default_{f.name}"] = f.default if f.default is not MISSING else f.default_factory
-        body.append(f"        e.{f.name} = {expr}")
+        # the graph flag's test (_graph) is written in: calling it cost as much as the test
+        value[attr] = (f"g[{i}].strip() == 'True'" if conv is _graph else f"{name}(g[{i}])", conv)
+    given = {a: expr for a, (expr, _) in value.items()}
+    body += _assign("e", ev.BatchStats, {"kind": repr(kind), **given}, ns, "        ")
     body += ["    except ValueError:", "        return None"]
     # an int() result is an int: its range is the whole check (numbers.is_count)
     counts = [f"0 <= e.{a} <= MAX_COUNT" if value[a][1] is int else f"is_count(e.{a})" for a in count_fields("BatchStats") if a in value]
-    body.append(f"    return e if {' and '.join(counts)} else None" if counts else "    return e")
-    exec("\n".join(["def build(g):", *body]), ns)  # noqa: S102 - our own text, from the steps and BatchStats' fields
+    if counts:
+        body += [f"    if not ({' and '.join(counts)}):", "        return None"]
+    body.append("    dp, tp, pp = sglang_tags(g[3]) if g[3] else NO_TAGS")
+    line = {"outcome": repr(ev.PARSED), "engine": repr(ev.SGLANG), "ts": "sglang_ts(g[0], g[1], g[2])"}
+    line.update(dp_rank="dp", tp_rank="tp", pp_rank="pp", event="e")
+    body += ["    x = new(Line)", *_assign("x", ev.Line, line, ns, "    "), "    return x"]
+    exec("\n".join(["def build(g):", *body]), ns)  # our own text, from the steps and the dataclasses' fields
     return ns["build"]  # type: ignore[return-value]
+
+
+def _assign(var: str, cls: type, given: dict[str, str], ns: dict[str, object], indent: str) -> list[str]:
+    """The lines of a generated ``__init__`` body: ``var.field = expression`` for every field of
+    dataclass ``cls``, the ``given`` expression or the field's default (a default other than None
+    is bound in ``ns``)."""
+    out = []
+    for f in fields(cls):
+        expr = given.get(f.name)
+        if expr is None:
+            if f.default is None:
+                expr = "None"
+            elif f.default is not MISSING:
+                ns[f"{cls.__name__}_{f.name}"] = f.default
+                expr = f"{cls.__name__}_{f.name}"
+            elif f.default_factory is not MISSING:
+                ns[f"{cls.__name__}_{f.name}"] = f.default_factory
+                expr = f"{cls.__name__}_{f.name}()"
+            else:
+                raise TypeError(f"{cls.__name__}.{f.name} has no default: the shape builder must set it")
+        out.append(f"{indent}{var}.{f.name} = {expr}")
+    return out
 
 
 def _shape_key(msg: str) -> tuple[str, tuple[str, ...], list] | None:
@@ -309,13 +350,7 @@ class LineShapes:
         m = fullmatch(line)
         if m is None:
             return None
-        g = m.groups()
-        e = build(g)
-        if e is None:
-            return None
-        ymdhm, sec, ms, tags = g[:4]
-        dp, tp, pp = sglang_tags(tags) if tags else _NO_TAGS
-        return ev.Line(ev.PARSED, ev.SGLANG, sglang_ts(ymdhm, sec, ms), dp, tp, pp, e)
+        return build(m.groups())
 
     def check_batch(self, msg: str) -> tuple[int | None, int | None] | ev.Unrecognized | None:
         """Validate a ``Prefill batch`` / ``Decode batch`` message without building its event.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,11 @@ def test_batch_line_fast_path_gives_the_generic_parse(engine: str | None) -> Non
         ("#mamba-slot", "3/48: 2"),
     ):
         lines += [odd.format(k=k, v=v)]
+    # digits \\d accepts in the header or a value that are not ASCII (the fast header takes [0-9] only)
+    lines += [
+        base.format(ms="", tags=" TP0", r="7").replace("2026", "\u0662\u0660\u0662\u0666"),
+        base.format(ms="", tags=" TP0", r="\u0667"),
+    ]
     shapes = sglang.LineShapes()
     hits = 0
     for raw in lines:
@@ -196,3 +202,22 @@ def test_recent_events_count_within_a_window_as_a_full_scan_does() -> None:
             for now in (t, t + 10, t - 5):
                 for window in (0, 5, 60):
                     assert r.count_within(now, window) == sum(1 for x, _ in r if 0 <= now - x <= window)
+
+
+def test_the_samples_header_reads_ascii_headers_as_split_header_does() -> None:
+    """The fast path's header pattern (digits one by one, ASCII only) gives the same groups as
+    SGLANG_HEADER_RE on every header it matches, and matches every ASCII one that one does."""
+    rx = re.compile(sglang._SAMPLE_HEADER)
+    assert rx.groups == SGLANG_HEADER_RE.groups
+    rnd = random.Random(5)
+    for _ in range(3000):
+        h = "[2026-08-14 08:17:34"
+        h = "".join(c if rnd.random() > 0.05 else rnd.choice("0x:.- ") for c in h)
+        h += (
+            rnd.choice(["", ".125", ".12", ".1234", ",125"])
+            + rnd.choice(["", " TP0", " DP1 TP3", "[", " x]"])
+            + rnd.choice(["] ", "]", " ] "])
+        )
+        want, got = SGLANG_HEADER_RE.fullmatch(h), rx.fullmatch(h)
+        assert (want is None) == (got is None), h
+        assert want is None or want.groups() == got.groups(), h
