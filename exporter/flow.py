@@ -124,8 +124,8 @@ class Flow:
         sampler already counted this batch line; only its gauges are applied."""
         if not counted and self.barrier is not None:
             self.barrier(src)  # keep log order: what the sampler holds is older
-        if src.apply(parsed, counted) and self.observers:
-            srv = src.server(parsed.dp_rank)
+        srv = src.apply(parsed, counted)
+        if srv is not None and self.observers:
             for obs in self.observers:
                 obs(src, srv, parsed, raw)
 

@@ -222,10 +222,11 @@ class SourceState:
         return s
 
     # ------------------------------------------------------------------------------------
-    def apply(self, line: ev.Line, counted: bool = False) -> bool:
-        """Fold one parsed line into the state. Returns False when the line was a duplicate
-        from a non-speaking TP rank (parsed, but not applied). ``counted``: the pipeline's hot
-        path already counted this batch line, only its gauges are applied here."""
+    def apply(self, line: ev.Line, counted: bool = False) -> ServerState | None:
+        """Fold one parsed line into the state. Returns the server (DP rank) it was applied to
+        (what the observers get), or None when the line was a duplicate from a non-speaking TP
+        rank (parsed, but not applied) or its DP rank is beyond the limit. ``counted``: the
+        pipeline's hot path already counted this batch line, only its gauges are applied here."""
         e = line.event
         if line.engine and self.engine is None:
             self.engine = line.engine
@@ -243,7 +244,7 @@ class SourceState:
         srv = self.servers.get(line.dp_rank)
         if srv is None:
             if not self.admits(line.dp_rank):
-                return False
+                return None
             srv = self.server(line.dp_rank)
         if not batch and self.runtime_seen and _is_boot(e):
             self.restart()
@@ -251,16 +252,16 @@ class SourceState:
         if tp is not None or pp is not None:
             rank = (pp or 0, tp or 0)
             if rank != srv.speaker and not srv.speaks(rank):  # the speaker's own lines: no call
-                return False
+                return None
         if batch or isinstance(e, RUNTIME_EVENTS):
             self.runtime_seen = True
         if counted:
             srv.set_gauges(e)
-            return True
+            return srv
         handler = _HANDLERS.get(type(e))
         if handler is not None:
             handler(self, srv, e)
-        return True
+        return srv
 
     def restart(self) -> None:
         """A new server boot in the same log: forget what the old one said about capacity."""
