@@ -22,7 +22,7 @@ walks runs of batch lines of the learned shapes and uvicorn lines and returns pe
 into the same state; the line that ends a run goes through :meth:`Sampler.feed`. All paths give
 the same state (tests/pipeline/test_hot_path.py, tests/pipeline/test_gauges_exact.py).
 
-What a source's batch lines look like is learned per source (:class:`parsers.sglang.LineShapes`
+What a source's batch lines look like is learned per source (:class:`parsers.shapes.LineShapes`
 in :class:`SourceSampling`), so two servers of different releases keep their own shapes.
 """
 
@@ -38,7 +38,7 @@ from parsers import events as ev
 from parsers import parse_line
 from parsers.numbers import is_count
 from parsers.prefix import SGLANG_HEADER_RE, sglang_tags, sglang_ts
-from parsers.sglang import LineShapes
+from parsers.shapes import LineShapes
 
 from .flow import IDLE_SECONDS, Flow, Observer
 from .scan import ScanResult, Spec, line_at, scan, scan_text

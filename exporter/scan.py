@@ -2,7 +2,7 @@
 
 A busy SGLang log is almost all ``Decode batch`` / ``Prefill batch`` lines of one learned shape
 and uvicorn ``INFO:`` lines. :func:`scan` walks a list of lines from ``start`` while every line
-is one of those (the source's current shapes, :class:`parsers.sglang.LineShapes`, which the
+is one of those (the source's current shapes, :class:`parsers.shapes.LineShapes`, which the
 line path accepts too) and returns, for the run it consumed::
 
     (stop, n_info, top, counts, new_sums, cached_sums, first, last)
@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from itertools import islice
 
 from parsers.numbers import MAX_COUNT_DIGITS
-from parsers.sglang import LINE_HEADER, LineShapes
+from parsers.shapes import LINE_HEADER, LineShapes
 
 Template = tuple[str, tuple[str, ...], "int | None", "int | None"]  # (head, keys, i_new, i_cached)
 Spec = tuple[Template, Template]  # (decode, prefill)

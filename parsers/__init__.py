@@ -11,13 +11,14 @@ from . import sglang, vllm
 from .events import IGNORED, PARSED, SGLANG, UNRECOGNIZED, VLLM, Line, Unrecognized
 from .numbers import bad_count
 from .prefix import split_header, strip_collector
+from .shapes import LineShapes
 
 __all__ = ["parse_line", "detect_engine", "has_header", "SGLANG", "VLLM"]
 
 _MESSAGE_PARSERS = {SGLANG: sglang.parse_message, VLLM: vllm.parse_message}
 
 
-def parse_line(raw: str, engine: str | None = None, year: int = 2026, shapes: sglang.LineShapes | None = None) -> Line:
+def parse_line(raw: str, engine: str | None = None, year: int = 2026, shapes: LineShapes | None = None) -> Line:
     """Parse one line (without or with its trailing newline).
 
     ``engine`` is the source's engine when known (``None`` = auto-detect from the header, or

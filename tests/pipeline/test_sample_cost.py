@@ -15,7 +15,8 @@ from exporter.app import new_pipeline
 from exporter.reading import read_lines
 from exporter.rules import UsageStats
 from parsers import events as ev
-from parsers import parse_line, sglang
+from parsers import parse_line
+from parsers import shapes as shapes_mod
 from parsers.prefix import SGLANG_HEADER_RE
 
 
@@ -52,7 +53,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = sorted(str(p) for p in ROOT.glob("fixtures/*/*.log"))
 
 
-def _learn(shapes: sglang.LineShapes, raw: str) -> None:
+def _learn(shapes: shapes_mod.LineShapes, raw: str) -> None:
     """What the sampler does with a batch line of a new shape: check it, which learns it."""
     h = SGLANG_HEADER_RE.search(raw)
     if h is not None:
@@ -103,7 +104,7 @@ def test_batch_line_fast_path_gives_the_generic_parse(engine: str | None) -> Non
         base.format(ms="", tags=" TP0", r="7").replace("2026", "\u0662\u0660\u0662\u0666"),
         base.format(ms="", tags=" TP0", r="\u0667"),
     ]
-    shapes = sglang.LineShapes()
+    shapes = shapes_mod.LineShapes()
     hits = 0
     for raw in lines:
         _learn(shapes, raw)
@@ -116,7 +117,7 @@ def test_batch_line_fast_path_gives_the_generic_parse(engine: str | None) -> Non
 
 def test_batch_line_leaves_other_engines_and_long_lines_alone() -> None:
     line = "[2026-08-14 08:17:34 TP0] Decode batch, #running-req: 7, #queue-req: 0"
-    shapes = sglang.LineShapes()
+    shapes = shapes_mod.LineShapes()
     _learn(shapes, line)
     assert shapes.batch_line(line) is not None
     assert parse_line(line, "vllm", shapes=shapes).event is None
@@ -207,7 +208,7 @@ def test_recent_events_count_within_a_window_as_a_full_scan_does() -> None:
 def test_the_samples_header_reads_ascii_headers_as_split_header_does() -> None:
     """The fast path's header pattern (digits one by one, ASCII only) gives the same groups as
     SGLANG_HEADER_RE on every header it matches, and matches every ASCII one that one does."""
-    rx = re.compile(sglang._SAMPLE_HEADER)
+    rx = re.compile(shapes_mod._SAMPLE_HEADER)
     assert rx.groups == SGLANG_HEADER_RE.groups
     rnd = random.Random(5)
     for _ in range(3000):
