@@ -733,6 +733,13 @@ def stages(exp_cmd: list[str], log_path: Path, reps: int) -> dict:
     return json.loads(out.stdout)
 
 
+def head(columns: list[str], first_left: bool = True, centered: tuple[int, ...] = ()) -> list[str]:
+    """A Markdown table's header and alignment rows: the first column left (or right), the
+    figures right, the ``centered`` ones centred."""
+    align = ["---" if i == 0 and first_left else ":-:" if i in centered else "---:" for i in range(len(columns))]
+    return ["| " + " | ".join(columns) + " |", "|" + "|".join(align) + "|"]
+
+
 def render(results: dict) -> str:
     md: list[str] = []
     env = results["env"]
@@ -754,8 +761,7 @@ def render(results: dict) -> str:
     tp = results.get("throughput")
     if tp:
         md.append(f"### Throughput: {tp['file']} ({tp['lines']:,} lines, {tp['bytes'] / 1e6:.0f} MB)\n")
-        md.append("| tool | wall s | lines/s | MB/s | CPU s | lines/CPU-s | peak RSS | lines/s vs mtail | lines/CPU-s vs mtail |")
-        md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        md += head(["tool", "wall s", "lines/s", "MB/s", "CPU s", "lines/CPU-s", "peak RSS", "lines/s vs mtail", "lines/CPU-s vs mtail"])
         for t in tp["tools"]:
             md.append(
                 f"| {t['name']} | {t['wall_s']:.2f} | {fmt_rate(t['lines_per_s'])} | {t['mb_per_s']:.1f} | {t['cpu_s']:.2f} "
@@ -763,8 +769,7 @@ def render(results: dict) -> str:
             )
         md.append("")
         md.append("### Correctness (sums over all series; counters must be identical)\n")
-        md.append("| value | truth | mtail | exporter | ok |")
-        md.append("|---|---:|---:|---:|:-:|")
+        md += head(["value", "truth", "mtail", "exporter", "ok"], centered=(4,))
         for r in results["verify"]["rows"]:
             md.append(f"| {r['what']} | {r['truth']} | {r['mtail']} | {r['exporter']} | {'yes' if r['ok'] else '**NO**'} |")
         md.append("")
@@ -773,8 +778,7 @@ def render(results: dict) -> str:
         md.append(
             f"### Per stage and per sample: {sg['file']} ({sg['samples']:,} samples; bench/stages.py, CPU s, minimum of {sg['reps']})\n"
         )
-        md.append("| stage (cumulative) | CPU s | stage s | us per sample |")
-        md.append("|---|---:|---:|---:|")
+        md += head(["stage (cumulative)", "CPU s", "stage s", "us per sample"])
         for st in sg["stages"]:
             per = st["us_per_sample"]
             md.append(f"| {st['stage']} | {st['total_s']:.3f} | {st['stage_s']:.3f} | {'' if per is None else f'{per:.2f}'} |")
@@ -784,8 +788,7 @@ def render(results: dict) -> str:
     if "vllm" in results:
         v = results["vllm"]
         md.append(f"### vLLM replay: {v['file']} ({v['lines']:,} lines, {v['bytes'] / 1e6:.0f} MB; no mtail program)\n")
-        md.append("| lines/s | stats lines (truth) | stats lines (exporter) | running (truth / exporter) |")
-        md.append("|---:|---:|---:|---:|")
+        md += head(["lines/s", "stats lines (truth)", "stats lines (exporter)", "running (truth / exporter)"], first_left=False)
         md.append(
             f"| {fmt_rate(v['lines_per_s'])} | {v['stats_lines_truth']} | {v['stats_lines_exporter']} | {v['running_truth']} / {v['running_exporter']} |"
         )
@@ -793,8 +796,7 @@ def render(results: dict) -> str:
     if "scaling" in results:
         sc = results["scaling"]
         md.append("### Scaling (exporter replay)\n")
-        md.append("| input | lines | lines/s | vs baseline |")
-        md.append("|---|---:|---:|---:|")
+        md += head(["input", "lines", "lines/s", "vs baseline"])
         for r in sc["rows"]:
             md.append(f"| {r['input']} | {r['lines']:,} | {fmt_rate(r['lines_per_s'])} | {r['ratio']:.2f}x |")
         md.append("")
@@ -803,8 +805,7 @@ def render(results: dict) -> str:
         md.append(
             f"### Live tail ({lv['lines']} decode lines at {lv['rate_per_s']:.0f}/s, /metrics polled every {lv['poll_interval_ms']} ms)\n"
         )
-        md.append("| daemon | write->visible p50 | p99 | max | missed | idle CPU | idle RSS |")
-        md.append("|---|---:|---:|---:|---:|---:|---:|")
+        md += head(["daemon", "write->visible p50", "p99", "max", "missed", "idle CPU", "idle RSS"])
         for name, lat in lv["latency"].items():
             idle = lv["idle"].get(name, {})
             md.append(
@@ -815,8 +816,7 @@ def render(results: dict) -> str:
     if "soak" in results:
         sk = results["soak"]
         md.append(f"### Soak: serve, {sk['lines']:,} lines over {sk['rotations']} rename rotations\n")
-        md.append("| rotations | lines | RSS | peak RSS | elapsed |")
-        md.append("|---:|---:|---:|---:|---:|")
+        md += head(["rotations", "lines", "RSS", "peak RSS", "elapsed"], first_left=False)
         for s in sk["samples"]:
             md.append(f"| {s['rotations']} | {s['lines']:,} | {mb(s['rss_kb'])} | {mb(s['hwm_kb'])} | {s['elapsed_s']:.0f} s |")
         if sk.get("lost"):

@@ -24,19 +24,25 @@ OWN = {
 }
 
 
-def imported(tmp_path: Path, *argv: str) -> set[str]:
-    """Modules loaded when ``python -m exporter ARGV`` exits (``-X importtime`` would not list the
-    subcommand's module: importlib.import_module bypasses its hook)."""
-    out = tmp_path / "modules.txt"
+def at_exit(tmp_path: Path, what: str, *argv: str) -> str:
+    """Run ``python -m exporter ARGV`` as a process; the value of the expression ``what`` (with
+    ``gc`` and ``sys`` imported) when it exits."""
+    out = tmp_path / "at_exit.txt"
     code = (
-        "import atexit, runpy, sys\n"
-        f"atexit.register(lambda: open({str(out)!r}, 'w').write('\\n'.join(sys.modules)))\n"
+        "import atexit, gc, runpy, sys\n"
+        f"atexit.register(lambda: open({str(out)!r}, 'w').write(str({what})))\n"
         f"sys.argv = ['hybrid-cache-exporter', *{list(argv)!r}]\n"
         "runpy.run_module('exporter', run_name='__main__')\n"
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr[-2000:]
-    return set(out.read_text().split())
+    return out.read_text()
+
+
+def imported(tmp_path: Path, *argv: str) -> set[str]:
+    """Modules loaded when ``python -m exporter ARGV`` exits (``-X importtime`` would not list the
+    subcommand's module: importlib.import_module bypasses its hook)."""
+    return set(at_exit(tmp_path, "'\\n'.join(sys.modules)", *argv).split())
 
 
 def test_the_table_is_the_subcommands():
@@ -108,16 +114,7 @@ def test_errors_read_as_with_every_module_loaded(capsys):
 def test_the_command_loads_its_modules_without_the_gc_and_freezes_them(tmp_path):
     """As a process (``argv`` None) main() leaves the collector on, with the loaded modules' objects
     frozen out of it; called with arguments (tests, embedding) it changes nothing of the GC."""
-    out = tmp_path / "gc.txt"
-    code = (
-        "import atexit, gc, runpy, sys\n"
-        f"atexit.register(lambda: open({str(out)!r}, 'w').write(f'{{gc.isenabled()}} {{gc.get_freeze_count()}}'))\n"
-        f"sys.argv = ['hybrid-cache-exporter', 'replay', {str(LOG)!r}]\n"
-        "runpy.run_module('exporter', run_name='__main__')\n"
-    )
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr[-2000:]
-    enabled, frozen = out.read_text().split()
+    enabled, frozen = at_exit(tmp_path, "f'{gc.isenabled()} {gc.get_freeze_count()}'", "replay", str(LOG)).split()
     assert enabled == "True" and int(frozen) > 10_000
     before = gc.get_freeze_count()
     with pytest.raises(SystemExit):
