@@ -267,6 +267,8 @@ class ServerMemory(_ByName):
     recommendations: list = field(default_factory=list)  # recommend.Recommendation
     reco_ts: float = float("-inf")  # log time of the last refresh
     reco_inputs: tuple | None = None  # what the last refresh read (recommend.inputs)
+    # recommend.inputs -> (recommendations, recommended ratio) of the last few distinct inputs
+    reco_kept: dict[tuple, tuple[tuple, float | None]] = field(default_factory=dict)
 
     @property
     def ready(self) -> bool:

@@ -122,16 +122,22 @@ def inputs(src: SourceState, srv: ServerState, cfg: RulesConfig) -> tuple:
 
 
 RECOMMEND_REFRESH_SECONDS = 30.0
+RECOMMEND_KEPT_MAX = 16  # distinct inputs whose recommendations a server keeps (oldest dropped first)
 
 
 class Recommender:
     """Observes the rules (:class:`exporter.rules.FindingObserver`): recomputes a server's recommendations
     when one of its findings changes, and refreshes them (their values follow the usage percentiles) every
-    30 s of log time while a finding is live, unless nothing they depend on changed (:func:`inputs`)."""
+    30 s of log time while a finding is live, unless nothing they depend on changed (:func:`inputs`).
+
+    A finding near its thresholds flaps (fire, clear, fire ... a few samples apart) while the demand hardly
+    moves, so the same inputs come back again and again: the server keeps the recommendations of its last
+    few distinct inputs (``ServerMemory.reco_kept``) and takes them instead of recomputing. They are a
+    function of the inputs (tests/pipeline/test_sample_cost.py checks the state after every event against
+    every refresh computed), so this changes no value, only how often the catalogue runs."""
 
     def transition(self, src: SourceState, srv: ServerState, rule: str, on: bool, cfg: RulesConfig) -> None:
-        update(src, srv, cfg)
-        srv.rule_memory.reco_inputs = None  # the next refresh recomputes
+        self._refresh(src, srv, cfg, inputs(src, srv, cfg))
 
     def sample(self, src: SourceState, srv: ServerState, ts: float, cfg: RulesConfig) -> None:
         m = srv.rule_memory
@@ -140,8 +146,23 @@ class Recommender:
         m.reco_ts = ts
         now = inputs(src, srv, cfg)
         if now != m.reco_inputs:
-            update(src, srv, cfg)
-            m.reco_inputs = now
+            self._refresh(src, srv, cfg, now)
+
+    @staticmethod
+    def _refresh(src: SourceState, srv: ServerState, cfg: RulesConfig, now: tuple) -> None:
+        """Make ``srv``'s recommendations those of the inputs ``now``: the kept ones, else :func:`update`'s."""
+        m = srv.rule_memory
+        kept = m.reco_kept.get(now)
+        if kept is None:
+            recs = update(src, srv, cfg)
+            if len(m.reco_kept) >= RECOMMEND_KEPT_MAX:
+                del m.reco_kept[next(iter(m.reco_kept))]
+            m.reco_kept[now] = (tuple(recs), srv.recommended_ratio)
+        else:
+            recs, srv.recommended_ratio = kept
+            srv.recommendations = [r.as_tuple() for r in recs]
+            m.recommendations = list(recs)
+        m.reco_inputs = now
 
 
 def observe(rules: Rules) -> Rules:
