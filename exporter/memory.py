@@ -51,9 +51,13 @@ class Hysteresis:
     def update(self, cond: bool, ts: float, cfg: SustainConfig, line: str = "", fast: bool = False) -> str | None:
         """Feed one sample; returns 'fire' / 'clear' on a transition, else None."""
         last = self.last_ts
+        self.last_ts = ts
+        if cond == self.active and self.pend_start is None:
+            # the usual sample: the condition agrees with the state and no window is pending, so
+            # there is nothing to count or restart (nothing pending also means pend_n = opp = 0)
+            return None
         if last is not None and ts - last > cfg.max_gap_seconds:
             self._reset()
-        self.last_ts = ts
         want = not self.active  # the direction we are waiting for: True = condition to fire
         if cond != want:
             if self.pend_start is not None:
@@ -101,7 +105,7 @@ class UsageStats:
     """Sample and log-time weighted histograms of a 0..1 usage, in 0.01 bins (SGLang prints two
     decimals, so percentiles from the bins are exact for it)."""
 
-    __slots__ = ("counts", "seconds", "n", "min", "max", "last_ts", "last_bin", "_cum")
+    __slots__ = ("counts", "seconds", "n", "min", "max", "last_ts", "last_bin", "_cum", "_cum_n")
 
     BINS = 101
 
@@ -113,9 +117,12 @@ class UsageStats:
         self.max: float | None = None
         self.last_ts: float | None = None
         self.last_bin: int | None = None
-        self._cum: list[int] | None = None  # running sums of ``counts``, built by quantile()
+        self._cum: list[int] = []  # running sums of ``counts`` as they were at ``n == _cum_n`` (quantile())
+        self._cum_n = 0
 
     def add(self, v: float, ts: float | None, max_gap: float) -> None:
+        """One sample (every batch line goes through here, so it does the least it can: the running
+        sums of quantile() are not touched, they know from ``n`` when they are stale)."""
         b = int(v * 100 + 0.5)
         if b > 100:
             b = 100
@@ -130,25 +137,29 @@ class UsageStats:
             self.last_ts = ts
         self.last_bin = b
         self.counts[b] += 1
-        self.n += 1
-        self._cum = None
-        lo, hi = self.min, self.max
-        if lo is None or v < lo:
+        n = self.n
+        self.n = n + 1
+        if not n:
+            self.min = self.max = v
+        elif v < self.min:
             self.min = v
-        if hi is None or v > hi:
+        elif v > self.max:
             self.max = v
 
     def quantile(self, q: float) -> float | None:
         """The lowest non-empty bin whose running count reaches ``q * n`` (``max`` if none does).
 
         Recommendations ask for several quantiles per refresh; the running sums are kept until the
-        next ``add``, so each one is a C-level ``bisect`` instead of a Python loop over 101 bins."""
-        if not self.n:
+        next ``add`` (``n`` counts the adds, so a changed ``n`` means changed ``counts``), so each one
+        is a C-level ``bisect`` instead of a Python loop over 101 bins."""
+        n = self.n
+        if not n:
             return None
         cum = self._cum
-        if cum is None:
+        if self._cum_n != n:
             cum = self._cum = list(accumulate(self.counts))
-        target = q * self.n
+            self._cum_n = n
+        target = q * n
         if not target <= cum[-1]:  # also NaN
             return self.max
         i = bisect_left(cum, target)
