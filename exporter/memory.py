@@ -33,15 +33,22 @@ class SustainConfig(Protocol):
 
 
 class Hysteresis:
-    """Sustain window + hysteresis over samples (see module doc). Pure: no clock, no I/O."""
+    """Sustain window + hysteresis over samples (see module doc). Pure: no clock, no I/O.
 
-    __slots__ = ("active", "pend_start", "pend_n", "opp", "last_ts", "fired_at", "cleared_at", "pend_first", "pend_recent")
+    Most samples change nothing: the condition agrees with the state while no window is pending.
+    ``steady`` is the condition value of such a sample (None while a window is pending), so a
+    caller can skip :meth:`update` for it with one comparison; ``update`` itself checks it first."""
+
+    __slots__ = ("active", "steady", "pend_start", "pend_n", "opp", "last_ts", "fired_at", "cleared_at", "pend_first", "pend_recent")
 
     def __init__(self) -> None:
         self.active = False
+        self.steady: bool | None = False  # the condition that changes nothing: ``active`` while nothing is pending
         self.pend_start: float | None = None  # log time the pending (fire or clear) window began
         self.pend_n = 0
         self.opp = 0  # consecutive samples against the pending direction
+        # log time of the last counted sample; steady ones are not counted: with nothing pending, a
+        # gap after them has nothing to restart
         self.last_ts: float | None = None
         self.fired_at: float | None = None
         self.cleared_at: float | None = None
@@ -50,14 +57,17 @@ class Hysteresis:
 
     def update(self, cond: bool, ts: float, cfg: SustainConfig, line: str = "", fast: bool = False) -> str | None:
         """Feed one sample; returns 'fire' / 'clear' on a transition, else None."""
-        last = self.last_ts
-        self.last_ts = ts
-        if cond == self.active and self.pend_start is None:
-            # the usual sample: the condition agrees with the state and no window is pending, so
-            # there is nothing to count or restart (nothing pending also means pend_n = opp = 0)
+        if cond == self.steady:
             return None
+        tr = self._count(cond, ts, cfg, line, fast)
+        self.steady = self.active if self.pend_start is None else None
+        return tr
+
+    def _count(self, cond: bool, ts: float, cfg: SustainConfig, line: str, fast: bool) -> str | None:
+        last = self.last_ts
         if last is not None and ts - last > cfg.max_gap_seconds:
             self._reset()
+        self.last_ts = ts
         want = not self.active  # the direction we are waiting for: True = condition to fire
         if cond != want:
             if self.pend_start is not None:
@@ -270,7 +280,9 @@ class ServerMemory(_ByName):
     restarts_seen: int = 0
     first_ts: float | None = None
     last_ts: float | None = None
-    conditions: dict[str, bool | None] = field(default_factory=dict)  # of the last sample
+    conditions: tuple[bool | None, ...] = ()  # of the last sample, in rules.SUSTAINED_RULES order (Rules.conditions)
+    # the conditions of a sample that changes no sustained rule's hysteresis (their ``Hysteresis.steady``)
+    steady: tuple[bool | None, ...] = (False, False, False)
     boot_lines: dict[str, tuple[float | None, str]] = field(default_factory=dict)  # config / mamba / summary
     capped_detail: str | None = None
     # kept by the layers above the rules

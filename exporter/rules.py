@@ -44,7 +44,7 @@ from .facts import (  # noqa: F401  (the derivations moved to facts.py; re-expor
     speculative_on,
     version_range,
 )
-from .memory import Evidence, Hysteresis, Recent, ServerMemory, UsageStats  # noqa: F401  (UsageStats re-exported)
+from .memory import Evidence, Hysteresis, Recent, ServerMemory, SourceMemory, UsageStats  # noqa: F401  (UsageStats re-exported)
 from .state import ServerState, SourceState
 from .version import VersionRange, fmt_version, parse_version  # noqa: F401  (re-exported for the report)
 
@@ -253,24 +253,49 @@ class Rules:
     def __call__(self, src: SourceState, srv: ServerState, line: ev.Line, raw: str) -> None:
         if src.engine is None:
             return
-        cfg = self.config
-        smem = _source_memory(src)
+        smem = src.rule_memory
+        m = srv.rule_memory
+        ts = line.ts
+        if ts is None:
+            ts = src.last_ts
+        if smem.known_servers != len(src.servers) or m.restarts_seen != src.restarts or not m.hyst:
+            self._new_server_or_boot(src, srv, ts, raw)
         e = line.event
-        # pre-populate every rule for every server of this source
+        if type(e) is ev.BatchStats:
+            # the sample path (most calls): a batch line tells nothing new about the release, except
+            # the first one that shows a feature (then the facts are derived again: a new generation)
+            if src.engine == ev.SGLANG and (
+                (e.pending_tokens is not None and not smem.f_pending) or (e.mamba_usage is not None and not smem.f_mamba)
+            ):
+                smem.f_pending = smem.f_pending or e.pending_tokens is not None
+                smem.f_mamba = True
+                _sglang_features(self._release(smem), e, raw)
+                smem.gen = (smem.gen or 0) + 1
+            if ts is not None:
+                if m.first_ts is None:
+                    m.first_ts = ts
+                m.last_ts = ts
+            self._batch(src, srv, m, e, ts, raw)
+        else:
+            self._event(src, srv, m, smem, e, ts, raw)
+
+        # event hold for mamba_exhausted
+        ex_at = m.exhausted_at
+        if ex_at is not None and ts is not None and ts - ex_at >= self.config.event_hold_seconds and srv.findings.get(MAMBA_EXHAUSTED):
+            self._set(src, srv, MAMBA_EXHAUSTED, False, ts, [(ts, raw)])
+
+    def _new_server_or_boot(self, src: SourceState, srv: ServerState, ts: float | None, raw: str) -> None:
+        """What needs checking only when the source changed, not per sample: every rule of every
+        server is exported from the first line on (a new server gets them), and a restart forgets
+        the startup facts of the old boot."""
+        smem = src.rule_memory
         if smem.known_servers != len(src.servers):
             for s in src.servers.values():
                 for r in RULE_IDS:
                     s.findings.setdefault(r, 0)
                 self.memory(s)
             smem.known_servers = len(src.servers)
-        m = srv.rule_memory
-        if not m.hyst:
-            m = self.memory(srv)
-        ts = line.ts
-        if ts is None:
-            ts = src.last_ts
-
-        # restart: startup facts of the old boot are gone
+        m = self.memory(srv)
         if m.restarts_seen != src.restarts:
             m.restarts_seen = src.restarts
             smem.version_range = VersionRange()
@@ -282,21 +307,22 @@ class Rules:
                     self._set(src, s, MAMBA_CAPPED, False, ts, [(ts or 0.0, raw)])
                 sm.capped_detail = None
 
-        is_batch = type(e) is ev.BatchStats
-        if not is_batch:
-            # capacity / config may have changed: derived caps are recomputed at the next batch line
-            smem.gen = (smem.gen or 0) + 1
+    @staticmethod
+    def _release(smem: SourceMemory) -> VersionRange:
+        """The source's release range of this boot, made on first use."""
+        vr = smem.version_range
+        if not isinstance(vr, VersionRange):
+            vr = smem.version_range = VersionRange()
+        return vr
+
+    def _event(
+        self, src: SourceState, srv: ServerState, m: ServerMemory, smem: SourceMemory, e: object, ts: float | None, raw: str
+    ) -> None:
+        """Any line but a sample: capacity / config may have changed, so the derived facts are
+        recomputed at the next sample (a new generation); the release, the architecture, the event rules."""
+        smem.gen = (smem.gen or 0) + 1
         if src.engine == ev.SGLANG:
-            vr = smem.version_range
-            if not isinstance(vr, VersionRange):
-                vr = smem.version_range = VersionRange()
-            if not is_batch:
-                _sglang_features(vr, e, raw)
-            elif (e.pending_tokens is not None and not smem.f_pending) or (e.mamba_usage is not None and not smem.f_mamba):
-                smem.f_pending = smem.f_pending or e.pending_tokens is not None
-                smem.f_mamba = True
-                _sglang_features(vr, e, raw)
-                smem.gen = (smem.gen or 0) + 1
+            _sglang_features(self._release(smem), e, raw)
         elif isinstance(e, (ev.HybridLayout, ev.ServerConfig, ev.ServerStarting)):
             am = _VLLM_ARCH_RE.search(raw)
             if am:
@@ -307,9 +333,7 @@ class Rules:
                 m.first_ts = ts
             m.last_ts = ts
 
-        if is_batch:
-            self._batch(src, srv, m, e, ts, raw)
-        elif isinstance(e, ev.Retraction):
+        if isinstance(e, ev.Retraction):
             if not e.test and ts is not None:
                 m.retractions.append((ts, e.retracted))
                 self._storm(src, srv, m, ts, raw)
@@ -327,14 +351,12 @@ class Rules:
         elif isinstance(e, (ev.MambaCap, ev.SchedulerSummary, ev.MambaCacheAllocated, ev.MambaBlocksExceeded, ev.ServerConfig)):
             self._capped(src, srv, m, e, ts, raw)
 
-        # event hold for mamba_exhausted
-        ex_at = m.exhausted_at
-        if ex_at is not None and ts is not None and ts - ex_at >= cfg.event_hold_seconds and srv.findings.get(MAMBA_EXHAUSTED):
-            self._set(src, srv, MAMBA_EXHAUSTED, False, ts, [(ts, raw)])
-
     # ---- runtime samples
-    def conditions(self, src: SourceState, srv: ServerState, e: ev.BatchStats, ts: float | None) -> dict[str, bool | None]:
-        """Instantaneous conditions of the sustained rules for one batch/stats line."""
+    def conditions(
+        self, src: SourceState, srv: ServerState, e: ev.BatchStats, ts: float | None
+    ) -> tuple[bool | None, bool | None, bool | None]:
+        """Instantaneous conditions of the sustained rules for one batch/stats line, in
+        ``SUSTAINED_RULES`` order (a tuple: it is made for every sample; None = cannot tell)."""
         cfg = self.config
         kv = e.kv_usage
         mamba = e.mamba_usage
@@ -342,44 +364,52 @@ class Rules:
         running = e.running
         if running is not None and e.kind == "prefill" and e.new_seqs:
             running += e.new_seqs  # the prefill line prints the running batch before the new ones join
-        m = srv.rule_memory
         facts = facts_of(src, srv, cfg)  # derived once per generation of what the log said
         mcap, eff = facts.mamba_cap, facts.max_running
         waiting = queued is not None and queued > 0
-        pinned_mamba = mcap is not None and running is not None and running >= mcap
+        # every rule is a conjunction (docs/rules.md); the parts that are usually false (a full pool,
+        # waiting requests) are tested first, so that a healthy sample stops early
 
-        # mamba_bound
+        # mamba_bound: the mamba pool full while requests wait or the batch is pinned at the mamba cap,
+        # or pinned while requests wait; and KV far lower
         if kv is None or (mamba is None and mcap is None):
             mamba_bound = None if kv is None or src.engine == ev.VLLM else False
         else:
-            m_use = mamba if mamba is not None else 0.0
-            kv_far = kv <= m_use - cfg.kv_gap or kv < cfg.kv_low
+            pinned = mcap is not None and running is not None and running >= mcap
             full = mamba is not None and mamba >= cfg.mamba_high
-            mamba_bound = kv_far and ((full and (waiting or pinned_mamba)) or (pinned_mamba and waiting))
+            mamba_bound = ((full and (waiting or pinned)) or (pinned and waiting)) and (
+                kv <= (mamba if mamba is not None else 0.0) - cfg.kv_gap or kv < cfg.kv_low
+            )
 
-        # kv_bound
+        # kv_bound: KV full while requests wait, or a recent retraction / preemption while requests
+        # wait or KV is full; and the mamba pool has room
         if e.preemptions:
             recent_retraction = True
         else:
-            retr = m.retractions
-            recent_retraction = bool(retr) and ts is not None and 0 <= ts - retr[-1][0] <= cfg.retraction_window_seconds
+            retr = srv.rule_memory.retractions
+            recent_retraction = ts is not None and len(retr) > 0 and 0 <= ts - retr[-1][0] <= cfg.retraction_window_seconds
         if kv is None:
             kv_bound = None
         else:
-            room = mamba is None or mamba < cfg.mamba_room
             full = kv >= cfg.kv_high
-            kv_bound = room and ((full and waiting) or (recent_retraction and (waiting or full)))
+            kv_bound = ((full and waiting) or (recent_retraction and (waiting or full))) and (mamba is None or mamba < cfg.mamba_room)
 
-        # request_cap_bound
+        # request_cap_bound: requests wait at the effective cap, which is not the mamba pool's, with no
+        # recent retraction and headroom in both pools
         if running is None or eff is None:
             request_cap_bound = None
         else:
-            cap_is_mamba = mcap is not None and eff >= mcap
-            heads = (kv is None or kv < cfg.headroom) and (mamba is None or mamba < cfg.headroom)
-            request_cap_bound = (not cap_is_mamba) and running >= eff and waiting and heads and not recent_retraction
-        return {MAMBA_BOUND: mamba_bound, KV_BOUND: kv_bound, REQUEST_CAP_BOUND: request_cap_bound}
+            request_cap_bound = (
+                waiting
+                and running >= eff
+                and not recent_retraction
+                and not (mcap is not None and eff >= mcap)
+                and (kv is None or kv < cfg.headroom)
+                and (mamba is None or mamba < cfg.headroom)
+            )
+        return mamba_bound, kv_bound, request_cap_bound
 
-    def _batch(self, src: SourceState, srv: ServerState, m: dict, e: ev.BatchStats, ts: float | None, raw: str) -> None:
+    def _batch(self, src: SourceState, srv: ServerState, m: ServerMemory, e: ev.BatchStats, ts: float | None, raw: str) -> None:
         cfg = self.config
         gap = cfg.max_gap_seconds
         usage = m.usage
@@ -405,23 +435,32 @@ class Rules:
         if ts is None:
             return
         # binding-time share (log time until the next sample, capped at max_gap)
-        c_mamba, c_kv, c_req = conds[MAMBA_BOUND], conds[KV_BOUND], conds[REQUEST_CAP_BOUND]
+        c_mamba, c_kv, c_req = conds
         last = m.binding_last
         if last is not None and 0 < ts - last[0] <= gap:
             m.binding_seconds[last[1]] += ts - last[0]
         m.binding_last = (ts, "mamba" if c_mamba else "kv" if c_kv else "requests" if c_req else "none")
-        hyst = m.hyst
         findings = srv.findings
-        for rule, c in ((MAMBA_BOUND, c_mamba), (KV_BOUND, c_kv), (REQUEST_CAP_BOUND, c_req)):  # SUSTAINED_RULES
-            if c is None:
-                continue
-            h = hyst[rule]
-            tr = h.update(bool(c), ts, cfg, raw)
-            if tr is None:
+        if conds != m.steady:
+            # a condition counts toward or against a window: feed the rules
+            hyst = m.hyst
+            for rule, c in zip(SUSTAINED_RULES, conds, strict=True):
+                if c is None:
+                    continue
+                h = hyst[rule]
+                if c != h.steady:
+                    tr = h.update(c, ts, cfg, raw)
+                    if tr is not None:
+                        self._set(src, srv, rule, tr == "fire", ts, h_evidence(h, ts, raw))
+                        continue
                 if c and findings.get(rule):
-                    m.evidence[rule].recent.append((ts, raw if len(raw) <= EVIDENCE_LINE_MAX else _clip(raw)))
-            else:
-                self._set(src, srv, rule, tr == "fire", ts, h_evidence(h, ts, raw))
+                    _keep_recent(m, rule, ts, raw)
+            m.steady = tuple(hyst[r].steady for r in SUSTAINED_RULES)
+        elif c_mamba or c_kv or c_req:
+            # the usual sample of a live finding: nothing to count, the line is recent evidence
+            for rule, c in zip(SUSTAINED_RULES, conds, strict=True):
+                if c and findings.get(rule):
+                    _keep_recent(m, rule, ts, raw)
         if e.preemptions or findings.get(RETRACTION_STORM):
             self._storm(src, srv, m, ts, raw)
         if self.observers and any(findings.values()):
@@ -490,6 +529,11 @@ class Rules:
                 bl = sm.boot_lines
                 lines = [bl[k] for k in ("config", "mamba", "summary") if k in bl]
                 self._set(src, s, MAMBA_CAPPED, True, ts, lines or [(t, raw)])
+
+
+def _keep_recent(m: ServerMemory, rule: str, ts: float, raw: str) -> None:
+    """Keep a sample line as recent evidence of a live finding (clipped only when long: most lines are not)."""
+    m.evidence[rule].recent.append((ts, raw if len(raw) <= EVIDENCE_LINE_MAX else _clip(raw)))
 
 
 def h_evidence(h: Hysteresis, ts: float, raw: str) -> list[tuple[float, str]]:
