@@ -115,7 +115,7 @@ class UsageStats:
     """Sample and log-time weighted histograms of a 0..1 usage, in 0.01 bins (SGLang prints two
     decimals, so percentiles from the bins are exact for it)."""
 
-    __slots__ = ("counts", "seconds", "n", "min", "max", "last_ts", "last_bin", "_cum", "_cum_n")
+    __slots__ = ("counts", "seconds", "n", "min", "max", "last_ts", "last_bin", "_hints")
 
     BINS = 101
 
@@ -127,12 +127,10 @@ class UsageStats:
         self.max: float | None = None
         self.last_ts: float | None = None
         self.last_bin: int | None = None
-        self._cum: list[int] = []  # running sums of ``counts`` as they were at ``n == _cum_n`` (quantile())
-        self._cum_n = 0
+        self._hints: dict[float, int] = {}  # q -> the bin quantile(q) last returned
 
     def add(self, v: float, ts: float | None, max_gap: float) -> None:
-        """One sample (every batch line goes through here, so it does the least it can: the running
-        sums of quantile() are not touched, they know from ``n`` when they are stale)."""
+        """One sample (every batch line goes through here, so it does only this)."""
         b = int(v * 100 + 0.5)
         if b > 100:
             b = 100
@@ -159,23 +157,26 @@ class UsageStats:
     def quantile(self, q: float) -> float | None:
         """The lowest non-empty bin whose running count reaches ``q * n`` (``max`` if none does).
 
-        Recommendations ask for several quantiles per refresh; the running sums are kept until the
-        next ``add`` (``n`` counts the adds, so a changed ``n`` means changed ``counts``), so each one
-        is a C-level ``bisect`` instead of a Python loop over 101 bins."""
+        The recommendations ask for the same quantiles every 30 s of log time while a finding is live,
+        and they move slowly: the bin of the last answer is tried first (it is still the answer when
+        the count below it is under ``q * n`` and the count up to it is not: one C-level sum), else
+        the running sums are built and bisected."""
         n = self.n
         if not n:
             return None
-        cum = self._cum
-        if self._cum_n != n:
-            cum = self._cum = list(accumulate(self.counts))
-            self._cum_n = n
         target = q * n
-        if not target <= cum[-1]:  # also NaN
+        if not target <= n:  # also NaN (n is the sum of the counts)
             return self.max
-        i = bisect_left(cum, target)
         counts = self.counts
+        i = self._hints.get(q)
+        if i is not None:
+            below = sum(counts[:i])
+            if below < target <= below + counts[i]:
+                return i / 100.0
+        i = bisect_left(list(accumulate(counts)), target)
         while not counts[i]:  # only when target <= 0: the first non-empty bin
             i += 1
+        self._hints[q] = i
         return i / 100.0
 
     def summary(self) -> dict:
