@@ -288,6 +288,7 @@ class ServerMemory(_ByName):
     capped_detail: str | None = None
     # kept by the layers above the rules
     facts: Any = None  # facts.ServerFacts of the current generation
+    sample_facts: Any = None  # the facts the rules' samples read (facts_of's, fetched once per generation)
     recommendations: list = field(default_factory=list)  # recommend.Recommendation
     reco_ts: float = float("-inf")  # log time of the last refresh
     reco_inputs: tuple | None = None  # what the last refresh read (recommend.inputs)

@@ -270,7 +270,7 @@ class Rules:
                 smem.f_pending = smem.f_pending or e.pending_tokens is not None
                 smem.f_mamba = True
                 _sglang_features(self._release(smem), e, raw)
-                smem.gen = (smem.gen or 0) + 1
+                _new_generation(src)
             if ts is not None:
                 if m.first_ts is None:
                     m.first_ts = ts
@@ -303,6 +303,7 @@ class Rules:
             for s in src.servers.values():
                 sm = self.memory(s)
                 sm.restarts_seen = src.restarts
+                sm.sample_facts = None
                 if s.findings.get(MAMBA_CAPPED):
                     self._set(src, s, MAMBA_CAPPED, False, ts, [(ts or 0.0, raw)])
                 sm.capped_detail = None
@@ -320,7 +321,7 @@ class Rules:
     ) -> None:
         """Any line but a sample: capacity / config may have changed, so the derived facts are
         recomputed at the next sample (a new generation); the release, the architecture, the event rules."""
-        smem.gen = (smem.gen or 0) + 1
+        _new_generation(src)
         if src.engine == ev.SGLANG:
             _sglang_features(self._release(smem), e, raw)
         elif isinstance(e, (ev.HybridLayout, ev.ServerConfig, ev.ServerStarting)):
@@ -364,7 +365,10 @@ class Rules:
         running = e.running
         if running is not None and e.kind == "prefill" and e.new_seqs:
             running += e.new_seqs  # the prefill line prints the running batch before the new ones join
-        facts = facts_of(src, srv, cfg)  # derived once per generation of what the log said
+        m = srv.rule_memory
+        facts = m.sample_facts
+        if facts is None:  # a new generation of what the log said (_new_generation)
+            facts = m.sample_facts = facts_of(src, srv, cfg)
         mcap, eff = facts.mamba_cap, facts.max_running
         waiting = queued is not None and queued > 0
         # every rule is a conjunction (docs/rules.md); the parts that are usually false (a full pool,
@@ -386,7 +390,7 @@ class Rules:
         if e.preemptions:
             recent_retraction = True
         else:
-            retr = srv.rule_memory.retractions
+            retr = m.retractions
             recent_retraction = ts is not None and len(retr) > 0 and 0 <= ts - retr[-1][0] <= cfg.retraction_window_seconds
         if kv is None:
             kv_bound = None
@@ -531,6 +535,16 @@ class Rules:
                 self._set(src, s, MAMBA_CAPPED, True, ts, lines or [(t, raw)])
 
 
+def _new_generation(src: SourceState) -> None:
+    """What the log says about ``src`` may have changed (any line but a sample, or a release feature
+    first seen on one): the facts are derived again (``facts_of`` keys them by the generation), and
+    the samples of its servers fetch them again instead of checking the generation every time."""
+    smem = src.rule_memory
+    smem.gen = (smem.gen or 0) + 1
+    for s in src.servers.values():
+        s.rule_memory.sample_facts = None
+
+
 def _keep_recent(m: ServerMemory, rule: str, ts: float, raw: str) -> None:
     """Keep a sample line as recent evidence of a live finding (clipped only when long: most lines are not)."""
     m.evidence[rule].recent.append((ts, raw if len(raw) <= EVIDENCE_LINE_MAX else _clip(raw)))
@@ -557,6 +571,9 @@ def attach(pipe, config: RulesConfig | None = None) -> Rules:
     if isinstance(r, Rules):
         if config is not None:
             r.config = config
+            for src in pipe.sources.values():  # the facts depend on the configured release
+                for s in src.servers.values():
+                    s.rule_memory.sample_facts = None
         return r
     r = Rules(config)
     pipe.rules = r
