@@ -264,9 +264,9 @@ class Rules:
         if type(e) is ev.BatchStats:
             # the sample path (most calls): a batch line tells nothing new about the release, except
             # the first one that shows a feature (then the facts are derived again: a new generation)
-            if src.engine == ev.SGLANG and (
-                (e.pending_tokens is not None and not smem.f_pending) or (e.mamba_usage is not None and not smem.f_mamba)
-            ):
+            if (
+                (e.mamba_usage is not None and not smem.f_mamba) or (e.pending_tokens is not None and not smem.f_pending)
+            ) and src.engine == ev.SGLANG:
                 smem.f_pending = smem.f_pending or e.pending_tokens is not None
                 smem.f_mamba = True
                 _sglang_features(self._release(smem), e, raw)
@@ -386,17 +386,14 @@ class Rules:
             )
 
         # kv_bound: KV full while requests wait, or a recent retraction / preemption while requests
-        # wait or KV is full; and the mamba pool has room
-        if e.preemptions:
-            recent_retraction = True
-        else:
-            retr = m.retractions
-            recent_retraction = ts is not None and len(retr) > 0 and 0 <= ts - retr[-1][0] <= cfg.retraction_window_seconds
+        # wait or KV is full; and the mamba pool has room. Retractions are looked up only under such
+        # pressure (request_cap_bound asks for them only while requests wait)
+        kv_full = kv is not None and kv >= cfg.kv_high
+        recent_retraction = (waiting or kv_full) and _retracted(e, m, ts, cfg.retraction_window_seconds)
         if kv is None:
             kv_bound = None
         else:
-            full = kv >= cfg.kv_high
-            kv_bound = ((full and waiting) or (recent_retraction and (waiting or full))) and (mamba is None or mamba < cfg.mamba_room)
+            kv_bound = ((kv_full and waiting) or recent_retraction) and (mamba is None or mamba < cfg.mamba_room)
 
         # request_cap_bound: requests wait at the effective cap, which is not the mamba pool's, with no
         # recent retraction and headroom in both pools
@@ -441,8 +438,10 @@ class Rules:
         # binding-time share (log time until the next sample, capped at max_gap)
         c_mamba, c_kv, c_req = conds
         last = m.binding_last
-        if last is not None and 0 < ts - last[0] <= gap:
-            m.binding_seconds[last[1]] += ts - last[0]
+        if last is not None:
+            dt = ts - last[0]
+            if 0 < dt <= gap:
+                m.binding_seconds[last[1]] += dt
         m.binding_last = (ts, "mamba" if c_mamba else "kv" if c_kv else "requests" if c_req else "none")
         findings = srv.findings
         if conds != m.steady:
@@ -543,6 +542,14 @@ def _new_generation(src: SourceState) -> None:
     smem.gen = (smem.gen or 0) + 1
     for s in src.servers.values():
         s.rule_memory.sample_facts = None
+
+
+def _retracted(e: ev.BatchStats, m: ServerMemory, ts: float | None, window: float) -> bool:
+    """Whether the line reports preemptions, or a retraction / preemption lies within ``window`` of log time before it."""
+    if e.preemptions:
+        return True
+    retr = m.retractions
+    return ts is not None and len(retr) > 0 and 0 <= ts - retr[-1][0] <= window
 
 
 def _keep_recent(m: ServerMemory, rule: str, ts: float, raw: str) -> None:
