@@ -13,7 +13,8 @@ import pytest
 from test_rules import T0, Feeder, sglang_boot  # tests/rules is on the path (pytest prepends it)
 
 from exporter.memory import Hysteresis
-from exporter.rules import SUSTAINED_RULES, RulesConfig, attach
+from exporter.pipeline import Pipeline
+from exporter.rules import RulesConfig, attach
 from parsers import events as ev
 
 
@@ -115,7 +116,7 @@ def _conditions_as_written(cfg: RulesConfig, e: ev.BatchStats, mcap, eff, recent
 def test_conditions_tested_cheap_first_are_the_rules_as_written(engine: str) -> None:
     rnd = random.Random(7)
     cfg = RulesConfig()
-    rules = attach(_pipe(engine), cfg)
+    rules = attach(Pipeline(engine), cfg)
     src = SimpleNamespace(engine=engine)
     usages = [None, 0.0, 0.05, 0.3, 0.49, 0.5, 0.69, 0.7, 0.84, 0.85, 0.89, 0.9, 0.95, 1.0]
     counts = [None, 0, 1, 7, 16, 31, 48, 64]
@@ -139,13 +140,6 @@ def test_conditions_tested_cheap_first_are_the_rules_as_written(engine: str) -> 
         want = _conditions_as_written(cfg, e, mcap, eff, recent, engine == ev.VLLM)
         got = rules.conditions(src, SimpleNamespace(rule_memory=m), e, ts)
         assert got == want and [type(x) for x in got] == [type(x) for x in want], (e, mcap, eff, retracted_at)
-    assert len(SUSTAINED_RULES) == 3
-
-
-def _pipe(engine: str):
-    from exporter.pipeline import Pipeline
-
-    return Pipeline(engine)
 
 
 def test_a_sample_reads_the_facts_of_its_generation() -> None:
