@@ -411,6 +411,10 @@ class Rules:
         return mamba_bound, kv_bound, request_cap_bound
 
     def _batch(self, src: SourceState, srv: ServerState, m: ServerMemory, e: ev.BatchStats, ts: float | None, raw: str) -> None:
+        """One sample: usage distributions, peaks, the conditions, the binding-time share, the sustained
+        rules and the storm, and the observers while a finding is live. It runs for every sample, so
+        the usual case is short: conditions equal to ``m.steady`` (the ones that change no hysteresis)
+        feed no hysteresis at all."""
         cfg = self.config
         gap = cfg.max_gap_seconds
         usage = m.usage
@@ -445,7 +449,7 @@ class Rules:
         m.binding_last = (ts, "mamba" if c_mamba else "kv" if c_kv else "requests" if c_req else "none")
         findings = srv.findings
         if conds != m.steady:
-            # a condition counts toward or against a window: feed the rules
+            # a condition counts toward or against a window (or starts one): feed the rules, note the new steady ones
             hyst = m.hyst
             for rule, c in zip(SUSTAINED_RULES, conds, strict=True):
                 if c is None:
