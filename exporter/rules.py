@@ -57,6 +57,7 @@ MAMBA_EXHAUSTED = "mamba_exhausted"
 
 RULE_IDS = (MAMBA_BOUND, KV_BOUND, REQUEST_CAP_BOUND, MAMBA_CAPPED, RETRACTION_STORM, MAMBA_EXHAUSTED)
 SUSTAINED_RULES = (MAMBA_BOUND, KV_BOUND, REQUEST_CAP_BOUND)
+Conditions = tuple[bool | None, bool | None, bool | None]  # of one sample, in SUSTAINED_RULES order; None: cannot tell
 
 EVIDENCE_LINE_MAX = 400  # characters of a raw line kept as evidence
 EPISODES_MAX = 50  # fire/clear episodes kept per rule
@@ -277,7 +278,7 @@ class Rules:
                 m.last_ts = ts
             self._batch(src, srv, m, e, ts, raw)
         else:
-            self._event(src, srv, m, smem, e, ts, raw)
+            self._event(src, srv, m, e, ts, raw)
 
         # event hold for mamba_exhausted
         ex_at = m.exhausted_at
@@ -316,11 +317,10 @@ class Rules:
             vr = smem.version_range = VersionRange()
         return vr
 
-    def _event(
-        self, src: SourceState, srv: ServerState, m: ServerMemory, smem: SourceMemory, e: object, ts: float | None, raw: str
-    ) -> None:
+    def _event(self, src: SourceState, srv: ServerState, m: ServerMemory, e: object, ts: float | None, raw: str) -> None:
         """Any line but a sample: capacity / config may have changed, so the derived facts are
         recomputed at the next sample (a new generation); the release, the architecture, the event rules."""
+        smem = src.rule_memory
         _new_generation(src)
         if src.engine == ev.SGLANG:
             _sglang_features(self._release(smem), e, raw)
@@ -353,11 +353,8 @@ class Rules:
             self._capped(src, srv, m, e, ts, raw)
 
     # ---- runtime samples
-    def conditions(
-        self, src: SourceState, srv: ServerState, e: ev.BatchStats, ts: float | None
-    ) -> tuple[bool | None, bool | None, bool | None]:
-        """Instantaneous conditions of the sustained rules for one batch/stats line, in
-        ``SUSTAINED_RULES`` order (a tuple: it is made for every sample; None = cannot tell)."""
+    def conditions(self, src: SourceState, srv: ServerState, e: ev.BatchStats, ts: float | None) -> Conditions:
+        """Instantaneous conditions of the sustained rules for one batch/stats line (a tuple: one is made per sample)."""
         cfg = self.config
         kv = e.kv_usage
         mamba = e.mamba_usage
@@ -411,10 +408,9 @@ class Rules:
         return mamba_bound, kv_bound, request_cap_bound
 
     def _batch(self, src: SourceState, srv: ServerState, m: ServerMemory, e: ev.BatchStats, ts: float | None, raw: str) -> None:
-        """One sample: usage distributions, peaks, the conditions, the binding-time share, the sustained
-        rules and the storm, and the observers while a finding is live. It runs for every sample, so
-        the usual case is short: conditions equal to ``m.steady`` (the ones that change no hysteresis)
-        feed no hysteresis at all."""
+        """One sample: usage distributions, peaks, conditions, binding-time share, sustained rules, storm, and
+        the observers while a finding is live. It runs for every sample, so the usual case is short: conditions
+        equal to ``m.steady`` (the ones that change no hysteresis) feed no hysteresis at all."""
         cfg = self.config
         gap = cfg.max_gap_seconds
         usage = m.usage
