@@ -131,7 +131,7 @@ class UsageStats:
 
     def add(self, v: float, ts: float | None, max_gap: float) -> None:
         """One sample (every batch line goes through here, so it does only this)."""
-        b = int(v * 100 + 0.5)
+        b = int(v * 100.0 + 0.5)  # float literals: no int-to-float conversion per sample
         if b > 100:
             b = 100
         elif b < 0:
@@ -140,7 +140,7 @@ class UsageStats:
             lt = self.last_ts
             if lt is not None:
                 dt = ts - lt
-                if 0 < dt <= max_gap:
+                if 0.0 < dt <= max_gap:
                     self.seconds[self.last_bin] += dt
             self.last_ts = ts
         self.last_bin = b

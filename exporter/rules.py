@@ -440,7 +440,7 @@ class Rules:
         last = m.binding_last
         if last is not None:
             dt = ts - last[0]
-            if 0 < dt <= gap:
+            if 0.0 < dt <= gap:  # a float literal: comparing an int with a float takes the slow path
                 m.binding_seconds[last[1]] += dt
         m.binding_last = (ts, "mamba" if c_mamba else "kv" if c_kv else "requests" if c_req else "none")
         findings = srv.findings
@@ -549,7 +549,7 @@ def _retracted(e: ev.BatchStats, m: ServerMemory, ts: float | None, window: floa
     if e.preemptions:
         return True
     retr = m.retractions
-    return ts is not None and len(retr) > 0 and 0 <= ts - retr[-1][0] <= window
+    return ts is not None and len(retr) > 0 and 0.0 <= ts - retr[-1][0] <= window
 
 
 def _keep_recent(m: ServerMemory, rule: str, ts: float, raw: str) -> None:
