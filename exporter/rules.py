@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -222,12 +221,7 @@ class Rules:
         """``srv``'s diagnosis memory, its per-rule tables filled on first use."""
         m = srv.rule_memory
         if not m.hyst:
-            m.hyst = {r: Hysteresis() for r in (*SUSTAINED_RULES, RETRACTION_STORM)}
-            m.evidence = {r: Evidence() for r in RULE_IDS}
-            m.episodes = {r: deque(maxlen=EPISODES_MAX) for r in RULE_IDS}
-            m.usage = {"kv": UsageStats(), "mamba": UsageStats(), "swa": UsageStats()}
-            m.binding_seconds = {"mamba": 0.0, "kv": 0.0, "requests": 0.0, "none": 0.0}
-            m.retractions = Recent(256)
+            m.fill(srv.findings, (*SUSTAINED_RULES, RETRACTION_STORM), RULE_IDS, EPISODES_MAX)
         return m
 
     def _set(self, src: SourceState, srv: ServerState, rule: str, on: bool, ts: float | None, evidence: list[tuple[float, str]]) -> None:
@@ -280,10 +274,13 @@ class Rules:
         else:
             self._event(src, srv, m, e, ts, raw)
 
-        # event hold for mamba_exhausted
-        ex_at = m.exhausted_at
-        if ex_at is not None and ts is not None and ts - ex_at >= self.config.event_hold_seconds and srv.findings.get(MAMBA_EXHAUSTED):
-            self._set(src, srv, MAMBA_EXHAUSTED, False, ts, [(ts, raw)])
+        # event hold for mamba_exhausted; one restored from a snapshot is held from the first line after it
+        if ts is not None and srv.findings.get(MAMBA_EXHAUSTED):
+            ex_at = m.exhausted_at
+            if ex_at is None:
+                m.exhausted_at = ts
+            elif ts - ex_at >= self.config.event_hold_seconds:
+                self._set(src, srv, MAMBA_EXHAUSTED, False, ts, [(ts, raw)])
 
     def _new_server_or_boot(self, src: SourceState, srv: ServerState, ts: float | None, raw: str) -> None:
         """What needs checking only when the source changed, not per sample: every rule of every

@@ -12,7 +12,8 @@ write, so they always match the offsets) and put back before the first line is r
 
 Counters are not saved: they restart at 0 with the process, which is what Prometheus expects of a
 counter (``rate()`` handles the reset). Rules' windows and usage statistics start afresh too;
-their findings are kept until the next line decides them again.
+their findings are kept until the next line decides them again: the rules start each restored
+finding's hysteresis on, so it clears when the condition is gone (tests/rules/test_restored_findings.py).
 
 Why a snapshot rather than re-reading the start of the current file: the boot section is often
 no longer in the current file (rotated, compressed, deleted), and re-reading it would have to
