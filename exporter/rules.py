@@ -288,10 +288,13 @@ class Rules:
         the startup facts of the old boot."""
         smem = src.rule_memory
         if smem.known_servers != len(src.servers):
+            # a server first seen after this boot's restart was handled belongs to it (no new restart)
+            handled = any(s.rule_memory.hyst and s.rule_memory.restarts_seen == src.restarts for s in src.servers.values())
             for s in src.servers.values():
                 for r in RULE_IDS:
                     s.findings.setdefault(r, 0)
-                self.memory(s)
+                if not s.rule_memory.hyst:
+                    self.memory(s).restarts_seen = src.restarts if handled else 0
             smem.known_servers = len(src.servers)
         m = self.memory(srv)
         if m.restarts_seen != src.restarts:
