@@ -116,10 +116,17 @@ def venv_python() -> Path:
     return py if py.exists() else Path(sys.executable)
 
 
+def python_cmd(exp: list[str]) -> list[str]:
+    """The interpreter, with its flags and environment, that runs the benchmarked exporter ``exp``:
+    the frozen copy's ``env PYTHONPATH=... python -S -P`` for --snapshot/--at (its code, not the
+    work tree's), else the venv's Python."""
+    return exp[:-2] if exp[-2:] == ["-m", "exporter"] else [str(venv_python())]
+
+
 def scanner_of(exp: list[str]) -> str:
     """Which bulk scanner the benchmarked exporter runs: the C extension or the pure-Python one."""
     code = "import exporter.scan as s; print('C extension' if s.native else 'pure Python')"
-    cmd = [*exp[:-2], "-c", code] if exp[-2:] == ["-m", "exporter"] else [str(venv_python()), "-c", code]
+    cmd = [*python_cmd(exp), "-c", code]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     return r.stdout.strip() or "unknown"
 
@@ -133,9 +140,8 @@ def exporter_cmd(explicit: str | None) -> list[str]:
     on_path = shutil.which("hybrid-cache-exporter")
     if on_path:
         return [on_path]
-    py = ROOT / ".venv" / "bin" / "python"
     if (ROOT / "exporter" / "__main__.py").exists():
-        return [str(py if py.exists() else sys.executable), "-m", "exporter"]
+        return [str(venv_python()), "-m", "exporter"]
     raise BenchError("hybrid-cache-exporter not found (install with .venv/bin/pip install -e .)")
 
 
@@ -644,8 +650,6 @@ def soak(exp_cmd: list[str], prof: Profile, out: Path) -> dict:
 def profile(exp_cmd: list[str], log_path: Path, out: Path, top: int = 25) -> dict:
     """cProfile of ``replay`` (in-process via runpy), plus py-spy's leaf totals when available."""
     res: dict = {}
-    py = ROOT / ".venv" / "bin" / "python"
-    py = str(py if py.exists() else sys.executable)
     prof_file = out / "replay.cprofile"
     code = (
         "import cProfile, pstats, runpy, sys, io\n"
@@ -658,10 +662,8 @@ def profile(exp_cmd: list[str], log_path: Path, out: Path, top: int = 25) -> dic
         "    pass\n"
         f"pr.dump_stats({str(prof_file)!r})\n"
     )
-    # same interpreter and sys.path as the benchmarked command (matters for --snapshot/--at)
-    pycmd = exp_cmd[:-2] if exp_cmd[-2:] == ["-m", "exporter"] else [py]
     t0 = time.perf_counter()
-    subprocess.run([*pycmd, "-c", code], cwd=ROOT, check=True)
+    subprocess.run([*python_cmd(exp_cmd), "-c", code], cwd=ROOT, check=True)
     res["cprofile_wall_s"] = time.perf_counter() - t0
     import io
     import pstats
@@ -725,9 +727,9 @@ def profile(exp_cmd: list[str], log_path: Path, out: Path, top: int = 25) -> dic
 def stages(exp_cmd: list[str], log_path: Path, reps: int) -> dict:
     """bench/stages.py on the main file, run by the interpreter and code of the benchmarked command
     (the frozen copy of --snapshot/--at): CPU seconds of replay's stages and the cost per sample."""
-    py = ROOT / ".venv" / "bin" / "python"
-    pycmd = exp_cmd[:-2] if exp_cmd[-2:] == ["-m", "exporter"] else [str(py if py.exists() else sys.executable)]
-    out = subprocess.run([*pycmd, str(BENCH / "stages.py"), str(log_path), "--reps", str(reps), "--json"], capture_output=True, text=True)
+    out = subprocess.run(
+        [*python_cmd(exp_cmd), str(BENCH / "stages.py"), str(log_path), "--reps", str(reps), "--json"], capture_output=True, text=True
+    )
     if out.returncode != 0:
         raise BenchError(f"bench/stages.py failed: {out.stderr.strip()[-500:]}")
     return json.loads(out.stdout)
