@@ -299,17 +299,18 @@ class ServerMemory(_ByName):
     def ready(self) -> bool:
         return bool(self.hyst)
 
-    def fill(self, findings: dict[str, int], windowed: tuple[str, ...], rules: tuple[str, ...], episodes_max: int) -> None:
-        """Make the per-rule tables: a hysteresis per ``windowed`` rule (the sustained ones first,
-        in order), evidence and episodes per rule. A finding the server already has (restored from
-        a snapshot, exporter/snapshot.py) is where its hysteresis starts: on, it waits for the
-        condition to clear (a fresh one would wait to fire and keep a stale 1 until it fired and
-        cleared again)."""
-        self.hyst = {r: Hysteresis() for r in windowed}
+    def fill(
+        self, findings: dict[str, int], sustained: tuple[str, ...], windowed: tuple[str, ...], rules: tuple[str, ...], episodes_max: int
+    ) -> None:
+        """Make the per-rule tables: a hysteresis per ``sustained`` and other ``windowed`` rule,
+        evidence and episodes per rule. A finding the server already has (restored from a snapshot,
+        exporter/snapshot.py) is where its hysteresis starts: on, it waits for the condition to
+        clear (a fresh one would wait to fire and keep a stale 1 until it fired and cleared again)."""
+        self.hyst = {r: Hysteresis() for r in (*sustained, *windowed)}
         for r, h in self.hyst.items():
             if findings.get(r):
                 h.active = h.steady = True
-        self.steady = tuple(self.hyst[r].steady for r in windowed[: len(self.steady)])
+        self.steady = tuple(self.hyst[r].steady for r in sustained)
         self.evidence = {r: Evidence() for r in rules}
         self.episodes = {r: deque(maxlen=episodes_max) for r in rules}
         self.usage = {"kv": UsageStats(), "mamba": UsageStats(), "swa": UsageStats()}

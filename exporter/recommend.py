@@ -97,10 +97,15 @@ def for_rules(src: SourceState, srv: ServerState, rules, cfg: RulesConfig | None
 def update(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> list[Recommendation]:
     """Recompute recommendations for the live findings of ``srv``."""
     recs = for_rules(src, srv, [r for r, on in srv.findings.items() if on], cfg)
+    _show(srv, recs, ratio_of(src, srv, cfg))
+    return recs
+
+
+def _show(srv: ServerState, recs: list[Recommendation], ratio: float | None) -> None:
+    """Make ``recs`` and ``ratio`` what ``srv`` exports (the tuples) and what the report reads."""
     srv.recommendations = [r.as_tuple() for r in recs]
     srv.rule_memory.recommendations = recs
-    update_ratio(src, srv, cfg)
-    return recs
+    srv.recommended_ratio = ratio
 
 
 def inputs(src: SourceState, srv: ServerState, cfg: RulesConfig) -> tuple:
@@ -159,9 +164,7 @@ class Recommender:
                 del m.reco_kept[next(iter(m.reco_kept))]
             m.reco_kept[now] = (tuple(recs), srv.recommended_ratio)
         else:
-            recs, srv.recommended_ratio = kept
-            srv.recommendations = [r.as_tuple() for r in recs]
-            m.recommendations = list(recs)
+            _show(srv, list(kept[0]), kept[1])
         m.reco_inputs = now
 
 
@@ -172,12 +175,12 @@ def observe(rules: Rules) -> Rules:
     return rules
 
 
-def update_ratio(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> None:
+def ratio_of(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> float | None:
+    """The recommended mamba/full memory ratio while a finding it answers is live, else None."""
     f = srv.findings
     if f.get(MAMBA_BOUND) or f.get(KV_BOUND) or f.get(MAMBA_CAPPED):
-        srv.recommended_ratio = balanced_ratio(src, srv, cfg)
-    else:
-        srv.recommended_ratio = None
+        return balanced_ratio(src, srv, cfg)
+    return None
 
 
 __all__ = [
@@ -189,6 +192,6 @@ __all__ = [
     "inputs",
     "observe",
     "observed",
+    "ratio_of",
     "update",
-    "update_ratio",
 ]

@@ -221,7 +221,7 @@ class Rules:
         """``srv``'s diagnosis memory, its per-rule tables filled on first use."""
         m = srv.rule_memory
         if not m.hyst:
-            m.fill(srv.findings, (*SUSTAINED_RULES, RETRACTION_STORM), RULE_IDS, EPISODES_MAX)
+            m.fill(srv.findings, SUSTAINED_RULES, (RETRACTION_STORM,), RULE_IDS, EPISODES_MAX)
         return m
 
     def _set(self, src: SourceState, srv: ServerState, rule: str, on: bool, ts: float | None, evidence: list[tuple[float, str]]) -> None:
