@@ -483,11 +483,21 @@ SOURCE_ERRORS = _self(
     "source_errors_total", COUNTER, "Unexpected errors while reading the source (logged; the source is retried).", "the tailer"
 )
 SOURCE_UP = _self("source_up", GAUGE, "1 while the source's file is open (stdin: connected), else 0.", "the tailer")
+RECOVERED_LINES = _self(
+    "recovered_lines",
+    GAUGE,
+    "Lines written before the exporter started, read back at start for the current boot's facts; not counted in any counter.",
+    "the tailer, at start (a file opened past its start whose source has said nothing yet: docs/serve.md)",
+)
 POSITIONS_WRITE_ERRORS = _self(
     "positions_write_errors_total", COUNTER, "Failed writes of the positions file (--positions).", "the positions file", ()
 )
 POSITIONS_CORRUPT = _self(
-    "positions_corrupt_total", COUNTER, "Positions file found unreadable or corrupt at start (replaced).", "the positions file", ()
+    "positions_corrupt_total",
+    COUNTER,
+    "Positions file, or entries of it, found unreadable or corrupt at start (rejected and replaced; those files are read from their start).",
+    "the positions file",
+    (),
 )
 
 BUILD_INFO = _self(
@@ -532,6 +542,7 @@ SELF: tuple[Metric, ...] = (
     FILE_MODIFIED,
     SOURCE_ERRORS,
     SOURCE_UP,
+    RECOVERED_LINES,
     POSITIONS_WRITE_ERRORS,
     POSITIONS_CORRUPT,
     SOURCE_MISSING,

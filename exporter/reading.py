@@ -43,9 +43,11 @@ import io
 import lzma
 import os
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
+from parsers import VLLM, parse_line
 from parsers.prefix import SGLANG_HEADER_RE
 
 from .container import CRI, DOCKER, PLAIN, Record, detect, record_parser
@@ -69,6 +71,7 @@ __all__ = [
     "read_lines",
     "lines_of",
     "source_name",
+    "file_year",
 ]
 
 
@@ -369,3 +372,27 @@ def source_name(path: str) -> str:
     base = os.path.basename(path.rstrip("/"))
     stem = os.path.splitext(base)[0]  # 'v0.5.10.log' -> 'v0.5.10', not 'v0'
     return stem or base or path
+
+
+YEAR_SLACK = 2 * 86400  # a line's local time may run ahead of the file's clock by a time zone's offset
+YEAR_LOOK = 1000  # lines looked at for the first dated one
+
+
+def file_year(lines: Iterable[str], mtime: float, engine: str | None = None) -> int:
+    """The year of the first lines of a file whose headers carry none (vLLM's ``MM-DD``), taken
+    from the file rather than from the machine's clock: the year of the file's modification time
+    (its last write), or the year before when the first dated line, taken in that year, would lie
+    after the modification time (a December line in a file last written in January). It holds for
+    files that span less than a year; from that line on, the state's rollover (a line more than
+    180 days before the newest starts a new year) carries it (docs/serve.md, "The vLLM year")."""
+    year = time.localtime(mtime).tm_year
+    for i, line in enumerate(lines):
+        if i >= YEAR_LOOK:
+            break
+        p = parse_line(line, engine, year)
+        if p.ts is None:
+            continue
+        if (p.engine or engine) != VLLM:
+            return year
+        return year - 1 if p.ts > mtime + YEAR_SLACK else year
+    return year

@@ -50,7 +50,7 @@ class SelfCollector(Collector):
         yield build
         read, lag, rot, trunc = fam(C.READ_BYTES), fam(C.READ_LAG_BYTES), fam(C.ROTATIONS), fam(C.TRUNCATIONS)
         open_files, overlong, mtime, up = fam(C.OPEN_FILES), fam(C.OVERLONG_LINES), fam(C.FILE_MODIFIED), fam(C.SOURCE_UP)
-        errors = fam(C.SOURCE_ERRORS)
+        errors, recovered = fam(C.SOURCE_ERRORS), fam(C.RECOVERED_LINES)
 
         agg: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         mt: dict[str, float] = {}
@@ -63,6 +63,7 @@ class SelfCollector(Collector):
             a["open"] += s.open_files()
             a["overlong"] += s.overlong
             a["errors"] += getattr(s, "errors", 0)
+            a["recovered"] += getattr(s, "recovered_lines", 0)
             is_up = getattr(s, "up", None)
             if is_up is None:
                 is_up = getattr(s, "active", None) is not None
@@ -79,9 +80,10 @@ class SelfCollector(Collector):
             overlong.add_metric([name], a["overlong"])
             errors.add_metric([name], a["errors"])
             up.add_metric([name], a["up"])
+            recovered.add_metric([name], a["recovered"])
             if name in mt:
                 mtime.add_metric([name], mt[name])
-        yield from (read, lag, rot, trunc, open_files, overlong, errors, mtime, up)
+        yield from (read, lag, rot, trunc, open_files, overlong, errors, mtime, up, recovered)
         pos = self.positions
         yield fam(C.POSITIONS_WRITE_ERRORS, value=pos.write_errors if pos else 0)
         yield fam(C.POSITIONS_CORRUPT, value=pos.corrupt if pos else 0)

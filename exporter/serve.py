@@ -81,6 +81,8 @@ class Service:
             poll_interval=cfg.poll_interval,
             rotate_wait=cfg.rotate_wait,
             max_line=cfg.max_line,
+            # a file opened past its start reads its current boot back through one of these
+            recover_pipeline=lambda: new_pipeline(cfg.engine, cfg.rules, cfg.max_dp_ranks),
         )
         self.missing = MissingPaths(cfg.files, self.manager, cfg.source_missing_after)
         self.manager.discoverers.append(self.missing.check)
@@ -123,6 +125,7 @@ class Service:
             version=_version(),
             status=pages,
             alive=self.manager.alive,
+            warm=self.manager.warm.wait,
         )
         self.servers = make_servers(listens, self.app)  # ValueError / OSError: the face reports it
         self._http: list[threading.Thread] = []

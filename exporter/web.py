@@ -25,6 +25,8 @@ from .webconfig import FixedWebConfig, ReloadingWebConfig, WebConfig
 
 log = logging.getLogger("hybrid_cache_exporter.web")
 
+WARM_WAIT = 10.0  # seconds a request waits for the start-up read (the manager's budget is 5 s)
+
 
 def parse_listen(s: str) -> tuple[str, int]:
     """``HOST:PORT``, ``:PORT`` (all interfaces), ``[v6]:PORT``; port defaults to 19833."""
@@ -114,7 +116,9 @@ class App:
     """What the handler serves. ``registry`` has ``collect()``; ``ready()`` -> (ok, reasons);
     ``sources()`` -> rows for the landing page; ``web`` the (reloading) web config;
     ``telemetry_path`` where the metrics are; ``version`` the build for the landing page;
-    ``alive()`` -> False when a worker thread died (/healthz then fails: the orchestrator restarts us)."""
+    ``alive()`` -> False when a worker thread died (/healthz then fails: the orchestrator restarts us);
+    ``warm(timeout)`` waits until the files found at start were read (the metrics and the status
+    page wait for it, at most ``WARM_WAIT`` seconds, so the first scrape has the facts)."""
 
     def __init__(
         self,
@@ -126,8 +130,10 @@ class App:
         version: str = "",
         status=None,
         alive: Callable[[], bool] | None = None,
+        warm: Callable[[float], bool] | None = None,
     ):
         self.alive = alive
+        self.warm = warm
         self.registry = registry
         self.ready = ready
         self.sources = sources
@@ -185,6 +191,8 @@ class Handler(BaseHTTPRequestHandler):
         if path not in ("/healthz", "/readyz") and not self.config.check_auth(self.headers.get("Authorization")):
             self._send(401, b"unauthorized\n", headers=[("WWW-Authenticate", 'Basic realm="hybrid-cache-exporter"')])
             return
+        if path not in ("/healthz", "/readyz") and self.app.warm is not None:
+            self.app.warm(WARM_WAIT)  # the start-up read of the files found at start (docs/serve.md)
         if path == self.app.telemetry_path:
             self._metrics(url.query)
         elif path == "/healthz":

@@ -19,6 +19,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 
 from ..lines import DEFAULT_MAX_LINE
 from ..pipeline import Pipeline
@@ -33,6 +34,7 @@ log = logging.getLogger("hybrid_cache_exporter.tailer")
 
 PARSE_SLICE = 256 << 10  # bytes parsed per file before the loop looks at the files again
 SWEEP_INTERVAL = 5.0  # inotify mode: look at every file this often anyway
+WARM_BUDGET = 5.0  # seconds the first scrape may wait for the files found at start to be read
 
 
 class Manager:
@@ -51,6 +53,8 @@ class Manager:
         max_line: int = DEFAULT_MAX_LINE,
         glob_interval: float = 10.0,
         fd_budget: int | None = None,
+        recover_pipeline: Callable[[], Pipeline] | None = None,
+        warm_budget: float = WARM_BUDGET,
     ) -> None:
         self.pipe = pipe
         self.specs = specs  # (source name or None, path or glob), '-' excluded
@@ -62,6 +66,14 @@ class Manager:
         self.max_line = max_line
         self.glob_interval = glob_interval
         self.fd_budget = fd_budget
+        # a new pipeline like the real one, for reading a file's current boot back at start
+        # (exporter.sources.recovery); None = no recovery (tests of the tailing alone)
+        self.recover_pipeline = recover_pipeline
+        # set once the files found at start were read up to their ends (or after warm_budget
+        # seconds): /metrics waits for it, so the first scrape has the facts (docs/serve.md)
+        self.warm = threading.Event()
+        self.warm_budget = warm_budget
+        self._warm_until = 0.0
         self.open_fds = 0
         self.tailers: dict[str, Tailer] = {}
         self.by_real: dict[str, Tailer] = {}
@@ -100,11 +112,14 @@ class Manager:
         seen = self.positions.seen.get(key) if self.positions is not None and self.positions.seen is not None else None
         if saved is not None and seen is None and self.positions is not None and self.positions.seen is not None:
             seen = []
+        # a position that was saved but had to be rejected: the file is read from its start (every
+        # line at least once); without positions, or a path new to them: from the end
+        lost = self.positions is not None and self.positions.unusable(key)
         t = Tailer(
             key,
             name or source_name(path),
             self.pipe,
-            start_at_end=startup and not self.from_beginning,
+            start_at_end=startup and not self.from_beginning and not lost,
             saved=saved,
             saved_at_ns=self.saved_at_ns,
             saved_seen=seen,
@@ -285,6 +300,7 @@ class Manager:
             self.saved = self.positions.load()
             self.saved_at_ns = self.positions.saved_at_ns
         self._start_observer()
+        self._warm_until = time.monotonic() + self.warm_budget
         self._discover(startup=True)
         self.thread = threading.Thread(target=self._run, name="tailer", daemon=True)
         self.thread.start()
@@ -308,6 +324,8 @@ class Manager:
         while not self.stopping:
             busy = self._cycle()
             self.started = True
+            if not self.warm.is_set() and (not busy or time.monotonic() >= self._warm_until):
+                self.warm.set()
             if busy:
                 continue
             with self.cond:
@@ -415,6 +433,7 @@ class Manager:
         return self.started and all(t.state in (OPEN, WAITING) for t in self.tailers.values())
 
     def stop(self) -> None:
+        self.warm.set()
         with self.cond:
             self.stopping = True
             self.cond.notify()

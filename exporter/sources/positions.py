@@ -14,9 +14,11 @@ continues no saved generation was rotated while the exporter was down and is rea
 (``saved_at_ns``, the save time, stands in for ``seen`` in files written before it existed.)
 
 The file is written atomically (temporary file, fsync, rename, fsync of the directory). A file that
-cannot be parsed, or holds a value out of bounds (types, sizes, fingerprint length, nesting), is
-reported (log + ``hybrid_cache_exporter_positions_corrupt_total``) and replaced by the next write;
-it never stops the exporter.
+cannot be parsed is reported (log + ``hybrid_cache_exporter_positions_corrupt_total``) and replaced
+by the next write, and every file is then read from its start (lines may be counted twice, none is
+lost: the same rule as after SIGKILL). An entry that holds a value out of bounds (types, sizes,
+fingerprint length) is rejected alone: its file is read from its start, the others resume. It
+never stops the exporter.
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ class Positions:
         self.saved_at_ns = 0
         self.state: dict = {}  # source name -> snapshot (exporter.snapshot), from the loaded file
         self.seen: dict[str, list[list[int]]] | None = None  # path -> [[inode, mtime_ns]] of siblings looked at
+        self.rejected: set[str] = set()  # paths whose entries were rejected at load (read from the start)
+        self.all_rejected = False  # the whole file was unusable (every file read from the start)
         self._last: bytes | None = None
 
     def load(self) -> dict[str, list[dict]]:
@@ -80,8 +84,7 @@ class Positions:
         except FileNotFoundError:
             return {}
         except OSError as e:
-            self.corrupt += 1
-            log.error("positions file %s unreadable (%s): starting without positions; it will be replaced", self.path, e)
+            self._reject_all(f"unreadable: {e}")
             return {}
         try:
             if len(data) > MAX_FILE_BYTES:
@@ -89,34 +92,65 @@ class Positions:
             doc = json.loads(data.decode("utf-8"))
             if not isinstance(doc, dict) or doc.get("version") != VERSION or not isinstance(doc.get("files"), dict):
                 raise ValueError("not a positions document")
-            out: dict[str, list[dict]] = {}
-            for path, entries in doc["files"].items():
-                if not isinstance(entries, list) or len(entries) > MAX_ENTRIES or not all(valid_entry(e) for e in entries):
-                    raise ValueError(f"bad entry for {path[:200]!r}")
-                out[path] = [{k: e[k] for k in FIELDS} | ({"done": True} if e.get("done") else {}) for e in entries]
             seen = doc.get("seen")
-            if seen is not None:
-                if not isinstance(seen, dict):
-                    raise ValueError("bad seen")
-                for path, pairs in seen.items():
-                    if (
-                        not isinstance(pairs, list)
-                        or len(pairs) > MAX_SEEN
-                        or not all(isinstance(p, list) and len(p) == 2 and _int(p[0], U64) and _int(p[1], OFF_MAX) for p in pairs)
-                    ):
-                        raise ValueError(f"bad seen entry for {path[:200]!r}")
-            at = doc.get("saved_at_ns")
-            self.saved_at_ns = at if _int(at, OFF_MAX) else st.st_mtime_ns
-            self.seen = seen
-            state = doc.get("state")
-            self.state = state if isinstance(state, dict) else {}
-            self._last = None  # the first save writes (with this process's save time)
-            return out
+            if seen is not None and not isinstance(seen, dict):
+                raise ValueError("bad seen")
         except (ValueError, UnicodeDecodeError, RecursionError, MemoryError) as e:
-            self.corrupt += 1
-            self.state = {}
-            log.error("positions file %s is corrupt (%s): starting without positions; it will be replaced", self.path, str(e)[:200])
+            self._reject_all(str(e))
             return {}
+        out: dict[str, list[dict]] = {}
+        for path, entries in doc["files"].items():
+            # one damaged entry costs its own path its position, never the others'
+            if not isinstance(entries, list) or len(entries) > MAX_ENTRIES or not all(valid_entry(e) for e in entries):
+                self._reject(path, "bad entry")
+                continue
+            out[path] = [{k: e[k] for k in FIELDS} | ({"done": True} if e.get("done") else {}) for e in entries]
+        if seen is not None:
+            good = {}
+            for path, pairs in seen.items():
+                if (
+                    not isinstance(pairs, list)
+                    or len(pairs) > MAX_SEEN
+                    or not all(isinstance(p, list) and len(p) == 2 and _int(p[0], U64) and _int(p[1], OFF_MAX) for p in pairs)
+                ):
+                    self._reject(path, "bad seen entry")
+                    out.pop(path, None)  # without its siblings looked at, its generations cannot be told apart
+                    continue
+                good[path] = pairs
+            seen = good
+        at = doc.get("saved_at_ns")
+        self.saved_at_ns = at if _int(at, OFF_MAX) else st.st_mtime_ns
+        self.seen = seen
+        state = doc.get("state")
+        self.state = state if isinstance(state, dict) else {}
+        self._last = None  # the first save writes (with this process's save time)
+        return out
+
+    def _reject_all(self, why: str) -> None:
+        self.corrupt += 1
+        self.state = {}
+        self.all_rejected = True
+        log.error(
+            "positions file %s is corrupt (%s): every file is read from its start (lines may be counted again); it will be replaced",
+            self.path,
+            why[:200],
+        )
+
+    def _reject(self, path: object, why: str) -> None:
+        self.corrupt += 1
+        key = str(path)[:4096]
+        self.rejected.add(os.path.abspath(key) if key else key)
+        log.error(
+            "positions file %s: %s for %r rejected: that file is read from its start (lines may be counted again); the others resume",
+            self.path,
+            why,
+            key[:200],
+        )
+
+    def unusable(self, path: str) -> bool:
+        """Whether the saved position of ``path`` (an absolute path) was rejected at load, so the
+        file is read from its start (at least once, like after SIGKILL) rather than from its end."""
+        return self.all_rejected or path in self.rejected
 
     def restore_state(self, pipe, source: str) -> None:
         """Put back what the log had said for ``source`` (before any of its lines is read)."""

@@ -22,8 +22,10 @@ import stat
 
 from ..lines import DEFAULT_MAX_LINE
 from ..pipeline import Pipeline
+from ..reading import Reader, file_year
 from .filereader import FileReader
 from .generations import FP_LEN, GEN_HISTORY, Gen, open_file
+from .recovery import DETECT_BYTES, recover
 from .siblings import Home, Siblings
 
 log = logging.getLogger("hybrid_cache_exporter.tailer")
@@ -71,6 +73,7 @@ class Tailer(Siblings):
         self.rotations = 0
         self.truncations = 0
         self.errors = 0  # unexpected errors in this source's reading (logged, retried)
+        self.recovered_lines = 0  # lines read back at start for the current boot's facts (not counted)
         self._overlong_closed = 0
         self.had_file = False
         self.first = True
@@ -238,7 +241,10 @@ class Tailer(Siblings):
                 self.mgr_fds(-1)
                 self._set_error("not a regular file")
                 return
-            offset, gen = self._start_offset(fd, st)
+            offset, gen, back = self._start_offset(fd, st)
+            if back:
+                self._recover(fd, offset)
+            self._set_year(fd, offset, st)
             r = FileReader(self, fd, offset, self.path, gen)
         except OSError as e:
             os.close(fd)
@@ -258,20 +264,61 @@ class Tailer(Siblings):
         self.mtime = st.st_mtime
         self._note(OPEN, logging.INFO, "%s: reading from offset %d (source=%s)", self.path, offset, self.source)
 
-    def _start_offset(self, fd: int, st: os.stat_result) -> tuple[int, Gen | None]:
+    def _start_offset(self, fd: int, st: os.stat_result) -> tuple[int, Gen | None, bool]:
+        """Where the first file opened is read from, and whether the current boot is read back
+        from before that offset (exporter.sources.recovery)."""
         if not self.first:
-            return 0, None  # a file that appeared after we started: all of it is new
+            return 0, None, False  # a file that appeared after we started: all of it is new
         if self.resume_offset is not None:
             off, self.resume_offset = self.resume_offset, None
             gen, self.resume_gen = self.resume_gen, None
             if gen is not None and (gen.dev, gen.ino) != (st.st_dev, st.st_ino):
                 gen = None
-            return min(off, st.st_size), gen
+            off = min(off, st.st_size)
+            return off, gen, off > 0  # recovered only if the saved facts are missing (_recover)
         if self.had_saved:
-            return 0, None  # created after the generations recorded in the positions file
+            return 0, None, False  # created after the generations recorded in the positions file
         if self.start_at_end:
-            return self._tail_start(fd, st.st_size), None
-        return 0, None
+            off = self._tail_start(fd, st.st_size)
+            return off, None, off > 0
+        return 0, None, False
+
+    def _said_nothing(self) -> bool:
+        with self.pipe.lock:
+            src = self.pipe.sources.get(self.source)
+            return src is None or not (src.servers or src.config or src.last_ts is not None)
+
+    def _recover(self, fd: int, end: int) -> None:
+        """The source has said nothing and its file holds lines before ``end``: read the current
+        boot back for its facts (not counted; exporter.sources.recovery)."""
+        make = getattr(self.manager, "recover_pipeline", None)
+        if make is None or not self._said_nothing():
+            return
+        sibs = [os.path.join(self._dir(), n) for n in self.siblings()]
+        res = recover(self.pipe, make, self.source, self.path, fd, end, sibs, self.max_line)
+        self.recovered_lines += res.lines
+        log.info(
+            "%s: read back %d lines before offset %d for the current boot's facts (boot %s; searched %d bytes; %.2fs); not counted",
+            self.path,
+            res.lines,
+            end,
+            res.boot or "not found: the newest lines only",
+            res.scanned,
+            res.seconds,
+        )
+
+    def _set_year(self, fd: int, offset: int, st: os.stat_result) -> None:
+        """A source's first lines: the year of vLLM's year-less times from the file (its
+        modification time and first dated line: exporter.reading.file_year), not from the clock."""
+        if offset >= st.st_size or not self._said_nothing():
+            return
+        r = Reader(self.max_line)
+        r.detect_from(os.pread(fd, DETECT_BYTES, 0))
+        lines = r.feed(os.pread(fd, DETECT_BYTES, offset))
+        if lines:
+            year = file_year(lines, st.st_mtime, self.pipe.engine)
+            with self.pipe.lock:
+                self.pipe.source(self.source).year = year
 
     @staticmethod
     def _tail_start(fd: int, size: int) -> int:
