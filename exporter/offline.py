@@ -8,18 +8,18 @@ of each other (:func:`order_generations`), then feeding them as one source (:fun
 
 from __future__ import annotations
 
+import contextlib
 import lzma
 import os
 import re
 import sys
-import time
 from collections.abc import Iterable
 from contextlib import closing
 from dataclasses import dataclass
 
 from parsers import parse_line
 
-from .reading import CHUNK, Reader, close_log, open_log, read_blocks, source_name
+from .reading import CHUNK, Reader, close_log, file_year, open_log, read_blocks, source_name
 
 # a rotated generation's suffix: '.1', '.2', '-20260814', '.2026-08-14', '-20260814-1723456789',
 # then maybe a compression extension
@@ -75,7 +75,7 @@ def _scan_head(g: Generation, engine: str | None) -> None:
         g.head = f.read(HEAD_BYTES)
     finally:
         close_log(f)
-    year = time.localtime().tm_year
+    year = _year(g.path, g.head, engine)  # vLLM's MM-DD: the year from the file, not from the clock
     seen = 0
     with closing(read_blocks(g.path)) as blocks:
         for text in blocks:
@@ -208,6 +208,9 @@ def replay_files(pipe, paths: Iterable[str], source: str | None, err=sys.stderr)
     for name, members in order_generations(list(paths), getattr(pipe, "engine", None), err):
         name = source or name
         src = pipe.source(name)
+        if members[0] != "-" and src.last_ts is None and os.path.isfile(members[0]):
+            with contextlib.suppress(OSError, EOFError, ValueError, lzma.LZMAError):  # reported when it is fed
+                src.year = _year(members[0], _first_bytes(members[0]), src.engine)
         reader = Reader()  # one for the generations of a log: a line cut by copytruncate is joined
         for path in members:
             if path != "-" and os.path.isdir(path):
@@ -218,6 +221,10 @@ def replay_files(pipe, paths: Iterable[str], source: str | None, err=sys.stderr)
             engine_before = src.engine
             got = [0]
             try:
+                if reader.pending:  # a line the previous generation left unfinished
+                    ended = reader.ends_before(_first_bytes(path))
+                    if ended:
+                        pipe.feed_text(name, "\n".join(ended) + "\n")
                 feed_text = pipe.feed_text
                 for text in read_blocks(path, reader, flush=False, nbytes=got):
                     feed_text(name, text)
@@ -240,6 +247,24 @@ def replay_files(pipe, paths: Iterable[str], source: str | None, err=sys.stderr)
         if rest:
             pipe.feed_text(name, "\n".join(rest) + "\n")
     return failed
+
+
+def _year(path: str, head: bytes, engine: str | None) -> int:
+    """The year of the first lines of a file (exporter.reading.file_year: its modification time
+    and its first dated line; a rotated copy keeps the time of its last write)."""
+    r = Reader()
+    lines = r.feed(head)
+    return file_year(lines, os.stat(path).st_mtime, engine)
+
+
+def _first_bytes(path: str) -> bytes:
+    if path == "-":
+        return b""
+    f = open_log(path)
+    try:
+        return f.read(HEAD_BYTES)
+    finally:
+        close_log(f)
 
 
 def _has_header(path: str, engine: str | None) -> bool:

@@ -42,6 +42,7 @@ import gzip
 import io
 import lzma
 import os
+import re
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -57,6 +58,14 @@ CHUNK = 1 << 20
 DETECT_MAX = 1 << 16  # a first line longer than this is classified from its start
 _BOM = b"\xef\xbb\xbf"
 RECORD_SLACK = 1 << 16  # room for the container wrapping around a message of max_line bytes
+# the start of a line a server writes: a whole SGLang or vLLM header, or a collector's RFC3339
+# time. The rest of a line cut anywhere does not start so (Reader.ends_before); a line cut just
+# after vLLM's process prefix is the one exception, told by the held part (PROC_END_RE)
+LINE_START_RE = re.compile(
+    rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d"
+    rb"|\([A-Za-z][\w ]*?(?: rank=\d+)? pid=\d+|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
+)
+PROC_END_RE = re.compile(rb"pid=\d+(?:, ip=[^)]*)?\) ?$")
 
 __all__ = [
     "CHUNK",
@@ -178,6 +187,22 @@ class Reader:
             return self.splitter.read_text(f, n)
         chunk = f.read(n)
         return (self.feed_text(chunk) if chunk else ""), len(chunk)
+
+    def ends_before(self, data: bytes) -> list[str]:
+        """Bytes from elsewhere come next (the next generation of a log, or a file's content after
+        it was truncated): when they start a line of their own (an engine header, or a record of
+        the container format), the held partial line was never finished (its writer died or was
+        restarted) and ends here: returned, as :meth:`flush` returns it. Else ``[]``: the bytes
+        continue it (``copytruncate`` leaves the rest of a line to the new content)."""
+        if not self.pending or not data:
+            return []
+        if self.fmt not in (None, PLAIN):
+            nl = data.find(b"\n", 0, DETECT_MAX)
+            return self.flush() if detect(data[: nl if nl >= 0 else DETECT_MAX]) == self.fmt else []
+        held = self._head if self.fmt is None else self.splitter.buf
+        if LINE_START_RE.match(data) and not PROC_END_RE.search(held[-200:]):
+            return self.flush()
+        return []
 
     def flush(self) -> list[str]:
         """The end of a finished input: the held partial line (or unfinished message), if any."""

@@ -50,11 +50,11 @@ def lines_blob(start: int, n: int, fixed: bool = False) -> bytes:
 class Serve:
     """A running ``hybrid-cache-exporter serve`` subprocess."""
 
-    def __init__(self, tmp: Path, *args: str, stdin=None, port: int | None = None) -> None:
+    def __init__(self, tmp: Path, *args: str, stdin=None, port: int | None = None, prefix: tuple[str, ...] = ()) -> None:
         self.port = port or free_port()
         self.err_path = tmp / f"serve-{self.port}-{time.monotonic_ns()}.log"
         self.err = open(self.err_path, "wb")  # noqa: SIM115
-        cmd = [str(EXE), "serve", "--listen", f"127.0.0.1:{self.port}", *args]
+        cmd = [*prefix, str(EXE), "serve", "--listen", f"127.0.0.1:{self.port}", *args]
         self.proc = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.DEVNULL, stderr=self.err)
         self.base = f"http://127.0.0.1:{self.port}"
 

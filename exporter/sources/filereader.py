@@ -70,6 +70,7 @@ class FileReader:
         self.gen = gen
         self.last_data = time.monotonic()
         self._checked = (self.size, self.mtime_ns)
+        self._restarted = False  # truncated: the next bytes parsed may end the held partial line
         if offset > 0:
             # the container format is the file's, detected from its first line
             self.reader.detect_from(os.pread(fd, 65536, 0))
@@ -170,6 +171,7 @@ class FileReader:
         self.gen = new
         self.read_pos = 0
         self._checked = (-1, -1)
+        self._restarted = True
 
     def read_extra(self, data_iter) -> int:
         """Feed bytes of this generation that come from elsewhere (a copy), continuing the held
@@ -196,6 +198,11 @@ class FileReader:
                 chunk = chunk[:cut]
             self.buf_len -= len(chunk)
             done += len(chunk)
+            if self._restarted:
+                # the first bytes after a truncation: a new writer's first line (a restart that
+                # truncated the log) ends the held partial line; copytruncate's rest continues it
+                self._restarted = False
+                self._emit(self.reader.ends_before(chunk))
             self._emit(self.reader.feed(chunk))
         return bool(self.buf)
 

@@ -211,6 +211,11 @@ class Tailer(Siblings):
         return any(ino == r.ino and r.unpark(os.path.join(d.path, name)) for name, ino in d.refresh_all().items())
 
     def _set_error(self, msg: str) -> None:
+        if self.first:
+            # unreadable before it was ever read (a directory Docker made for a missing bind
+            # mount, a symlink loop, permission denied): once readable, all of it is new, as for
+            # a path that appears after the start
+            self.start_at_end = False
         self.state = ERROR
         self.error = msg
         self._note("error:" + msg, logging.ERROR, "%s: %s", self.path, msg)
