@@ -309,6 +309,12 @@ class ReloadingWebConfig:
     def _stamp_of(self, cfg: WebConfig) -> tuple:
         return tuple(_stamp(f) for f in cfg.files)
 
+    def reload(self) -> WebConfig:
+        """Re-read the files now, changed or not (SIGHUP)."""
+        with self._lock:
+            self._stamps, self._failed = (), None
+        return self.get()
+
     def get(self) -> WebConfig:
         """The configuration for a new connection (reloaded first if a file changed)."""
         cfg = self.current
@@ -334,7 +340,7 @@ class ReloadingWebConfig:
             self._failed = None
             self.current = new
             self.reloads += 1
-            log.info("web config %s reloaded (files changed)", self.path)
+            log.info("web config %s reloaded", self.path)
             return new
 
 

@@ -73,7 +73,8 @@ class Serve:
         raise AssertionError("serve did not come up: " + self.stderr())
 
     def stderr(self) -> str:
-        self.err.flush()
+        if not self.err.closed:
+            self.err.flush()
         return self.err_path.read_text(errors="replace")
 
     def get(self, path: str = "/metrics") -> tuple[int, str]:

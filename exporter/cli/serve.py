@@ -7,6 +7,8 @@ This module checks the flags and runs :class:`exporter.serve.Service` until SIGT
 from __future__ import annotations
 
 import argparse
+import collections
+import faulthandler
 import logging
 import os
 import re
@@ -172,6 +174,7 @@ def _err(msg: str) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_format)
+    signals = Signals()  # from here on no signal kills the process without its positions
     kubelet = [a for a in args.log if KUBELET_GLOB.match(a)]
     if kubelet and not args.kubernetes_pods:
         args.kubernetes_pods = KUBELET_GLOB.match(kubelet[0]).group(1)
@@ -239,19 +242,55 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"hybrid-cache-exporter serve: cannot listen on {', '.join(listens)}: {getattr(e, 'strerror', None) or e}", file=sys.stderr)
         return 1
 
-    stop = threading.Event()
-
-    def on_signal(signum, _frame) -> None:
-        log.info("received %s; stopping", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-
     svc.start()
     try:
-        while not stop.wait(1.0):
-            pass
+        serve_until_stopped(svc, signals)
     finally:
         svc.stop()
     return 0
+
+
+# what each signal does (docs/serve.md, "Signals"); every one is handled in the main thread, and
+# none loses the lines read since the last positions write
+SIGNALS = {
+    "SIGTERM": "stop: the positions written, exit 0",
+    "SIGINT": "stop: the positions written, exit 0",
+    "SIGQUIT": "the stack of every thread to stderr, then stop: the positions written, exit 0",
+    "SIGHUP": "re-read the web config (TLS, basic auth) and write the positions; go on",
+    "SIGUSR1": "write the positions and log each source's state (offset, lag, open files); go on",
+    "SIGUSR2": "the stack of every thread to stderr (a stall); go on",
+}
+
+
+class Signals:
+    """Signals caught from the start of ``serve`` (before the service is built), acted on by the
+    main loop: a handler only queues and wakes."""
+
+    def __init__(self) -> None:
+        self.pending: collections.deque[int] = collections.deque()
+        self.wake = threading.Event()
+        for name in SIGNALS:
+            signal.signal(getattr(signal, name), self._on)
+
+    def _on(self, signum, _frame) -> None:
+        self.pending.append(signum)
+        self.wake.set()
+
+
+def serve_until_stopped(svc: Service, signals: Signals) -> None:
+    while True:
+        signals.wake.wait(1.0)
+        signals.wake.clear()
+        while signals.pending:
+            sig = signal.Signals(signals.pending.popleft())
+            log.info("received %s: %s", sig.name, SIGNALS[sig.name])
+            if sig in (signal.SIGQUIT, signal.SIGUSR2):
+                faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+            if sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+                return
+            if sig == signal.SIGHUP and svc.web is not None:
+                svc.web.reload()
+            if sig == signal.SIGUSR1:
+                for row in svc.rows():
+                    log.info("source %s", " ".join(f"{k}={v}" for k, v in row.items()))
+            svc.manager.request_save()

@@ -92,6 +92,7 @@ class Manager:
         self.loop_errors = 0
         self._next_glob = 0.0
         self._next_save = 0.0
+        self._save_now = False
         self._saved_key: tuple = ()
         self._save_anyway = 0.0
         self._next_sweep = 0.0
@@ -386,10 +387,16 @@ class Manager:
                 self._watch(os.path.dirname(t.real))
         if self.fd_budget is not None and self.open_fds > self.fd_budget:
             self.make_room(self.fd_budget)
-        if self.positions is not None and now >= self._next_save:
+        if self.positions is not None and (now >= self._next_save or self._save_now):
+            force, self._save_now = self._save_now, False
             self._next_save = now + self.positions_interval
-            self.save(force=False)
+            self.save(force=force)
         return more
+
+    def request_save(self) -> None:
+        """Write the positions file at the next cycle of the tailing thread (SIGHUP, SIGUSR1)."""
+        self._save_now = True
+        self._wake()
 
     def wake_globs(self) -> None:
         self._next_glob = 0.0
