@@ -7,14 +7,19 @@ change) is exporter.webconfig; each new connection asks it for the configuration
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import html
 import logging
+import queue
+import select
 import socket
 import ssl
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import exposition
@@ -26,6 +31,15 @@ from .webconfig import FixedWebConfig, ReloadingWebConfig, WebConfig
 log = logging.getLogger("hybrid_cache_exporter.web")
 
 WARM_WAIT = 10.0  # seconds a request waits for the start-up read (the manager's budget is 5 s)
+# connections (docs/reliability.md, "Concurrent scrapers"): the listen queue holds what the
+# workers cannot take yet (the kernel caps it at net.core.somaxconn), so a burst of scrapers waits
+# in it instead of having its SYNs dropped and retried after 1, 3, 7 s; a bounded pool of workers
+# serves them, and an idle keep-alive connection gives its worker up when others wait
+LISTEN_BACKLOG = 1024
+MAX_WORKERS = 32
+REQUEST_TIMEOUT = 30.0  # seconds a client may take to send a request or read the answer
+IDLE_TIMEOUT = 60.0  # seconds a keep-alive connection may wait for its next request
+IDLE_GRACE = 0.5  # ... and while other connections wait for a worker
 
 
 def parse_listen(s: str) -> tuple[str, int]:
@@ -44,6 +58,8 @@ def parse_listen(s: str) -> tuple[str, int]:
         raise ValueError(f"bad listen address {s!r}: write an IPv6 address in brackets, e.g. [::1]:{DEFAULT_PORT}")
     elif ":" in s:
         host, port = s.rsplit(":", 1)
+    elif s.isdigit():
+        raise ValueError(f"bad listen address {s!r}: a port alone is not an address; write ':{s}' (every interface) or '127.0.0.1:{s}'")
     try:
         p = int(port)
     except ValueError:
@@ -158,6 +174,51 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     app: App  # set on the subclass made by make_server
 
+    def handle(self) -> None:
+        """Requests of one connection. It waits for its first request at most ``REQUEST_TIMEOUT``
+        seconds, between two at most ``IDLE_TIMEOUT``, and no more than ``IDLE_GRACE`` while other
+        connections wait for a worker: a connection that sends nothing cannot hold a worker."""
+        self.close_connection = True
+        if not self._next_request(REQUEST_TIMEOUT):
+            return  # a connection that sends nothing (a port scan, a half-open TCP check)
+        self.handle_one_request()
+        while not self.close_connection and self._next_request(IDLE_TIMEOUT):
+            self.handle_one_request()
+
+    def _next_request(self, timeout: float) -> bool:
+        srv = self.server
+        start = time.monotonic()
+        deadline = start + timeout
+        while True:
+            if self._arrived():
+                return True
+            now = time.monotonic()
+            left = deadline - now
+            # crowded: let go after a short grace (a client that reuses its connection at once
+            # would otherwise find it closed under its next request)
+            if left <= 0 or (now - start >= IDLE_GRACE and srv.crowded()):  # type: ignore[attr-defined]
+                return False
+            try:
+                select.select([self.connection], [], [], min(left, 0.1))
+            except (OSError, ValueError):
+                return False
+
+    def _arrived(self) -> bool:
+        """Whether bytes of the next request are here (buffered, decrypted, or readable)."""
+        conn = self.connection
+        if isinstance(conn, ssl.SSLSocket) and conn.pending():
+            return True
+        try:
+            conn.setblocking(False)
+            return bool(self.rfile.peek(1))  # type: ignore[attr-defined]
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return False
+        except OSError:
+            return True  # the request reading reports it
+        finally:
+            with contextlib.suppress(OSError):
+                conn.settimeout(REQUEST_TIMEOUT)
+
     @property
     def config(self) -> WebConfig:
         """The web config in force (a reload's users and headers apply to open connections too;
@@ -168,6 +229,11 @@ class Handler(BaseHTTPRequestHandler):
         log.debug("%s " + format, self.address_string(), *args)
 
     def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8", headers: list[tuple[str, str]] = ()) -> None:
+        if self.server.crowded():  # type: ignore[attr-defined]
+            # connections wait for a worker: this one is closed after its answer, so workers go
+            # round the waiting connections instead of serving the same keep-alive clients
+            headers = [*headers, ("Connection", "close")]
+            self.close_connection = True
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -255,11 +321,73 @@ class Handler(BaseHTTPRequestHandler):
         ).encode()
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
+class Server(HTTPServer):
+    """One listener: a listen queue of ``LISTEN_BACKLOG``, at most ``MAX_WORKERS`` connections
+    served at once by a pool of threads; further connections wait in the listen queue (accepted
+    as workers come free), never refused."""
+
     allow_reuse_address = True
+    request_queue_size = LISTEN_BACKLOG
+    max_workers = MAX_WORKERS
     app: App
     bind: BindAddress
+
+    def __init__(self, *args, **kw) -> None:
+        self._slots = threading.Semaphore(self.max_workers)
+        self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._workers: list[threading.Thread] = []
+        self._busy = 0  # connections handed to the workers and not finished
+        self._lock = threading.Lock()
+        self._waiting = False  # the accepting thread waits for a free worker: connections queue
+        self._closing = False
+        super().__init__(*args, **kw)
+
+    def crowded(self) -> bool:
+        """Whether connections wait for a worker (an idle keep-alive connection then lets go)."""
+        return self._waiting
+
+    def process_request(self, request, client_address) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._waiting = True
+            while not self._slots.acquire(timeout=0.05):
+                if self._closing:
+                    self._waiting = False
+                    self.shutdown_request(request)
+                    return
+            self._waiting = False
+        with self._lock:
+            self._busy += 1
+            if self._busy > len(self._workers):  # threads are made as needed, up to max_workers
+                t = threading.Thread(target=self._worker, name="http-worker", daemon=True)
+                self._workers.append(t)
+                t.start()
+        self._work.put((request, client_address))
+
+    def _worker(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            request, client_address = item
+            try:
+                self.finish_request(request, client_address)
+            except Exception:
+                self.handle_error(request, client_address)
+            finally:
+                self.shutdown_request(request)
+                with self._lock:
+                    self._busy -= 1
+                self._slots.release()
+
+    def shutdown(self) -> None:
+        self._closing = True
+        super().shutdown()
+
+    def server_close(self) -> None:
+        self._closing = True
+        super().server_close()
+        for _ in self._workers:
+            self._work.put(None)
 
     def server_bind(self) -> None:
         if self.bind.family == socket.AF_INET6:
@@ -275,18 +403,39 @@ class Server(ThreadingHTTPServer):
         return sock, addr
 
     def finish_request(self, request, client_address) -> None:
-        request.settimeout(30)
+        request.settimeout(REQUEST_TIMEOUT)
         cfg = self.app.config
         if isinstance(request, ssl.SSLSocket):
             try:
-                request.do_handshake()
-            except (OSError, ssl.SSLError) as e:
+                if not self._handshake(request):
+                    return
+            except (OSError, ssl.SSLError, ValueError) as e:
                 log.debug("TLS handshake with %s failed: %s", client_address, e)
                 return
             if cfg.allowed_sans and not _san_allowed(request.getpeercert(), cfg.allowed_sans):
                 log.info("client certificate of %s has no allowed SAN; connection closed", client_address)
                 return
         super().finish_request(request, client_address)
+
+    def _handshake(self, sock: ssl.SSLSocket) -> bool:
+        """The TLS handshake, given up after ``REQUEST_TIMEOUT`` seconds, or after ``IDLE_GRACE``
+        while other connections wait for a worker (a client that stalls it cannot hold one)."""
+        sock.setblocking(False)
+        start = time.monotonic()
+        while True:
+            try:
+                sock.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                want = ([sock], [])
+            except ssl.SSLWantWriteError:
+                want = ([], [sock])
+            now = time.monotonic()
+            if now - start >= REQUEST_TIMEOUT or (now - start >= IDLE_GRACE and self.crowded()):
+                return False
+            select.select(*want, [], 0.1)
+        sock.settimeout(REQUEST_TIMEOUT)
+        return True
 
     def handle_error(self, request, client_address) -> None:
         log.debug("error serving %s", client_address, exc_info=True)

@@ -313,9 +313,9 @@ class ReloadingWebConfig:
         """Re-read the files now, changed or not (SIGHUP)."""
         with self._lock:
             self._stamps, self._failed = (), None
-        return self.get()
+        return self.get("on SIGHUP")
 
-    def get(self) -> WebConfig:
+    def get(self, why: str = "files changed") -> WebConfig:
         """The configuration for a new connection (reloaded first if a file changed)."""
         cfg = self.current
         if not self.path:
@@ -340,7 +340,7 @@ class ReloadingWebConfig:
             self._failed = None
             self.current = new
             self.reloads += 1
-            log.info("web config %s reloaded", self.path)
+            log.info("web config %s reloaded (%s)", self.path, why)
             return new
 
 
