@@ -254,9 +254,14 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         url = urlsplit(self.path)
         path = url.path
-        if path not in ("/healthz", "/readyz") and not self.config.check_auth(self.headers.get("Authorization")):
-            self._send(401, b"unauthorized\n", headers=[("WWW-Authenticate", 'Basic realm="hybrid-cache-exporter"')])
-            return
+        if path not in ("/healthz", "/readyz"):
+            ok = self.config.check_auth(self.headers.get("Authorization"), self.client_address[0])
+            if ok is None:  # not checked: bcrypt busy (a flood of wrong passwords); try again
+                self._send(503, b"authentication busy, retry\n", headers=[("Retry-After", "1")])
+                return
+            if not ok:
+                self._send(401, b"unauthorized\n", headers=[("WWW-Authenticate", 'Basic realm="hybrid-cache-exporter"')])
+                return
         if path not in ("/healthz", "/readyz") and self.app.warm is not None:
             self.app.warm(WARM_WAIT)  # the start-up read of the files found at start (docs/serve.md)
         if path == self.app.telemetry_path:

@@ -10,8 +10,9 @@ docs/web-configuration.md):
   ``prefer_server_cipher_suites`` (accepted, no effect).
 * ``http_server_config``: ``headers`` (added to every response), ``http2`` (accepted; HTTP/1.1 is served).
 * ``basic_auth_users``: user -> bcrypt hash. Outcomes are cached in memory (keyed by a SHA-256 of
-  the credentials) so frequent scrapes do not pay bcrypt each time; unknown users cost the same
-  bcrypt as known ones, and bcrypt runs in a small pool (``WebConfig.check_auth``).
+  the credentials; a verified one is never forgotten for a failure) so frequent scrapes do not pay
+  bcrypt each time; unknown users cost the same bcrypt as known ones, and bcrypt runs in a small
+  pool that serves the addresses with the fewest failures first (``WebConfig.check_auth``).
 
 Anything else (unknown keys, ``cipher_suites``, ``curve_preferences``, inline ``cert``/``key``,
 ``rate_limit``, ``RequestClientCert``/``RequireAnyClientCert``) is rejected at start with a clear
@@ -28,11 +29,14 @@ that would switch it is refused (restart for that).
 from __future__ import annotations
 
 import base64
+import bisect
+import collections
 import hashlib
 import logging
 import os
 import ssl
 import threading
+import time
 from dataclasses import dataclass, field
 
 import bcrypt
@@ -77,19 +81,23 @@ class WebConfig:
     users: dict[str, bytes] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     files: tuple[str, ...] = ()  # the config file and the files it names: a change to any reloads
-    _ok: dict[bytes, bool] = field(default_factory=dict)  # SHA-256 of credentials -> outcome
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _auth: AuthCache = field(default_factory=lambda: AuthCache())
 
-    def check_auth(self, header: str | None) -> bool:
-        """True if basic auth is off or the Authorization header carries valid credentials.
+    def check_auth(self, header: str | None, client: str | None = None) -> bool | None:
+        """True if basic auth is off or the Authorization header carries valid credentials; False
+        if they are wrong; None if they could not be checked now (bcrypt busy: answered 503).
 
-        No side channel and no starvation (docs/reading.md, "Basic auth"): a user that is not
-        configured is checked against a dummy hash of the configured users' bcrypt cost, so both
-        take the same time; bcrypt runs in a small pool (``BCRYPT_POOL``), a request waits at most
-        ``AUTH_WAIT`` seconds for it and at most ``AUTH_QUEUE`` requests wait (more are refused at
-        once), so a flood of bad credentials cannot take every core from the scrapes. Results are
-        cached by a SHA-256 of the credentials, successes and failures alike, so Prometheus's
-        repeated scrape and a repeated wrong password cost no bcrypt after the first time."""
+        No side channel and no lock-out (docs/reading.md, "Basic auth"; docs/reliability.md): a
+        user that is not configured is checked against a dummy hash of the configured users'
+        bcrypt cost, so both take the same time. A credential that was verified is remembered for
+        as long as the configuration holds its user (:class:`AuthCache`): it is never checked
+        again, whatever else arrives. bcrypt runs in a small pool (``BCRYPT_GATE``) that hands its
+        slots to the waiting request whose client address has the fewest recent failures, so a
+        flood of wrong passwords from some addresses waits behind a scraper from another; at
+        most ``AUTH_QUEUE`` wait, a newcomer with fewer failures takes the place of the one with
+        the most, and a request waits at most ``AUTH_WAIT`` seconds. A credential answered 503
+        unchecked goes first when it comes again (a scraper's next scrape; a flood of distinct
+        passwords never repeats one)."""
         if not self.users:
             return True
         if not header or not header.lower().startswith("basic "):
@@ -99,22 +107,27 @@ class WebConfig:
         except (ValueError, UnicodeDecodeError):
             return False
         key = hashlib.sha256(f"{len(user)}:{user}:{pw}".encode()).digest()
-        with self._lock:
-            known = self._ok.get(key)
-            if known is not None:
-                return known
-        dummy = self.dummy_hash()  # every check fetches it: the first one costs the same for all users
-        h = self.users.get(user)
-        target = h if h is not None else dummy
-        ok = _bcrypt_check(pw.encode("utf-8"), target)
-        if ok is None:  # the pool stayed busy: refused, not cached
-            return False
-        ok = ok and h is not None
-        with self._lock:
-            if len(self._ok) >= AUTH_CACHE:
-                self._ok.clear()
-            self._ok[key] = ok
-        return ok
+        known = self._auth.get(key)
+        if known is not None:
+            return known
+        addr = client or ""
+        first, done = self._auth.begin(key)
+        if not first:  # the same credentials are being checked (Prometheus replicas at once): their outcome
+            done.wait(AUTH_WAIT)
+            return self._auth.get(key)
+        try:
+            dummy = self.dummy_hash()  # every check fetches it: the first one costs the same for all users
+            h = self.users.get(user)
+            target = h if h is not None else dummy
+            ok = _bcrypt_check(pw.encode("utf-8"), target, self._auth.priority(key, addr))
+            if ok is None:  # no slot in time: not checked; its retry goes first
+                self._auth.defer(key)
+                return None
+            ok = ok and h is not None
+            self._auth.put(key, ok, user, addr)
+            return ok
+        finally:
+            self._auth.end(key)
 
     def dummy_hash(self) -> bytes:
         """A bcrypt hash (of nothing anyone knows) with the cost most configured users have."""
@@ -122,15 +135,167 @@ class WebConfig:
         cost = max(set(costs), key=lambda c: (costs.count(c), c)) if costs else 10
         return _dummy_hash(cost)
 
+    def adopt(self, old: WebConfig) -> None:
+        """A reload with the same users keeps what was verified (certificate rotation, SIGHUP)."""
+        if old.users == self.users:
+            self._auth = old._auth
+
+
+class AuthCache:
+    """Outcomes of basic-auth checks, by a SHA-256 of the credentials.
+
+    Verified credentials (``good``) are kept apart from failures and are never dropped to make room
+    for one: a flood of distinct wrong passwords cannot evict the scraper's (before: the whole
+    cache was wiped at 4,096 entries, and the next check of the good password found the queue
+    full: 401). Good entries are bounded per user (``GOOD_PER_USER``: bcrypt 4 accepts any suffix
+    after 72 bytes, so one password can have many spellings), failures by ``AUTH_CACHE`` (the
+    oldest go first). ``failures(addr)`` is the recent failure count of a client address (halved
+    every ``FAIL_HALF_LIFE`` seconds; a success clears it) and ``deferred`` the credentials answered
+    503 without a check: both give the bcrypt pool its order (``priority``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.good: dict[bytes, str] = {}  # key -> user
+        self.bad: collections.OrderedDict[bytes, None] = collections.OrderedDict()
+        self.by_addr: collections.OrderedDict[str, tuple[float, float]] = collections.OrderedDict()
+        self.checking: dict[bytes, threading.Event] = {}  # credentials in bcrypt now
+        self.deferred: collections.OrderedDict[bytes, None] = collections.OrderedDict()  # answered 503 unchecked
+
+    def begin(self, key: bytes) -> tuple[bool, threading.Event]:
+        """(whether this caller checks ``key``, the event set when the check ends)."""
+        with self._lock:
+            ev = self.checking.get(key)
+            if ev is not None:
+                return False, ev
+            ev = self.checking[key] = threading.Event()
+            return True, ev
+
+    def end(self, key: bytes) -> None:
+        with self._lock:
+            ev = self.checking.pop(key, None)
+        if ev is not None:
+            ev.set()
+
+    def get(self, key: bytes) -> bool | None:
+        with self._lock:
+            if key in self.good:
+                return True
+            if key in self.bad:
+                self.bad.move_to_end(key)
+                return False
+        return None
+
+    def put(self, key: bytes, ok: bool, user: str, addr: str) -> None:
+        with self._lock:
+            self.deferred.pop(key, None)
+            if ok:
+                mine = [k for k, u in self.good.items() if u == user]
+                if len(mine) >= GOOD_PER_USER:
+                    del self.good[mine[0]]
+                self.good[key] = user
+                self.by_addr.pop(addr, None)
+                return
+            self.bad[key] = None
+            self.bad.move_to_end(key)
+            while len(self.bad) > AUTH_CACHE:
+                self.bad.popitem(last=False)
+            score = self._score(addr, time.monotonic()) + 1.0
+            self.by_addr[addr] = (score, time.monotonic())
+            self.by_addr.move_to_end(addr)
+            while len(self.by_addr) > AUTH_ADDRESSES:
+                self.by_addr.popitem(last=False)
+
+    def priority(self, key: bytes, addr: str) -> tuple[int, float]:
+        """The bcrypt pool's order (lowest first): credentials retried after a 503 (a flood of
+        distinct passwords never repeats one; a scraper does, at its next scrape), then the recent
+        failures of the client address."""
+        with self._lock:
+            return (0 if key in self.deferred else 1, self._score(addr, time.monotonic()))
+
+    def defer(self, key: bytes) -> None:
+        with self._lock:
+            self.deferred[key] = None
+            self.deferred.move_to_end(key)
+            while len(self.deferred) > AUTH_CACHE:
+                self.deferred.popitem(last=False)
+
+    def _score(self, addr: str, now: float) -> float:
+        v = self.by_addr.get(addr)
+        if v is None:
+            return 0.0
+        return v[0] * 0.5 ** ((now - v[1]) / FAIL_HALF_LIFE)
+
 
 # bcrypt work of basic auth: a few checks at once, whatever the number of connections
-BCRYPT_POOL = threading.BoundedSemaphore(max(1, min(4, (os.cpu_count() or 2) // 2)))
-AUTH_WAIT = 10.0  # seconds a request waits for a bcrypt slot before it is refused
-AUTH_QUEUE = 64  # requests that may wait for a slot; further ones are refused at once
-AUTH_CACHE = 4096  # cached outcomes per config (cleared when full)
-_waiting = 0
-_waiting_lock = threading.Lock()
+BCRYPT_SLOTS = max(1, min(4, (os.cpu_count() or 2) // 2))
+AUTH_WAIT = 10.0  # seconds a request waits for a bcrypt slot before it is answered 503
+AUTH_QUEUE = 16 * BCRYPT_SLOTS  # requests that may wait for a slot (more are answered 503 at once, freeing their worker)
+AUTH_CACHE = 4096  # failed credentials remembered per config (oldest forgotten first)
+GOOD_PER_USER = 16  # verified credentials remembered per user (never forgotten for a failure)
+AUTH_ADDRESSES = 4096  # client addresses whose recent failures are counted
+FAIL_HALF_LIFE = 60.0  # seconds
 _DUMMIES: dict[int, bytes] = {}
+
+
+class _Ticket:
+    __slots__ = ("prio", "seq", "refused")
+
+    def __init__(self, prio, seq: int) -> None:
+        self.prio, self.seq, self.refused = prio, seq, False
+
+    def __lt__(self, other: _Ticket) -> bool:
+        return (self.prio, self.seq) < (other.prio, other.seq)
+
+
+class BcryptGate:
+    """The bcrypt slots, handed to the waiting request with the lowest priority value (the
+    fewest recent failures of its client address; first come first served among equals)."""
+
+    def __init__(self, slots: int, queue: int = AUTH_QUEUE) -> None:
+        self.cond = threading.Condition()
+        self.free = slots
+        self.queue = queue
+        self.waiting: list[_Ticket] = []  # sorted
+        self._seq = 0
+
+    def acquire(self, prio, timeout: float) -> bool:
+        with self.cond:
+            if self.free > 0 and not self.waiting:
+                self.free -= 1
+                return True
+            if len(self.waiting) >= self.queue:
+                worst = self.waiting[-1]
+                if not prio < worst.prio:
+                    return False  # the queue is full of requests placed before this one
+                worst.refused = True  # a newcomer with fewer failures takes its place
+                self.waiting.pop()
+                self.cond.notify_all()
+            self._seq += 1
+            t = _Ticket(prio, self._seq)
+            bisect.insort(self.waiting, t)
+            deadline = time.monotonic() + timeout
+            while True:
+                if t.refused:
+                    return False
+                if self.free > 0 and self.waiting[0] is t:
+                    self.waiting.pop(0)
+                    self.free -= 1
+                    self.cond.notify_all()
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.waiting.remove(t)
+                    self.cond.notify_all()
+                    return False
+                self.cond.wait(left)
+
+    def release(self) -> None:
+        with self.cond:
+            self.free += 1
+            self.cond.notify_all()
+
+
+BCRYPT_GATE = BcryptGate(BCRYPT_SLOTS)
 
 
 def _cost(h: bytes) -> int:
@@ -148,26 +313,18 @@ def _dummy_hash(cost: int) -> bytes:
     return d
 
 
-def _bcrypt_check(pw: bytes, h: bytes) -> bool | None:
-    """``bcrypt.checkpw`` in the pool; None when no slot came free in time (or too many wait)."""
-    global _waiting
-    with _waiting_lock:
-        if _waiting >= AUTH_QUEUE:
-            return None
-        _waiting += 1
-    try:
-        got = BCRYPT_POOL.acquire(timeout=AUTH_WAIT)
-    finally:
-        with _waiting_lock:
-            _waiting -= 1
-    if not got:
+def _bcrypt_check(pw: bytes, h: bytes, prio=(1, 0.0)) -> bool | None:
+    """``bcrypt.checkpw`` in the pool; None when no slot came free in time (or the queue was full
+    of requests placed before this one)."""
+    gate = BCRYPT_GATE
+    if not gate.acquire(prio, AUTH_WAIT):
         return None
     try:
         return bcrypt.checkpw(pw, h)
     except ValueError:
         return False
     finally:
-        BCRYPT_POOL.release()
+        gate.release()
 
 
 def load_web_config(path: str | None) -> WebConfig:
@@ -335,6 +492,7 @@ class ReloadingWebConfig:
                 self.failures += 1
                 log.error("web config not reloaded, the previous one stays in force: %s", e)
                 return cfg
+            new.adopt(cfg)
             # stamps of the files the new config names (a new cert path, say), taken after reading them
             self._stamps = self._stamp_of(new)
             self._failed = None
