@@ -47,6 +47,7 @@ def pct(xs: list[float], q: float) -> float:
 def load(port: int, clients: int, seconds: float, keepalive: bool, timeout: float = 10.0, path: str = "/metrics") -> dict:
     lat: list[float] = []
     errors: list[str] = []
+    retried = [0]
     lock = threading.Lock()
     stop = time.monotonic() + seconds
     start = threading.Barrier(clients)
@@ -56,23 +57,33 @@ def load(port: int, clients: int, seconds: float, keepalive: bool, timeout: floa
         start.wait()
         while time.monotonic() < stop:
             t = time.monotonic()
-            try:
-                if conn is None:
-                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-                conn.request("GET", path, headers={} if keepalive else {"Connection": "close"})
-                r = conn.getresponse()
-                r.read()
-                ok = r.status == 200
-                if not keepalive or r.will_close:
-                    conn.close()
-                    conn = None
-            except (OSError, http.client.HTTPException) as e:
-                ok = False
-                with lock:
-                    errors.append(type(e).__name__)
-                if conn is not None:
-                    conn.close()
-                    conn = None
+            ok = False
+            for attempt in (0, 1):
+                reused = conn is not None
+                try:
+                    if conn is None:
+                        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+                    conn.request("GET", path, headers={} if keepalive else {"Connection": "close"})
+                    r = conn.getresponse()
+                    r.read()
+                    ok = r.status == 200
+                    if not keepalive or r.will_close:
+                        conn.close()
+                        conn = None
+                    break
+                except (OSError, http.client.HTTPException) as e:
+                    if conn is not None:
+                        conn.close()
+                        conn = None
+                    # a kept connection the server closed as it was reused: sent again on a new
+                    # one, as HTTP clients do (Go's, Prometheus'), once
+                    if reused and attempt == 0 and not isinstance(e, TimeoutError):
+                        with lock:
+                            retried[0] += 1
+                        continue
+                    with lock:
+                        errors.append(type(e).__name__)
+                    break
             dt = time.monotonic() - t
             with lock:
                 if ok:
@@ -90,6 +101,7 @@ def load(port: int, clients: int, seconds: float, keepalive: bool, timeout: floa
         "keepalive": keepalive,
         "requests": len(lat),
         "errors": len(errors),
+        "retried": retried[0],
         "timeouts": sum(1 for e in errors if "imeout" in e),
         "p50_s": round(pct(lat, 0.50), 4),
         "p99_s": round(pct(lat, 0.99), 4),
