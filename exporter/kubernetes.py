@@ -4,15 +4,21 @@ logs of the inference pods on that node, and tells them apart by ``namespace``, 
 
     /var/log/pods/<namespace>_<pod>_<pod uid>/<container>/<restart count>.log
 
-Only the newest ``<n>.log`` of a container is read (the kubelet keeps the previous container's
-for ``kubectl logs --previous``; reading both would interleave two servers' lines); when the
-container restarts the next file takes over the same source, so the exporter sees a server
-restart. The number of sources is bounded (``max_sources``; the containers beyond are counted in
-``hybrid_cache_exporter_sources_over_limit``, not read), and a source whose pod's logs are gone is
-forgotten, series and all, ``forget_after`` seconds later (so a deleted pod's last values do not
-linger; the delay lets the last scrapes see them).
+Every generation the kubelet keeps is read, one after the other, as one source: the ``<n>.log``
+of each container start (the kubelet keeps the previous one for ``kubectl logs --previous``),
+oldest first, each once the one before is read to its end (the container that wrote it is dead),
+so two servers' lines never interleave and the exporter sees a server restart. A container that
+crash-looped between two looks therefore has its earlier log (with the boot failure) read too.
+For pods already running when the exporter starts only the current ``<n>.log`` is read (from its
+end, its current boot read back: exporter.sources.recovery), or all of them, oldest first, with
+``--from-beginning``. The number of sources is bounded (``max_sources``; the containers beyond are
+counted in ``hybrid_cache_exporter_sources_over_limit``, not read), and a source whose pod's logs
+are gone is forgotten, series and all, ``forget_after`` seconds later (so a deleted pod's last
+values do not linger; the delay lets the last scrapes see them).
 
-The scan runs in the tailer thread (``Manager.discoverers``) at the glob interval.
+The scan runs in the tailer thread (``Manager.discoverers``): when an entry under the root is
+created, moved or deleted (one recursive inotify watch on the root, ``watch_root``), when a
+forgotten pod is due (``next_due``), and at the glob interval as a safety net.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 log = logging.getLogger("hybrid_cache_exporter.kubernetes")
 
@@ -60,7 +66,13 @@ def parse_path(path: str) -> tuple[str, str, str] | None:
 def scan(root: str, include: re.Pattern | None = None) -> dict[str, ContainerLog]:
     """The current log of every container under ``root`` (newest restart; a pod name reused by a
     new pod uid: the most recently written), by source name."""
-    found: dict[str, ContainerLog] = {}
+    return {src: gens[-1] for src, gens in generations(root, include).items()}
+
+
+def generations(root: str, include: re.Pattern | None = None) -> dict[str, list[ContainerLog]]:
+    """Every ``<n>.log`` of every container under ``root``, oldest start first, by source name (a
+    pod name reused by a new pod uid: the pod directory most recently written)."""
+    found: dict[str, list[ContainerLog]] = {}
     try:
         pods = list(os.scandir(root))
     except OSError:
@@ -78,31 +90,31 @@ def scan(root: str, include: re.Pattern | None = None) -> dict[str, ContainerLog
                 continue
             if include is not None and not include.search(f"{m['namespace']}/{m['pod']}/{cd.name}"):
                 continue
-            best: tuple[int, str] | None = None
+            logs: list[tuple[int, str, float]] = []
             try:
                 for f in os.scandir(cd.path):
                     fm = LOG_FILE.match(f.name)
-                    if fm and (best is None or int(fm[1]) > best[0]):
-                        best = (int(fm[1]), f.path)
+                    if fm:
+                        try:
+                            logs.append((int(fm[1]), f.path, f.stat().st_mtime))
+                        except OSError:
+                            continue
             except OSError:
                 continue
-            if best is None:
+            if not logs:
                 continue
-            try:
-                mtime = os.stat(best[1]).st_mtime
-            except OSError:
-                continue
-            c = ContainerLog(m["namespace"], m["pod"], cd.name, best[1], mtime)
-            old = found.get(c.source)
-            if old is None or c.mtime > old.mtime:
-                found[c.source] = c
+            gens = [ContainerLog(m["namespace"], m["pod"], cd.name, p, mt) for _, p, mt in sorted(logs)]
+            old = found.get(gens[0].source)
+            if old is None or gens[-1].mtime > old[-1].mtime:
+                found[gens[0].source] = gens
     return found
 
 
 @dataclass
 class Tracked:
-    log: ContainerLog
+    log: ContainerLog  # the generation being read
     gone_since: float | None = None
+    queue: list[str] = field(default_factory=list)  # later generations, read after it, in order
 
 
 class PodLogs:
@@ -120,6 +132,7 @@ class PodLogs:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.root = root
+        self.watch_root = os.path.abspath(root)  # the manager watches it recursively (inotify)
         self.manager = manager
         self.forget = forget  # drops a source's state (and so its series) from the pipeline
         self.max_sources = max_sources
@@ -130,26 +143,31 @@ class PodLogs:
         self.over_limit = 0
         self._labels: dict[str, dict[str, str]] = {}
         self._warned_limit = False
-        self.retiring: list[str] = []  # logs of restarted containers, removed once read to the end
 
     def labels(self) -> dict[str, dict[str, str]]:
         """namespace/pod/container of every source being read (or still remembered)."""
         return self._labels
 
+    def next_due(self) -> float | None:
+        """When a pod whose logs are gone is to be forgotten (the manager calls back then)."""
+        due = [t.gone_since + self.forget_after for t in self.tracked.values() if t.gone_since is not None]
+        return min(due) if due else None
+
+    def _drained(self, path: str) -> bool:
+        """Whether the file being read is read to its end (its container is dead: a later one
+        started), so the next generation may take over."""
+        t = self.manager.tailers.get(os.path.abspath(path))
+        if t is None:
+            return True
+        a = t.active
+        return not t.retired and not t.pending and (a is None or (a.fd >= 0 and a.buf_len == 0 and a.read_pos >= a.size))
+
     def __call__(self, startup: bool) -> None:
         now = self.clock()
-        found = scan(self.root, self.include)
-        keep = []
-        for p in self.retiring:
-            t = self.manager.tailers.get(os.path.abspath(p))
-            if t is not None and t.lag() > 0:
-                keep.append(p)
-            else:
-                self.manager.remove(p)
-        self.retiring = keep
+        found = generations(self.root, self.include)
         for source, t in list(self.tracked.items()):
-            cur = found.pop(source, None)
-            if cur is None:
+            gens = found.pop(source, None)
+            if gens is None:
                 if t.gone_since is None:
                     t.gone_since = now
                     log.info("%s: its logs are gone; forgetting it in %.0fs", source, self.forget_after)
@@ -160,20 +178,31 @@ class PodLogs:
                     log.info("%s: forgotten (logs gone for %.0fs)", source, now - t.gone_since)
                 continue
             t.gone_since = None
-            if cur.path != t.log.path:  # the container restarted: <n+1>.log
-                log.info("%s: container restarted, now reading %s", source, cur.path)
-                self.manager.add(source, cur.path, False)  # all of it is new
-                self.retiring.append(t.log.path)  # the old container's last lines are read first
-                t.log = cur
+            cur = _restart_count(t.log.path)
+            for g in gens:  # new starts of the container, in order
+                if _restart_count(g.path) > cur and g.path not in t.queue:
+                    t.queue.append(g.path)
+            while t.queue and self._drained(t.log.path):
+                nxt = t.queue.pop(0)
+                if not os.path.exists(nxt):
+                    continue  # deleted before it could be read (the kubelet keeps two)
+                self.manager.remove(t.log.path, finish=True)  # its last, unterminated line too
+                log.info("%s: container restarted, now reading %s", source, nxt)
+                self.manager.add(source, nxt, False)  # all of it is new
+                t.log = next(g for g in gens if g.path == nxt)
         over = 0
         for source in sorted(found):
             if len(self.tracked) >= self.max_sources:
                 over += 1
                 continue
-            c = found[source]
-            self.tracked[source] = Tracked(c)
-            self.manager.add(source, c.path, startup)
-            log.info("%s: reading %s", source, c.path)
+            gens = found[source]
+            # a pod already running at the start: its current log (from the end unless
+            # --from-beginning); a pod that appears later: every generation, oldest first
+            every = not startup or getattr(self.manager, "from_beginning", False)
+            first = gens[0] if every else gens[-1]
+            t = self.tracked[source] = Tracked(first, queue=[g.path for g in gens[1:]] if every else [])
+            self.manager.add(source, first.path, startup)
+            log.info("%s: reading %s%s", source, first.path, f" (then {len(t.queue)} later start(s))" if t.queue else "")
         if over and not self._warned_limit:
             log.warning(
                 "%d container log(s) under %s not read: --kubernetes-max-sources %d reached (narrow --kubernetes-include?)",
@@ -184,3 +213,8 @@ class PodLogs:
         self._warned_limit = bool(over)
         self.over_limit = over
         self._labels = {s: t.log.labels() for s, t in self.tracked.items()}
+
+
+def _restart_count(path: str) -> int:
+    m = LOG_FILE.match(os.path.basename(path))
+    return int(m[1]) if m else -1

@@ -100,6 +100,8 @@ class Manager:
         self._wild_dirs = any(GLOB_CHARS.search(os.path.dirname(spec)) for _, spec in specs)
         # paths created in a glob's directory (inotify thread appends, this thread pops)
         self._created: collections.deque[str] = collections.deque()
+        self._trees: list[str] = []  # directories watched recursively (a discoverer's root)
+        self._rediscover = False  # an entry under one was created, moved or deleted
         # more discovery (exporter/kubernetes.py), called with ``startup`` after the specs, in this
         # thread; it may call add() and remove()
         self.discoverers: list = []
@@ -175,19 +177,35 @@ class Manager:
             d = static_dir(spec)
             self._glob_dirs.add(d)
             self._watch(d)
+        self._rediscover = False
         for disc in self.discoverers:
             disc(startup)
+
+    def _discoverers_due(self, now: float) -> bool:
+        """A discoverer's root changed (inotify), or one has something due (a pod to forget)."""
+        if self._rediscover:
+            return True
+        for disc in self.discoverers:
+            due = getattr(disc, "next_due", None)
+            at = due() if due is not None else None
+            if at is not None and at <= now:
+                return True
+        return False
 
     def add(self, name: str, path: str, startup: bool) -> None:
         """Tail ``path`` as source ``name`` (for discoverers, in the tailer thread)."""
         self._add(name, path, startup)
 
-    def remove(self, path: str) -> None:
-        """Stop tailing ``path`` and forget its position (for discoverers, in the tailer thread)."""
+    def remove(self, path: str, finish: bool = False) -> None:
+        """Stop tailing ``path`` and forget its position (for discoverers, in the tailer thread).
+        ``finish``: the file is complete (its writer is gone): what is buffered is parsed and its
+        last, unterminated line flushed first."""
         with self.lock:
             t = self.tailers.pop(os.path.abspath(path), None)
         if t is None:
             return
+        if finish:
+            self._guard(t, "finishing", t.finish)
         t.close()
         self.by_real.pop(t.real, None)
         d = self.dirs.get(os.path.dirname(t.real))
@@ -238,6 +256,8 @@ class Manager:
                 d = self.dirs.get(os.path.dirname(p))
                 if d is not None:
                     d.dirty = True
+                if self._trees and any(p.startswith(r + os.sep) for r in self._trees):
+                    self._rediscover = True  # a pod, a container or a log came or went
                 if kind != "deleted" and os.path.dirname(p) in self._glob_dirs:
                     self._created.append(p)
         self._wake()
@@ -268,8 +288,23 @@ class Manager:
             self.poll_interval = 1.0
             self.observer = None
 
+    def watch_tree(self, root: str) -> None:
+        """Watch ``root`` and everything below it with one inotify watch (one instance, whatever
+        the number of directories: a node's /var/log/pods). Directories below it are not watched
+        again one by one (each watch of its own would be an inotify instance: 128 per user)."""
+        if self.observer is None or root in self._trees:
+            return
+        try:
+            self.observer.schedule(self._handler, root, recursive=True)
+            self._trees.append(root)
+        except Exception as e:
+            log.warning("cannot watch %s (%s); it is looked at every %.0fs instead", root, e, self.glob_interval)
+
     def _watch(self, d: str) -> None:
         if self.observer is None or not d or d in self.watched:
+            return
+        if any(d == r or d.startswith(r + os.sep) for r in self._trees):
+            self.watched.add(d)
             return
         if not os.path.isdir(d):
             return  # retried at the sweep
@@ -301,6 +336,10 @@ class Manager:
             self.saved = self.positions.load()
             self.saved_at_ns = self.positions.saved_at_ns
         self._start_observer()
+        for disc in self.discoverers:
+            root = getattr(disc, "watch_root", None)
+            if root:
+                self.watch_tree(root)
         self._warm_until = time.monotonic() + self.warm_budget
         self._discover(startup=True)
         self.thread = threading.Thread(target=self._run, name="tailer", daemon=True)
@@ -376,6 +415,10 @@ class Manager:
             while self._created:
                 created.append(self._created.popleft())
             self._match_created(created)
+        if self.discoverers and self._discoverers_due(now):
+            self._rediscover = False
+            for disc in self.discoverers:
+                disc(False)
         if now >= self._next_glob:
             # inotify: files created in a watched glob directory are added on their event; globbing
             # again is a safety net (sooner when the glob has wildcard directories, not watched)

@@ -375,6 +375,14 @@ class Tailer(Siblings):
             live = set(self.siblings().values())
             self.accounted = {i: a for i, a in self.accounted.items() if i in live}
 
+    def finish(self) -> None:
+        """The file is complete (its writer is gone): parse what is buffered, flush its last line."""
+        for r in self.readers():
+            if r.fd >= 0:
+                r.fill()
+            r.parse(None)
+            r.flush()
+
     def close(self) -> None:
         for r in self.readers():
             r.close()
