@@ -120,9 +120,10 @@ def value(text: str, name: str, **labels: str) -> float:
     return total
 
 
-def wait_count(srv: Serve, expected: int, name: str = DECODE, timeout: float = 20, **labels: str) -> str:
-    """Poll /metrics until ``name`` reaches ``expected`` and nothing is left to read, then assert the
-    exact count (a count above ``expected`` fails immediately: a line was read twice)."""
+def wait_count(srv: Serve, expected: int, name: str = DECODE, timeout: float = 20, every: float = 0.05, **labels: str) -> str:
+    """Poll /metrics (every ``every`` seconds) until ``name`` reaches ``expected`` and nothing is
+    left to read, then assert the exact count (a count above ``expected`` fails immediately: a
+    line was read twice)."""
     deadline = time.monotonic() + timeout
     text = ""
     while time.monotonic() < deadline:
@@ -134,7 +135,7 @@ def wait_count(srv: Serve, expected: int, name: str = DECODE, timeout: float = 2
         lag = value(text, "hybrid_cache_exporter_read_lag_bytes")
         if n == expected and lag == 0:
             return text
-        time.sleep(0.05)
+        time.sleep(every)
     raise AssertionError(f"{name} = {value(text, name, **labels)}, expected {expected}\n{srv.stderr()}")
 
 

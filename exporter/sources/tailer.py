@@ -84,6 +84,8 @@ class Tailer(Siblings):
         self.pending: dict[str, tuple[int, float]] = {}  # sibling name -> (inode, first seen): retry
         self._next_retry = 0.0
         self.dirty_pending = False
+        self.seq = 0  # the manager's order of the tailers (the order they are worked in)
+        self._dirty = False
         self.dirty = True
         self.had_saved = False
         self.resume_offset: int | None = None
@@ -91,6 +93,18 @@ class Tailer(Siblings):
         self.mtime: float | None = None
         self._logged: str | None = None
         self._renamed = False  # the path changed inode since siblings were last looked at
+
+    @property
+    def dirty(self) -> bool:
+        """Something happened to the file (an event, a sibling, an error): look at it next cycle.
+        Setting it tells the manager, which otherwise looks only at the files with work left."""
+        return self._dirty
+
+    @dirty.setter
+    def dirty(self, v: bool) -> None:
+        self._dirty = v
+        if v and self.manager is not None:
+            self.manager.marked.append(self)  # a deque: safe from the inotify thread
 
     # metrics -------------------------------------------------------------------------------
     @property
