@@ -7,9 +7,9 @@ change) is exporter.webconfig; each new connection asks it for the configuration
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import html
+import io
 import logging
 import queue
 import select
@@ -40,6 +40,8 @@ MAX_WORKERS = 32
 REQUEST_TIMEOUT = 30.0  # seconds a client may take to send a request or read the answer
 IDLE_TIMEOUT = 60.0  # seconds a keep-alive connection may wait for its next request
 IDLE_GRACE = 0.5  # ... and while other connections wait for a worker
+HEAD_GRACE = 2.0  # a request begun but not finished, while other connections wait for a worker
+MAX_HEAD = 256 << 10  # a request head longer than this is parsed as it is (and refused)
 
 
 def parse_listen(s: str) -> tuple[str, int]:
@@ -163,6 +165,18 @@ class App:
         return self.web.current
 
 
+def _head_end(buf: bytes) -> int:
+    """Where the head of the request at the start of ``buf`` ends (after its blank line; after
+    the request line of an HTTP/0.9 one, which has no headers), or -1 while it is incomplete."""
+    nl = buf.find(b"\n")
+    if nl < 0:
+        return -1
+    if len(buf[:nl].split()) == 2:  # 'GET /': HTTP/0.9, no headers follow
+        return nl + 1
+    ends = [k + len(sep) for sep in (b"\n\r\n", b"\n\n") if (k := buf.find(sep)) >= 0]
+    return min(ends) if ends else -1
+
+
 def check_telemetry_path(path: str) -> str:
     if not path.startswith("/") or path in ("/", "/healthz", "/readyz") or "?" in path or "#" in path:
         raise ValueError(f"bad telemetry path {path!r}: it starts with / and is not /, /healthz or /readyz")
@@ -175,49 +189,50 @@ class Handler(BaseHTTPRequestHandler):
     app: App  # set on the subclass made by make_server
 
     def handle(self) -> None:
-        """Requests of one connection. It waits for its first request at most ``REQUEST_TIMEOUT``
-        seconds, between two at most ``IDLE_TIMEOUT``, and no more than ``IDLE_GRACE`` while other
-        connections wait for a worker: a connection that sends nothing cannot hold a worker."""
+        """Requests of one connection. Each request's head (request line and headers) is read
+        here, whole, before it is parsed: a client has ``REQUEST_TIMEOUT`` seconds for its first
+        one, ``IDLE_TIMEOUT`` between two, and while other connections wait for a worker,
+        ``IDLE_GRACE`` if it has sent nothing yet and ``HEAD_GRACE`` once it has begun. So a
+        connection that sends nothing, or a head that never ends (slowloris), cannot hold a
+        worker that a scrape waits for. Bytes after a head (a pipelined request) are kept."""
         self.close_connection = True
-        if not self._next_request(REQUEST_TIMEOUT):
-            return  # a connection that sends nothing (a port scan, a half-open TCP check)
-        self.handle_one_request()
-        while not self.close_connection and self._next_request(IDLE_TIMEOUT):
-            self.handle_one_request()
-
-    def _next_request(self, timeout: float) -> bool:
-        srv = self.server
-        start = time.monotonic()
-        deadline = start + timeout
+        rest, timeout = b"", REQUEST_TIMEOUT
         while True:
-            if self._arrived():
-                return True
-            now = time.monotonic()
-            left = deadline - now
-            # crowded: let go after a short grace (a client that reuses its connection at once
-            # would otherwise find it closed under its next request)
-            if left <= 0 or (now - start >= IDLE_GRACE and srv.crowded()):  # type: ignore[attr-defined]
-                return False
-            try:
-                select.select([self.connection], [], [], min(left, 0.1))
-            except (OSError, ValueError):
-                return False
+            head, rest = self._read_head(rest, timeout)
+            if head is None:
+                return
+            self.rfile = io.BytesIO(head)
+            self.handle_one_request()
+            if self.close_connection:
+                return
+            timeout = IDLE_TIMEOUT
 
-    def _arrived(self) -> bool:
-        """Whether bytes of the next request are here (buffered, decrypted, or readable)."""
-        conn = self.connection
-        if isinstance(conn, ssl.SSLSocket) and conn.pending():
-            return True
-        try:
-            conn.setblocking(False)
-            return bool(self.rfile.peek(1))  # type: ignore[attr-defined]
-        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            return False
-        except OSError:
-            return True  # the request reading reports it
-        finally:
-            with contextlib.suppress(OSError):
-                conn.settimeout(REQUEST_TIMEOUT)
+    def _read_head(self, buf: bytes, timeout: float) -> tuple[bytes | None, bytes]:
+        """(the next request's head, the bytes after it); (None, b"") to close the connection."""
+        conn, srv = self.connection, self.server
+        start = time.monotonic()
+        while True:
+            end = _head_end(buf)
+            if end >= 0:
+                return buf[:end], buf[end:]
+            if len(buf) > MAX_HEAD:
+                return buf, b""  # parsed as it is: answered 414 / 431 / 400
+            now = time.monotonic()
+            grace = HEAD_GRACE if buf else IDLE_GRACE
+            if now - start >= timeout or (now - start >= grace and srv.crowded()):  # type: ignore[attr-defined]
+                return None, b""
+            try:
+                waiting = not (isinstance(conn, ssl.SSLSocket) and conn.pending())
+                if waiting and not select.select([conn], [], [], min(0.1, timeout - (now - start)))[0]:
+                    continue
+                chunk = conn.recv(65536)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
+                continue  # part of a TLS record
+            except (OSError, ValueError):
+                return None, b""
+            if not chunk:  # the client closed its side
+                return (buf, b"") if buf else (None, b"")
+            buf += chunk
 
     @property
     def config(self) -> WebConfig:
@@ -249,6 +264,7 @@ class Handler(BaseHTTPRequestHandler):
         self.do_GET()
 
     def do_POST(self) -> None:  # noqa: N802
+        self.close_connection = True  # its body is not read
         self._send(405, b"method not allowed\n", headers=[("Allow", "GET, HEAD")])
 
     def do_GET(self) -> None:  # noqa: N802
