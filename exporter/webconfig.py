@@ -238,10 +238,12 @@ _DUMMIES: dict[int, bytes] = {}
 
 
 class _Ticket:
-    __slots__ = ("prio", "seq", "refused")
+    __slots__ = ("prio", "seq", "granted", "refused", "event")
 
     def __init__(self, prio, seq: int) -> None:
-        self.prio, self.seq, self.refused = prio, seq, False
+        self.prio, self.seq = prio, seq
+        self.granted = self.refused = False
+        self.event = threading.Event()
 
     def __lt__(self, other: _Ticket) -> bool:
         return (self.prio, self.seq) < (other.prio, other.seq)
@@ -249,17 +251,18 @@ class _Ticket:
 
 class BcryptGate:
     """The bcrypt slots, handed to the waiting request with the lowest priority value (the
-    fewest recent failures of its client address; first come first served among equals)."""
+    fewest recent failures of its client address; first come first served among equals). A slot
+    freed goes straight to the first in line (no herd of waiters woken to race for it)."""
 
     def __init__(self, slots: int, queue: int = AUTH_QUEUE) -> None:
-        self.cond = threading.Condition()
+        self.lock = threading.Lock()
         self.free = slots
         self.queue = queue
         self.waiting: list[_Ticket] = []  # sorted
         self._seq = 0
 
     def acquire(self, prio, timeout: float) -> bool:
-        with self.cond:
+        with self.lock:
             if self.free > 0 and not self.waiting:
                 self.free -= 1
                 return True
@@ -267,32 +270,28 @@ class BcryptGate:
                 worst = self.waiting[-1]
                 if not prio < worst.prio:
                     return False  # the queue is full of requests placed before this one
-                worst.refused = True  # a newcomer with fewer failures takes its place
-                self.waiting.pop()
-                self.cond.notify_all()
+                self.waiting.pop()  # a newcomer with fewer failures takes its place
+                worst.refused = True
+                worst.event.set()
             self._seq += 1
             t = _Ticket(prio, self._seq)
             bisect.insort(self.waiting, t)
-            deadline = time.monotonic() + timeout
-            while True:
-                if t.refused:
-                    return False
-                if self.free > 0 and self.waiting[0] is t:
-                    self.waiting.pop(0)
-                    self.free -= 1
-                    self.cond.notify_all()
-                    return True
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self.waiting.remove(t)
-                    self.cond.notify_all()
-                    return False
-                self.cond.wait(left)
+        t.event.wait(timeout)
+        with self.lock:
+            if t.granted:
+                return True
+            if t in self.waiting:  # timed out
+                self.waiting.remove(t)
+            return False
 
     def release(self) -> None:
-        with self.cond:
-            self.free += 1
-            self.cond.notify_all()
+        with self.lock:
+            if self.waiting:
+                t = self.waiting.pop(0)
+                t.granted = True
+                t.event.set()
+            else:
+                self.free += 1
 
 
 BCRYPT_GATE = BcryptGate(BCRYPT_SLOTS)
