@@ -16,9 +16,12 @@ their findings are kept until the next line decides them again: the rules start 
 finding's hysteresis on, so it clears when the condition is gone (tests/rules/test_restored_findings.py).
 
 Why a snapshot rather than re-reading the start of the current file: the boot section is often
-no longer in the current file (rotated, compressed, deleted), and re-reading it would have to
-undo its counting. The snapshot is small (a few KiB per source) and validated strictly on load: a
-damaged or hostile one is dropped (counted as a corrupt positions file), never trusted.
+no longer in the current file (rotated, compressed, deleted). Where there is no snapshot (no
+``--positions``, a lost or damaged one), the boot is read back instead, through a scratch
+pipeline whose facts reach the real one as the same snapshot (exporter.sources.recovery: capture
+there, restore here), so its lines are not counted. The snapshot is small (a few KiB per source)
+and validated strictly on load: a damaged or hostile one is dropped (counted as a corrupt
+positions file), never trusted.
 """
 
 from __future__ import annotations

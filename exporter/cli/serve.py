@@ -1,7 +1,8 @@
 """``serve``: tail log files (or stdin) next to an SGLang/vLLM server and serve /metrics.
 
 docs/serve.md documents the flags, the endpoints, the sidecar pattern and the failure semantics.
-This module checks the flags and runs :class:`exporter.serve.Service` until SIGTERM/SIGINT.
+This module checks the flags and runs :class:`exporter.serve.Service` until SIGTERM, SIGINT or
+SIGQUIT, handling SIGHUP, SIGUSR1 and SIGUSR2 meanwhile (``SIGNALS``; docs/serve.md, "Signals").
 """
 
 from __future__ import annotations
