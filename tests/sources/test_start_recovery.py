@@ -193,3 +193,20 @@ def test_daemonset_on_pods_that_already_run(serve, tmp_path):
     assert got and got[0].endswith(" 80.0"), facts(first)
     assert any(ln.startswith("hybrid_cache_finding{") and 'rule="mamba_capped"' in ln and ln.endswith(" 1.0") for ln in facts(first, src))
     assert h.value(first, h.LINES) == 0
+
+
+def test_second_boot_while_down_with_positions(serve, tmp_path):
+    """--positions: the server restarted (a second boot appended) while the exporter was down; the
+    first scrape after its restart has the second boot's facts, read from the saved offset on."""
+    log, pos = tmp_path / "server.log", tmp_path / "pos.json"
+    data = DEMO.read_bytes()
+    log.write_bytes(data)
+    args = ("--log", str(log), "--positions", str(pos), "--positions-interval", "0.1")
+    srv = serve(*args, "--from-beginning")
+    h.wait_for(lambda: pos.exists() and json.loads(pos.read_text())["files"][str(log)][-1]["offset"] == len(data))
+    assert srv.stop() == 0
+    h.fsync_append(log, second_boot(data))
+    srv2 = serve(*args)
+    first = srv2.metrics()
+    assert boot_facts(facts(first)) == boot_facts(renamed(facts(replay(log)), "server"))
+    assert any(ln.startswith("hybrid_cache_mamba_capacity_slots") and ln.endswith(" 120.0") for ln in facts(first))
