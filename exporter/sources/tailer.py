@@ -298,8 +298,8 @@ class Tailer(Siblings):
         if self.had_saved:
             return 0, None, False  # created after the generations recorded in the positions file
         if self.start_at_end:
-            off = self._tail_start(fd, st.st_size)
-            return off, None, off > 0
+            # read back even from an empty file: the boot may be in a copy rotated just before
+            return self._tail_start(fd, st.st_size), None, True
         return 0, None, False
 
     def _said_nothing(self) -> bool:
@@ -314,6 +314,8 @@ class Tailer(Siblings):
         if make is None or not self._said_nothing():
             return
         sibs = [os.path.join(self._dir(), n) for n in self.siblings()]
+        if end == 0 and not sibs:
+            return  # nothing was written before the start
         res = recover(self.pipe, make, self.source, self.path, fd, end, sibs, self.max_line)
         self.recovered_lines += res.lines
         log.info(

@@ -210,3 +210,13 @@ def test_second_boot_while_down_with_positions(serve, tmp_path):
     first = srv2.metrics()
     assert boot_facts(facts(first)) == boot_facts(renamed(facts(replay(log)), "server"))
     assert any(ln.startswith("hybrid_cache_mamba_capacity_slots") and ln.endswith(" 120.0") for ln in facts(first))
+
+
+def test_boot_in_a_copy_rotated_just_before_the_start(serve, tmp_path):
+    """The current file is empty (rotated just before the exporter started): the boot is read
+    back from server.log.1."""
+    log = tmp_path / "server.log"
+    (tmp_path / "server.log.1").write_bytes(DEMO.read_bytes())
+    log.touch()
+    srv = serve("--log", str(log))
+    assert facts(srv.metrics()) == renamed(facts(replay(DEMO)), "server")
