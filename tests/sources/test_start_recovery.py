@@ -220,3 +220,16 @@ def test_boot_in_a_copy_rotated_just_before_the_start(serve, tmp_path):
     log.touch()
     srv = serve("--log", str(log))
     assert facts(srv.metrics()) == renamed(facts(replay(DEMO)), "server")
+
+
+def test_unparseable_positions_file_reads_every_file(serve, tmp_path):
+    """A positions file that cannot be parsed at all (200,000-deep nesting): counted once, and
+    every file read from its start, facts and lines (not from their ends)."""
+    log, pos = tmp_path / "server.log", tmp_path / "pos.json"
+    log.write_bytes(DEMO.read_bytes() + h.lines_blob(0, 100))
+    pos.write_text('{"version": 1, "files": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    srv = serve("--log", str(log), "--positions", str(pos))
+    first = srv.metrics()
+    assert h.value(first, h.LINES) == log.read_bytes().count(b"\n")
+    assert boot_facts(facts(first)) == boot_facts(renamed(facts(replay(DEMO)), "server"))
+    assert h.value(first, "hybrid_cache_exporter_positions_corrupt_total") == 1
