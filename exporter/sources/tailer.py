@@ -192,6 +192,8 @@ class Tailer(Siblings):
                 self.retired.append(a)
             self.active = None
             log.info("%s: %s; draining the old file for %.0fs", self.path, "deleted" if st is None else "rotated", self.rotate_wait)
+            if st is None:
+                self._logged = WAITING  # said: no 'does not exist' line too while it is recreated
             real = os.path.realpath(self.path)
             if real != self.real and self.manager is not None:
                 self.manager.rehome(self, real)
