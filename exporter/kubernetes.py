@@ -149,16 +149,21 @@ class PodLogs:
         return self._labels
 
     def next_due(self) -> float | None:
-        """When a pod whose logs are gone is to be forgotten (the manager calls back then)."""
+        """When to be called back: a pod whose logs are gone is due to be forgotten, or a
+        container's next generation waits for the one being read to end (looked at each cycle)."""
+        if any(t.queue for t in self.tracked.values()):
+            return self.clock()
         due = [t.gone_since + self.forget_after for t in self.tracked.values() if t.gone_since is not None]
         return min(due) if due else None
 
     def _drained(self, path: str) -> bool:
-        """Whether the file being read is read to its end (its container is dead: a later one
-        started), so the next generation may take over."""
+        """Whether the file being read was read to its end (its container is dead: a later one
+        started), so the next generation may take over. A file not opened yet is not."""
         t = self.manager.tailers.get(os.path.abspath(path))
         if t is None:
             return True
+        if not t.had_file:
+            return not os.path.exists(path)  # gone before it could be opened
         a = t.active
         return not t.retired and not t.pending and (a is None or (a.fd >= 0 and a.buf_len == 0 and a.read_pos >= a.size))
 
@@ -182,6 +187,8 @@ class PodLogs:
             for g in gens:  # new starts of the container, in order
                 if _restart_count(g.path) > cur and g.path not in t.queue:
                     t.queue.append(g.path)
+            # one generation at a time: the next once this one is read to its end (next_due
+            # brings the manager back each cycle while one waits)
             while t.queue and self._drained(t.log.path):
                 nxt = t.queue.pop(0)
                 if not os.path.exists(nxt):
@@ -190,6 +197,7 @@ class PodLogs:
                 log.info("%s: container restarted, now reading %s", source, nxt)
                 self.manager.add(source, nxt, False)  # all of it is new
                 t.log = next(g for g in gens if g.path == nxt)
+                break
         over = 0
         for source in sorted(found):
             if len(self.tracked) >= self.max_sources:

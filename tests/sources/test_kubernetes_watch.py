@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
 import time
+from pathlib import Path
 
 import test_serve_support as h
 from test_flags_kubernetes import cri_lines, pod
@@ -63,3 +65,58 @@ def test_deleted_pods_forgotten_on_time(serve, tmp_path):
     h.wait_for(lambda: 'pod="p' not in srv.metrics(), timeout=20, what="all 40 forgotten")
     took = time.monotonic() - gone
     assert took < 5 + 15, took  # before: 16 of 40 still exported 75 s after their deletion
+
+
+class _FakeTailer:
+    def __init__(self) -> None:
+        self.had_file, self.active, self.retired, self.pending = False, None, [], {}
+
+
+class _FakeManager:
+    """What PodLogs asks of the manager: its tailers, add and remove (recorded)."""
+
+    from_beginning = False
+
+    def __init__(self) -> None:
+        self.tailers: dict[str, _FakeTailer] = {}
+        self.calls: list[tuple[str, str]] = []
+
+    def add(self, source, path, startup):
+        self.tailers[os.path.abspath(path)] = _FakeTailer()
+        self.calls.append(("add", os.path.basename(path)))
+
+    def remove(self, path, finish=False):
+        self.tailers.pop(os.path.abspath(path), None)
+        self.calls.append(("remove", os.path.basename(path)))
+
+    def read_whole(self, path) -> None:
+        """The tailer of ``path`` opened its file and read it to the end."""
+        t = self.tailers[os.path.abspath(path)]
+        t.had_file = True
+
+
+def test_generations_one_at_a_time():
+    """Two later starts found at once: the second waits until the first is opened and read
+    (before: a generation not opened yet counted as read, and was skipped)."""
+    from exporter.kubernetes import PodLogs
+
+    root = Path(tempfile.mkdtemp(prefix="hce-pods-"))
+    try:
+        d = pod(root, "infer", "a", lines=1)
+        m = _FakeManager()
+        pl = PodLogs(str(root), m, lambda s: None)
+        pl(False)
+        assert m.calls == [("add", "0.log")]
+        m.read_whole(d / "0.log")
+        h.fsync_append(d / "1.log", cri_lines(0, 1))
+        h.fsync_append(d / "2.log", cri_lines(0, 1))
+        pl(False)
+        assert m.calls[1:] == [("remove", "0.log"), ("add", "1.log")]
+        assert pl.next_due() is not None  # called back each cycle while 2.log waits
+        pl(False)
+        assert m.calls[3:] == []  # 1.log not opened yet
+        m.read_whole(d / "1.log")
+        pl(False)
+        assert m.calls[3:] == [("remove", "1.log"), ("add", "2.log")]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
