@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from parsers import events as ev
 from parsers import has_header, parse_line
+from parsers.clock import day_start
 
 from .state import DEFAULT_MAX_DP_RANKS, ServerState, SourceState
 
@@ -96,9 +97,18 @@ class Flow:
             out = self.continuation(src, line)
             if out is not None:
                 return out
+        return self.take(src, line, self.parse(src, line))
+
+    def parse(self, src: SourceState, line: str) -> ev.Line:
+        """``line`` parsed for ``src``: its engine and year, a time of day dated (:meth:`on_date`)."""
         parsed = parse_line(line, src.engine, src.year)
         if parsed.tod is not None:
             parsed.ts = self.on_date(src, parsed.tod)
+        return parsed
+
+    def take(self, src: SourceState, line: str, parsed: ev.Line) -> str:
+        """Count and apply a parsed line (or hold it: it may continue on the next lines)."""
+        source = src.name
         with self.lock:
             if parsed.event is None:
                 if len(line) >= WRAP_MIN_WIDTH and (parsed.outcome == ev.UNRECOGNIZED or parsed.engine is not None or src.engine is None):
@@ -137,15 +147,16 @@ class Flow:
         last = src.last_ts
         if last is None:
             return None
-        t = time.localtime(last)
-        ts = last - (last % 1) - (t.tm_hour * 3600 + t.tm_min * 60 + t.tm_sec) + tod
+        ts = day_start(last) + tod  # midnight in the zone log times are read in (parsers.clock)
         return ts + 86400 if ts < last - 43200 else ts
 
     @staticmethod
     def count(src: SourceState, outcome: str, engine: str | None, ts: float | None, n: int = 1) -> None:
-        """Count lines that carry no event; what their header said still counts (engine, time)."""
+        """Count lines that carry no event; their time still counts, and a known message that did
+        not parse (unrecognized) tells the engine. A header alone does not: another engine's line
+        may wear one like it (lmdeploy prints '[2026-03-02 08:01:44 DP0] ...')."""
         src.lines[outcome] += n
-        if engine and src.engine is None:
+        if engine and src.engine is None and outcome != ev.IGNORED:
             src.engine = engine
         if ts is not None and (src.last_ts is None or ts > src.last_ts):
             src.last_ts = ts

@@ -22,8 +22,9 @@ from collections.abc import Callable
 from dataclasses import MISSING, fields
 
 from . import events as ev
+from .clock import sglang_ts
 from .numbers import MAX_COUNT, bad_count, count_fields, is_count
-from .prefix import sglang_tags, sglang_ts
+from .prefix import sglang_tags
 from .sglang import BATCH_HEAD_RE, BATCH_KEYS, HISPARSE_KEYS, MAX_LINE, graph_flag, parse_message
 
 _NO_TAGS: tuple[str, int | None, int | None] = ("0", None, None)  # dp, tp, pp of an untagged header
