@@ -23,7 +23,7 @@ from dataclasses import MISSING, fields
 
 from . import events as ev
 from .clock import sglang_ts
-from .numbers import MAX_COUNT, bad_count, count_fields, is_count
+from .numbers import MAX_COUNT, NONNEGATIVE_FIELDS, RATIO_FIELDS, bad_value, count_fields, is_count
 from .prefix import sglang_tags
 from .sglang import BATCH_HEAD_RE, BATCH_KEYS, HISPARSE_KEYS, MAX_LINE, graph_flag, parse_message
 
@@ -34,8 +34,36 @@ LINE_HEADER = r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}):(\d{2})(?:\.(\d{3}))?([^\]\[\n
 Steps = tuple[tuple[int, str, Callable[[str], object]], ...]  # (group index, attribute, converter)
 Build = Callable[[tuple[str, ...]], "ev.Line | None"]  # match groups -> parsed Line (Shape.sample)
 # what the bulk scanner (exporter/scan.py) accepts per kind: (head, keys, index of #new-token,
-# index of #cached-token)
-ScanShape = tuple[str, tuple[str, ...], "int | None", "int | None"]
+# index of #cached-token, the value check of each key: VALUE_PATTERNS' codes)
+ScanShape = tuple[str, tuple[str, ...], "int | None", "int | None", str]
+
+# The values a learned shape admits for the fields a gauge takes (parsers.numbers.bad_value): a
+# ratio 0..1 ('r'), a count ('n') or a rate ('f') that is not negative and finite, each with an
+# optional '\r' (a CRLF log's last value; int() and float() read it); other values ('-') as the
+# generic split cuts them. A value outside its pattern (nan, -3, 1.7, an empty one) sends the
+# line to the generic parser, which makes it `unrecognized`. The C scanner (exporter/_scan.c,
+# value_ok) checks the same codes the same way.
+VALUE_PATTERNS = {
+    "r": r"(?:0(?:\.[0-9]*)?|1(?:\.0*)?|\.[0-9]+)\r?",
+    "n": r"[0-9]{1,18}\r?",
+    "f": r"[0-9]{1,15}(?:\.[0-9]*)?\r?",
+    "-": r"[^,\n]*",
+}
+_RATIOS = frozenset(RATIO_FIELDS["BatchStats"])
+_NONNEGATIVE = frozenset(NONNEGATIVE_FIELDS["BatchStats"]) | frozenset(count_fields("BatchStats"))
+
+
+def value_code(spec: tuple[str, object] | None) -> str | None:
+    """The VALUE_PATTERNS code of a planned key (None: a checked field whose converter no pattern
+    describes, so the shape is not learned and its lines stay generic)."""
+    if spec is None:
+        return "-"
+    attr, conv = spec
+    if attr in _RATIOS:
+        return "r" if conv is float else None
+    if attr in _NONNEGATIVE:
+        return "n" if conv is int else "f" if conv is float else None
+    return "-"
 
 
 class Shape:
@@ -55,13 +83,14 @@ class Shape:
         self.plan = tuple(plan)
         self.i_new = attrs.index("new_tokens") if "new_tokens" in attrs else None
         self.i_cached = attrs.index("cached_tokens") if "cached_tokens" in attrs else None
-        body = re.escape(head) + ", ".join(re.escape(k) + r": ([^,\n]*)" for k in keys) + r"(?:, )?"
+        codes = "".join(value_code(p) or "-" for p in plan)
+        body = re.escape(head) + ", ".join(re.escape(k) + f": ({VALUE_PATTERNS[c]})" for k, c in zip(keys, codes, strict=True)) + r"(?:, )?"
         self.body = re.compile(body)
         self.line = re.compile(LINE_HEADER + body)
         self.line_new = None if self.i_new is None else self.i_new + 4
         self.line_cached = None if self.i_cached is None else self.i_cached + 4
         self.attrs = frozenset(a for a in attrs if a is not None)
-        self.scan: ScanShape = (head, keys, self.i_new, self.i_cached)
+        self.scan: ScanShape = (head, keys, self.i_new, self.i_cached, codes)
         self._sample: tuple[Callable[[str], re.Match | None], Build] | None = None
 
     def sample(self) -> tuple[Callable[[str], re.Match | None], Build]:
@@ -101,7 +130,8 @@ def _sample_body(keys: tuple[str, ...], plan: tuple) -> tuple[str, Steps]:
             parts.append(re.escape(k) + r": [^,:]*")
             continue
         attr, conv = spec
-        parts.append(re.escape(k) + (r": ([^,]*)" if conv is int or conv is float else r": ([^,:]*)"))
+        code = value_code(spec)
+        parts.append(re.escape(k) + (f": ({VALUE_PATTERNS[code]})" if code != "-" else r": ([^,:]*)"))
         steps.append((4 + len(steps), attr, conv))
     return ", ".join(parts) + r"(?:, )?", tuple(steps)
 
@@ -213,6 +243,8 @@ def _shape_key(msg: str) -> tuple[str, tuple[str, ...], list] | None:
     for k in keys:
         spec = BATCH_KEYS.get(k)
         if spec is not None:
+            if value_code(spec) is None:
+                return None  # FreeToken's 'used/total' counts: no pattern checks them, keep them generic
             plan.append(spec)
         elif k.endswith(" graph"):
             plan.append(("cuda_graph", graph_flag))
@@ -297,9 +329,9 @@ class LineShapes:
                     pass
         b = parse_message(msg)
         if type(b) is ev.BatchStats:
-            bad = bad_count(b)
-            if bad is not None:  # counters only count (numbers.MAX_COUNT)
-                return ev.Unrecognized(f"count out of range: {bad}")
+            bad = bad_value(b)
+            if bad is not None:  # counters only count, gauges take what an engine prints (parsers.numbers)
+                return ev.Unrecognized(bad)
             self.learn(msg)
             return (b.new_tokens, b.cached_tokens)
         return b if type(b) is ev.Unrecognized else None
