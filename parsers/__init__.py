@@ -13,7 +13,7 @@ from .numbers import bad_value
 from .prefix import Header, sglang_tags, split_header, strip_collector
 from .shapes import LineShapes
 
-__all__ = ["parse_line", "read_header", "detect_engine", "has_header", "SGLANG", "VLLM"]
+__all__ = ["parse_line", "read_header", "message_line", "detect_engine", "has_header", "SGLANG", "VLLM"]
 
 _MESSAGE_PARSERS = {SGLANG: sglang.parse_message, VLLM: vllm.parse_message}
 

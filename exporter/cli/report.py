@@ -11,7 +11,7 @@ from ..render import render_html, render_markdown, render_text
 from ..report import build_report
 from ..rules import load_config
 from . import COMMANDS
-from .common import add_file_args, engine_of
+from .common import add_file_args, engine_of, set_log_timezone
 
 
 def register(subparsers) -> None:
@@ -25,6 +25,7 @@ def register(subparsers) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    set_log_timezone(args)
     try:
         cfg = load_config(args.rules_config)
     except (OSError, ValueError) as e:

@@ -24,7 +24,7 @@ from ..serve import ServeConfig, Service
 from ..web import check_telemetry_path, resolve_listen
 from ..webconfig import ReloadingWebConfig, WebConfigError
 from . import COMMANDS, VersionAction
-from .common import add_pipeline_args, engine_of, rules_config
+from .common import add_pipeline_args, engine_of, rules_config, set_log_timezone
 
 log = logging.getLogger("hybrid_cache_exporter")
 
@@ -172,6 +172,7 @@ def _err(msg: str) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_format)
+    set_log_timezone(args)
     kubelet = [a for a in args.log if KUBELET_GLOB.match(a)]
     if kubelet and not args.kubernetes_pods:
         args.kubernetes_pods = KUBELET_GLOB.match(kubelet[0]).group(1)
