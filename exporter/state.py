@@ -431,6 +431,12 @@ def _config(src: SourceState, srv: ServerState, e: ev.ServerConfig) -> None:
             src.config[k] = v
     if e.kind == "max_num_seqs_default":
         src.config["_max_num_seqs_default"] = e.args.get("max_num_seqs")
+    if e.kind == "server_args":
+        # the requested value, until the scheduler summary says the effective one (a server that
+        # dies before its summary still shows it); -1 / None: chunked prefill off or not resolved
+        v = e.args.get("chunked_prefill_size")
+        if type(v) is int and v > 0:
+            srv.capacity.setdefault("chunked_prefill_size_tokens", v)
 
 
 def _weights(src: SourceState, srv: ServerState, e: ev.WeightsLoaded) -> None:
