@@ -53,6 +53,9 @@ VLLM_DP_RE = re.compile(r"(?:EngineCore|Worker)_(?:DP)?(\d+)")
 
 
 _LEVELS = ("DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL ")
+# a vLLM header's level and date, for the cheap test whether an untagged SGLang-like stamp
+# stands before a whole vLLM line (only asked while a source's engine is not known)
+_VLLM_WORDS_RE = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:")
 _BLANK = (" ", "\t")  # a second space or a tab after a header (pastes, collectors): not the message
 
 
@@ -139,11 +142,11 @@ def split_header(line: str, engine: str | None, year: int) -> Header:
             if tags:
                 dp, tp, pp = sglang_tags(tags)
                 return Header(SGLANG, msg, ts, dp, tp, pp, via=SGLANG)
-            c = msg[:1]
-            if c == "[" or c == "(" or msg.startswith(_LEVELS):
+            if msg[:1] == "[" or (engine is None and _VLLM_WORDS_RE.search(msg, 0, 512) is not None):
                 # an untagged '[date time] ' before a whole engine line is a collector's stamp
-                # ('[2025-01-09 11:20:03] INFO 01-09 03:20:03 metrics.py:455] ...'): the inner
-                # header is the engine's, the stamp gives the time where it has none (vLLM's year)
+                # ('[2025-01-09 11:20:03] INFO 01-09 03:20:03 metrics.py:455] ...', maybe with
+                # another collector's prefix between): the inner header is the engine's, the stamp
+                # gives the time where it has none (vLLM's year)
                 inner = _inner_header(msg, engine, int(ymdhm[:4]), ts)
                 if inner is not None:
                     return inner
@@ -156,18 +159,16 @@ def split_header(line: str, engine: str | None, year: int) -> Header:
 
 
 def _inner_header(msg: str, engine: str | None, year: int, outer_ts: float) -> Header | None:
-    """The engine header right after a collector's ``[date time] `` stamp, or None."""
-    if msg[:1] == "[":
-        m = SGLANG_HEADER_RE.match(msg)
-        if m is None:
-            return None
+    """The engine header after a collector's ``[date time] `` stamp, or None."""
+    if msg[:1] == "[" and SGLANG_HEADER_RE.match(msg) is not None:
         h = split_header(msg, engine, year)
     else:
         if engine == SGLANG:
             return None
-        h = _vllm_header(msg, year, anchored=True)
-        if h is None:
+        m = VLLM_HEADER_RE.search(msg, 0, 512)
+        if m is None:
             return None
+        h = _vllm_header(msg, year)
     if h.ts is None:
         h.ts = outer_ts
     return h
