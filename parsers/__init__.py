@@ -8,7 +8,7 @@ timestamps, which TP rank speaks for a DP group) lives in ``exporter.state``.
 from __future__ import annotations
 
 from . import sglang, structured, vllm
-from .events import IGNORED, PARSED, SGLANG, UNRECOGNIZED, VLLM, Line, Unrecognized
+from .events import IGNORED, PARSED, SGLANG, UNRECOGNIZED, VLLM, Line, ServerReady, Unrecognized
 from .numbers import bad_value
 from .prefix import Header, sglang_tags, split_header, strip_collector
 from .shapes import LineShapes
@@ -60,7 +60,8 @@ def message_line(h: Header, engine: str | None) -> Line:
         # recognises the message, if any; their markers do not overlap
         for cand, parse in _MESSAGE_PARSERS.items():
             res = parse(h.msg)
-            if res is not None and type(res) is not Unrecognized:
+            if res is not None and type(res) is not Unrecognized and not (type(res) is ServerReady and h.msg.startswith("INFO:")):
+                # (a bare uvicorn 'Application startup complete.' is any uvicorn app's: it does not tell the engine)
                 eng = cand
                 break
         else:

@@ -152,6 +152,12 @@ def split_header(line: str, engine: str | None, year: int) -> Header:
                     return inner
             return Header(SGLANG, msg, ts, via=SGLANG)
     if engine != SGLANG:
+        if engine == VLLM and line[:2] == "[2":
+            st = SGLANG_HEADER_RE.match(line)  # a collector's '[date time] ' stamp: its year is the line's
+            if st is not None:
+                h = _inner_header(line[st.end() :], engine, int(st.group(1)[:4]), sglang_ts(*st.groups()[:3]))
+                if h is not None:
+                    return h
         h = _vllm_header(line, year)
         if h is not None:
             return h
