@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 
 from . import sglang, vllm
-from .clock import rfc3339_epoch, wall_epoch
+from .clock import minute_epoch, rfc3339_epoch, wall_epoch
 from .events import SGLANG, VLLM
 
 MAX_TOKENS = 16
@@ -90,23 +90,25 @@ def locate(line: str, engine: str | None, year: int) -> Found | None:
     """The message behind whatever header ``line`` starts with (see the module docstring), or
     None when ``line`` has no header before a known message and no header-like start at all."""
     starts = _STARTS.get(engine, _STARTS[None])
-    if any(s(line) for s in starts):
-        return None  # the message itself starts the line
+    for s in starts:
+        if s(line, 0):
+            return None  # the message itself starts the line
     f = Found()
     pos, n = 0, min(len(line), MAX_PREAMBLE)
     token = _TOKEN_RE.match
+    sep = _SEP_RE.match
     for _ in range(MAX_TOKENS):
         m = token(line, pos)
         if m is None or m.end() > n:
             break
         _read(m, f, year)
-        pos = _SEP_RE.match(line, m.end()).end()
+        pos = sep(line, m.end()).end()
         if pos >= len(line):
             return None  # a line of header tokens only: nothing after them
-        rest = line[pos:]
-        if any(s(rest) for s in starts):
-            f.start = pos
-            return f
+        for s in starts:
+            if s(line, pos):
+                f.start = pos
+                return f
     if f.signal and pos > 0:
         f.start = pos
         return f
@@ -133,27 +135,31 @@ def _read(m: re.Match, f: Found, year: int) -> None:
 
 
 def _read_group(inner: str, f: Found, year: int) -> None:
-    """A ``[...]`` or ``(...)`` group: a time, rank tags, a level, a file, a process may be in it."""
-    t = _TIME_RE.search(inner)
-    if t is not None:
-        _read_time(t, f, year)
-        f.signal = True
-    tags = _TAG_RE.findall(inner)
-    if tags:
-        f.tags += " " + " ".join(tags)
-        f.signal = True
+    """A ``[...]`` or ``(...)`` group: a time, rank tags, a level, a file, a process may be in it.
+    (Cheap tests first: most groups hold one of these, and each search costs.)"""
+    if ":" in inner:
+        if f.ts is None and f.tod is None:
+            t = _TIME_RE.search(inner)
+            if t is not None:
+                _read_time(t, f, year)
+                f.signal = True
+        if not f.signal and "." in inner and _FILE_IN_RE.search(inner):
+            f.signal = True
+    if "P" in inner:  # DP, TP, PP, EP, ATTN_CP, MOE_DP
+        tags = _TAG_RE.findall(inner)
+        if tags:
+            f.tags += " " + " ".join(tags)
+            f.signal = True
     if "pid=" in inner:
         p = _PROC_IN_RE.match(inner)
         if p is not None:
             f.process = f.process or p.group("proc")
             f.signal = True
-    if f.level is None:
+    if f.level is None and len(inner) <= 10:  # '[INFO]', '[info     ]', not prose
         lv = _LEVEL_IN_RE.search(inner)
-        if lv is not None and len(inner.strip()) <= 10:  # '[INFO]', '[info     ]', not prose
+        if lv is not None:
             f.level = lv.group(1).upper()
             f.signal = True
-    if _FILE_IN_RE.search(inner):
-        f.signal = True
 
 
 def _read_time(m: re.Match, f: Found, year: int) -> None:
@@ -179,11 +185,11 @@ def time_of(m: re.Match, year: int) -> tuple[float | None, float | None, bool]:
                 if z != "Z" and ":" not in z:
                     z = z[:3] + ":" + z[3:]
                 return rfc3339_epoch(f"{g['date']}T{hms}{'.' + frac if frac else ''}{z}"), None, False
-            d = g["date"]
-            return wall_epoch(int(d[:4]), int(d[5:7]), int(d[8:10]), int(hms[:2]), int(hms[3:5]), int(hms[6:8]) + _frac(frac)), None, False
+            # the minute's start from the clock's cache: one conversion per minute of log
+            return minute_epoch(f"{g['date']} {hms[:5]}") + int(hms[6:8]) + _frac(frac), None, False
         if g["md"]:
             md, hms = g["md"], g["mdhms"]
-            return wall_epoch(year, int(md[:2]), int(md[3:5]), int(hms[:2]), int(hms[3:5]), int(hms[6:8]) + _frac(g["mdfrac"])), None, True
+            return minute_epoch(f"{year:04d}-{md} {hms[:5]}") + int(hms[6:8]) + _frac(g["mdfrac"]), None, True
         if g["mon"]:
             hms = g["monhms"]
             return wall_epoch(year, _MONTHS[g["mon"]], int(g["day"]), int(hms[:2]), int(hms[3:5]), int(hms[6:8])), None, True

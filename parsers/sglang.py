@@ -641,9 +641,9 @@ MESSAGE_STARTS: tuple[str, ...] = (
 _REPLAY_LABELLED_RE = re.compile(r"\w+ ReplaySSM ring buffers")
 
 
-def starts_message(msg: str) -> bool:
-    """Whether an SGLang message this parser reads may begin at the start of ``msg``."""
-    return msg.startswith(MESSAGE_STARTS) or (msg[:1].isupper() and _REPLAY_LABELLED_RE.match(msg) is not None)
+def starts_message(msg: str, pos: int = 0) -> bool:
+    """Whether an SGLang message this parser reads may begin at ``msg[pos]``."""
+    return msg.startswith(MESSAGE_STARTS, pos) or (msg[pos : pos + 1].isupper() and _REPLAY_LABELLED_RE.match(msg, pos) is not None)
 
 
 def parse_message(msg: str) -> Result:

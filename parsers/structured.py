@@ -37,6 +37,7 @@ LEVEL_KEYS = ("levelname", "level", "severity", "lvl", "log.level", "loglevel", 
 RANK_KEYS = {"dp_rank": "dp", "tp_rank": "tp", "pp_rank": "pp", "dp": "dp", "tp": "tp", "pp": "pp"}
 PROCESS_KEYS = ("processName", "process_name", "vllm_process_name")
 TAG_KEYS = ("prefix", "tags", "ranks")
+_EXTRA_KEYS = frozenset(RANK_KEYS) | frozenset(PROCESS_KEYS) | frozenset(TAG_KEYS)
 MAX_NODES = 64  # nested objects looked into, per record
 MAX_DEPTH = 4
 MAX_RECORD = 4 << 20  # longer lines are not decoded as records (the line cap is 1 MiB anyway)
@@ -99,6 +100,8 @@ def _from_fields(obj: dict, kind: str, year: int) -> Record | None:
     if lv is not None:
         rec.level = str(lv[1]).upper()
     for node in nodes:
+        if _EXTRA_KEYS.isdisjoint(node):  # the usual record: none of them (one set operation)
+            continue
         for key, what in RANK_KEYS.items():
             v = node.get(key)
             if getattr(rec, what) is None and (type(v) is int or (isinstance(v, str) and v.isdigit())):

@@ -642,16 +642,16 @@ _DISPATCH: dict[str, Callable[[str], object]] = {
 _LOGO_CHARS = ("▄", "█", "▀", "\ufffd")
 
 
-def starts_message(msg: str) -> bool:
-    """Whether a vLLM message this parser reads may begin at the start of ``msg``: its first word
+def starts_message(msg: str, pos: int = 0) -> bool:
+    """Whether a vLLM message this parser reads may begin at ``msg[pos]``: its first word
     has a handler of its own in ``_DISPATCH`` (request echoes and uvicorn's other lines included:
     they are vLLM's lines, read as nothing), or it is ``N Engines ...`` or a logo line.
     ``parsers.preamble`` asks it to find a message behind a header it does not know."""
-    sp = msg.find(" ", 0, 64)
-    word = msg[:sp] if sp >= 0 else msg
+    sp = msg.find(" ", pos, pos + 64)
+    word = msg[pos:sp] if sp >= 0 else msg[pos:]
     if word:
-        return word in _DISPATCH or (word.isdigit() and msg.startswith(" Engines", len(word)))
-    return msg[:1] in _LOGO_CHARS or (sp == 0 and msg.lstrip(" ")[:1] in _LOGO_CHARS)
+        return word in _DISPATCH or (word.isdigit() and msg.startswith(" Engines", pos + len(word)))
+    return msg[pos : pos + 1] in _LOGO_CHARS or (sp == pos and msg[pos:].lstrip(" ")[:1] in _LOGO_CHARS)
 
 
 def parse_message(msg: str) -> object:
