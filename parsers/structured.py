@@ -28,7 +28,8 @@ import re
 
 from .preamble import dp_of_process, read_time
 
-MESSAGE_KEYS = ("message", "msg", "event", "log", "MESSAGE", "textPayload", "body", "text", "stringValue")
+MESSAGE_KEYS = ("message", "msg", "event", "log", "MESSAGE", "textPayload", "body", "stringValue")
+LAST_KEYS = ("text",)  # looked for only where none of MESSAGE_KEYS is (loguru's 'text' is the formatted line)
 TIME_KEYS = (
     "asctime", "timestamp", "time", "ts", "@timestamp", "datetime", "date", "t", "when", "created",
     "__REALTIME_TIMESTAMP", "timeUnixNano", "time_unix_nano", "repr",
@@ -88,7 +89,7 @@ def json_record(line: str, year: int) -> Record | None:
 def _from_fields(obj: dict, kind: str, year: int) -> Record | None:
     """The record of a decoded object: the message, then the other fields, nearest first."""
     nodes = _nodes(obj)
-    found = _first(nodes, MESSAGE_KEYS, str)
+    found = _first(nodes, MESSAGE_KEYS, str) or _first(nodes, LAST_KEYS, str)
     if found is None:
         return None
     path, msg = found
@@ -195,9 +196,9 @@ def logfmt_record(line: str, year: int) -> Record | None:
             v = _ESC_RE.sub(lambda e: _ESCAPES.get(e.group(1), e.group(1)), v[1:-1])
         fields.setdefault(m.group(1), v)
         pos = m.end()
-    if not any(k in fields for k in MESSAGE_KEYS):
+    if not any(k in fields for k in MESSAGE_KEYS + LAST_KEYS):
         return None
     return _from_fields(fields, "logfmt", year)
 
 
-__all__ = ["MESSAGE_KEYS", "Record", "json_record", "logfmt_record", "record"]
+__all__ = ["LAST_KEYS", "MESSAGE_KEYS", "Record", "json_record", "logfmt_record", "record"]
