@@ -23,8 +23,10 @@ from functools import cache
 from html import escape
 from importlib import resources
 
+from . import rulebook
 from .history import BUCKET_SECONDS as BUCKET
-from .history import SHADED_RULES, Timeline
+from .history import Timeline
+from .rulebook import SHADED_RULES
 
 STATIC_TYPES = {
     "uplot.iife.min.js": "text/javascript; charset=utf-8",
@@ -33,25 +35,11 @@ STATIC_TYPES = {
     "LICENSE.uplot": "text/plain; charset=utf-8",
 }
 SCRIPTS = ("uplot.iife.min.js", "charts.js")
-# a finding in short words (headlines, legends), most telling first
-RULE_WORDS = {
-    "mamba_bound": "mamba-bound",
-    "kv_bound": "KV-bound",
-    "request_cap_bound": "request-cap-bound",
-    "mamba_exhausted": "mamba pool exhausted",
-    "retraction_storm": "retraction storm",
-    "mamba_capped": "mamba-capped at startup",
-}
-# event findings are drawn as a band along the top of the chart (they overlap the sustained ones)
-STRIP_RULES = ("retraction_storm", "mamba_exhausted")
-# background of a finding's interval on the timeline
-SHADES = {
-    "mamba_bound": "rgba(214,39,40,0.16)",
-    "kv_bound": "rgba(31,119,180,0.16)",
-    "request_cap_bound": "rgba(90,90,90,0.16)",
-    "retraction_storm": "rgba(148,103,189,0.55)",
-    "mamba_exhausted": "rgba(255,127,14,0.65)",
-}
+# a finding in short words (headlines, legends), most telling first; the shading of its interval on the timeline,
+# event findings as a band along the top (they overlap the sustained ones): the rule catalogue's
+RULE_WORDS = {r: rulebook.WORDS[r] for r in rulebook.HEADLINE_ORDER}
+SHADES = rulebook.SHADES
+STRIP_RULES = rulebook.STRIP_RULES
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d1d1f;background:#f4f5f7}
@@ -264,9 +252,8 @@ def usage_html(srv: dict) -> str:
         )
         out.append("<table><tr><th>pool</th><th>samples</th><th>min</th><th>p50</th><th>p90</th><th>max</th></tr>" + rows + "</table>")
     if any(v["seconds"] for v in srv["binding"].values()):
-        words = {"mamba": "mamba pool", "kv": "KV pool", "requests": "request cap", "none": "nothing"}
         rows = "".join(
-            f"<tr><td>{escape(words.get(k, k))}</td><td>{v['share'] * 100:.1f}%</td><td>{_dur(v['seconds'])}</td></tr>"
+            f"<tr><td>{escape(rulebook.BINDING_WORDS.get(k, (k,))[0])}</td><td>{v['share'] * 100:.1f}%</td><td>{_dur(v['seconds'])}</td></tr>"
             for k, v in srv["binding"].items()
         )
         out.append("<table><tr><th>binding</th><th>share of log time</th><th>time</th></tr>" + rows + "</table>")

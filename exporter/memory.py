@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, fields
 from itertools import accumulate
 from typing import Any, Protocol
 
+from .rulebook import BINDING, RULE_IDS, SUSTAINED_RULES, WINDOWED_RULES
+
 
 class SustainConfig(Protocol):
     """The windows of :class:`Hysteresis` (``RulesConfig`` has them)."""
@@ -273,7 +275,7 @@ class ServerMemory(_ByName):
     evidence: dict[str, Evidence] = field(default_factory=dict)
     episodes: dict[str, deque] = field(default_factory=dict)  # rule -> [fired_at, cleared_at or None]
     usage: dict[str, UsageStats] = field(default_factory=dict)  # kv / mamba / swa
-    binding_seconds: dict[str, float] = field(default_factory=dict)  # mamba / kv / requests / none
+    binding_seconds: dict[str, float] = field(default_factory=dict)  # rulebook.BINDING: mamba / kv / requests / none
     binding_last: tuple[float, str] | None = None  # (ts, category) of the last sample
     retractions: Recent | None = None  # (ts, n): retraction lines / vLLM preemption intervals
     peaks: dict[str, float] = field(default_factory=dict)  # running / queued
@@ -281,7 +283,7 @@ class ServerMemory(_ByName):
     restarts_seen: int = 0
     first_ts: float | None = None
     last_ts: float | None = None
-    conditions: tuple[bool | None, ...] = ()  # of the last sample, in rules.SUSTAINED_RULES order (Rules.conditions)
+    conditions: tuple[bool | None, ...] = ()  # of the last sample, in rulebook.SUSTAINED_RULES order (Rules.conditions)
     # the conditions of a sample that changes no sustained rule's hysteresis (their ``Hysteresis.steady``)
     steady: tuple[bool | None, ...] = (False, False, False)
     boot_lines: dict[str, tuple[float | None, str]] = field(default_factory=dict)  # config / mamba / summary
@@ -299,22 +301,21 @@ class ServerMemory(_ByName):
     def ready(self) -> bool:
         return bool(self.hyst)
 
-    def fill(
-        self, findings: dict[str, int], sustained: tuple[str, ...], windowed: tuple[str, ...], rules: tuple[str, ...], episodes_max: int
-    ) -> None:
-        """Make the per-rule tables: a hysteresis per ``sustained`` and other ``windowed`` rule,
-        evidence and episodes per rule. A finding the server already has (restored from a snapshot,
-        exporter/snapshot.py) is where its hysteresis starts: on, it waits for the condition to
-        clear (a fresh one would wait to fire and keep a stale 1 until it fired and cleared again)."""
-        self.hyst = {r: Hysteresis() for r in (*sustained, *windowed)}
+    def fill(self, findings: dict[str, int], episodes_max: int) -> None:
+        """Make the per-rule tables of the rule catalogue (exporter/rulebook.py): a hysteresis per
+        sustained and windowed rule, evidence and episodes per rule, the binding time per pool. A
+        finding the server already has (restored from a snapshot, exporter/snapshot.py) is where its
+        hysteresis starts: on, it waits for the condition to clear (a fresh one would wait to fire
+        and keep a stale 1 until it fired and cleared again)."""
+        self.hyst = {r: Hysteresis() for r in (*SUSTAINED_RULES, *WINDOWED_RULES)}
         for r, h in self.hyst.items():
             if findings.get(r):
                 h.active = h.steady = True
-        self.steady = tuple(self.hyst[r].steady for r in sustained)
-        self.evidence = {r: Evidence() for r in rules}
-        self.episodes = {r: deque(maxlen=episodes_max) for r in rules}
+        self.steady = tuple(self.hyst[r].steady for r in SUSTAINED_RULES)
+        self.evidence = {r: Evidence() for r in RULE_IDS}
+        self.episodes = {r: deque(maxlen=episodes_max) for r in RULE_IDS}
         self.usage = {"kv": UsageStats(), "mamba": UsageStats(), "swa": UsageStats()}
-        self.binding_seconds = {"mamba": 0.0, "kv": 0.0, "requests": 0.0, "none": 0.0}
+        self.binding_seconds = dict.fromkeys(BINDING, 0.0)
         self.retractions = Recent(256)
 
 

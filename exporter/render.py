@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from html import escape
 
-from . import drawing
+from . import drawing, rulebook
 from .drawing import chart_data
 from .report import fact_rows, flag_text, fmt_dur, fmt_int, fmt_pct, fmt_value
 
@@ -30,7 +30,7 @@ def _shares(h: list[dict]) -> list[tuple[str, float]]:
     ]
 
 
-BINDING_LABELS = {"mamba": "mamba pool", "kv": "KV pool", "requests": "request cap", "none": "nothing"}
+BINDING_LABELS = {k: short for k, (short, _) in rulebook.BINDING_WORDS.items()}
 
 
 def _episode(ep: dict) -> str:

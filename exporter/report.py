@@ -19,22 +19,15 @@ from __future__ import annotations
 
 import time
 
-from . import flags, recommend
-from .drawing import RULE_WORDS, chart_data
+from . import flags, recommend, rulebook
+from .drawing import chart_data
 from .facts import facts_of, peek, version_range
 from .history import history_of
-from .rules import RULE_IDS, RulesConfig, rules_of
+from .rulebook import RULE_IDS
+from .rules import RulesConfig, rules_of
 from .state import CONFIG_KEYS, ServerState, SourceState
 
 GIB = float(1 << 30)
-RULE_TITLES = {
-    "mamba_bound": "Mamba-bound: the mamba state pool limits concurrency while the KV pool is mostly free",
-    "kv_bound": "KV-bound: the full-attention KV pool limits concurrency while the mamba pool has room",
-    "request_cap_bound": "Request-cap-bound: running requests pinned at the configured cap with both pools free",
-    "mamba_capped": "Mamba-capped at startup: max running requests lowered by the mamba state pool",
-    "retraction_storm": "Retraction storm: requests retracted/preempted repeatedly",
-    "mamba_exhausted": "Mamba pool exhausted: the scheduler ran out of mamba slots",
-}
 
 
 def fmt_ts(ts: float | None) -> str:
@@ -153,12 +146,7 @@ def flag_text(flag: str, value: str) -> str:
 # data
 
 
-BINDING_WORDS = {
-    "mamba": "the mamba state pool",
-    "kv": "the KV pool",
-    "requests": "the request cap",
-    "none": "nothing (neither pool nor the request cap)",
-}
+BINDING_WORDS = {k: long for k, (_, long) in rulebook.BINDING_WORDS.items()}
 
 
 def capacity_facts(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
@@ -219,15 +207,14 @@ def server_status(
         findings.append(
             {
                 "rule": rule,
-                "label": RULE_WORDS.get(rule, rule),
-                "title": RULE_TITLES.get(rule, rule),
+                "label": rulebook.WORDS[rule],
+                "title": rulebook.BY_ID[rule].title_for(src.engine),
                 "since": fmt_ts(since) if since is not None else None,
                 "for_seconds": round(last - since, 1) if since is not None and last else None,
                 "detail": m.get("capped_detail") if rule == "mamba_capped" else None,
             }
         )
-    order = list(RULE_WORDS)
-    findings.sort(key=lambda f: order.index(f["rule"]) if f["rule"] in order else len(order))
+    findings.sort(key=lambda f: rulebook.HEADLINE_ORDER.index(f["rule"]))
     binding = (m.get("binding_last") or (None, None))[1]
     words = []
     gap = f" ({abs(mamba - kv) * 100:.0f} points apart)" if kv is not None and mamba is not None else ""
@@ -238,21 +225,20 @@ def server_status(
     load = f"{fmt_int(running)} running{cap_words}, {fmt_int(queued)} waiting" if running is not None else ""
     # the pools as far as the log tells (vLLM logs no mamba usage)
     pools = ", ".join(f"{name} {fmt_pct(v)}" for name, v in (("KV", kv), ("mamba", mamba)) if v is not None) or "no pool usage logged"
+    said = {
+        "kv": fmt_pct(kv),
+        "mamba": fmt_pct(mamba),
+        "gap": gap,
+        "mamba_while": f" while mamba is {fmt_pct(mamba)}{gap}" if mamba is not None else "",
+        "load": load,
+        "pools": pools,
+        "retracted": fmt_int(srv.counters.get("preempted_requests")),
+        "vllm_state": "",
+    }
     for f in findings:
-        r = f["rule"]
-        if r == "mamba_bound":
-            words.append(f"The mamba state pool limits concurrency: mamba {fmt_pct(mamba)} used while KV is {fmt_pct(kv)}{gap}; {load}.")
-        elif r == "kv_bound":
-            other = f" while mamba is {fmt_pct(mamba)}{gap}" if mamba is not None else ""
-            words.append(f"The KV pool limits concurrency: KV {fmt_pct(kv)} used{other}; {load}.")
-        elif r == "request_cap_bound":
-            words.append(f"Running requests are pinned at the request cap while the pools have room ({pools} used); {load}.")
-        elif r == "mamba_exhausted":
-            words.append("The scheduler ran out of mamba state slots (the log line is under the finding's evidence).")
-        elif r == "retraction_storm":
-            words.append(f"Requests are retracted or preempted repeatedly ({fmt_int(srv.counters.get('preempted_requests'))} so far).")
-        elif r == "mamba_capped" and f["detail"]:
-            words.append(f"At startup: {f['detail']}.")
+        if f["rule"] == rulebook.MAMBA_CAPPED and not f["detail"]:
+            continue
+        words.append(rulebook.BY_ID[f["rule"]].says_for(src.engine).format_map({**said, "detail": f["detail"]}))
     if not findings:
         words.append("No finding: neither pool limits concurrency" + (f" ({pools} used; {load})." if load else "."))
         if binding and binding != "none":
@@ -322,7 +308,7 @@ def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
                 lines.append({"kind": kind, "ts": ts, "time": fmt_ts(ts), "line": line})
         f = {
             "rule": rule,
-            "title": RULE_TITLES.get(rule, rule),
+            "title": rulebook.BY_ID[rule].title_for(src.engine),
             "live": live,
             "episodes": [{"start": fmt_ts(a), "end": fmt_ts(b) if b is not None else None} for a, b in eps],
             "firing_seconds": round(fired_s, 1),

@@ -44,19 +44,19 @@ from .facts import (  # noqa: F401  (the derivations moved to facts.py; re-expor
     version_range,
 )
 from .memory import Evidence, Hysteresis, Recent, ServerMemory, SourceMemory, UsageStats  # noqa: F401  (UsageStats re-exported)
+from .rulebook import (  # the rules are entries of the rule catalogue; their conditions are below
+    BINDING,
+    MAMBA_CAPPED,
+    MAMBA_EXHAUSTED,
+    RETRACTION_STORM,
+    RULE_IDS,
+    SUSTAINED_RULES,
+)
 from .state import ServerState, SourceState
 from .version import VersionRange, fmt_version, parse_version  # noqa: F401  (re-exported for the report)
 
-MAMBA_BOUND = "mamba_bound"
-KV_BOUND = "kv_bound"
-REQUEST_CAP_BOUND = "request_cap_bound"
-MAMBA_CAPPED = "mamba_capped"
-RETRACTION_STORM = "retraction_storm"
-MAMBA_EXHAUSTED = "mamba_exhausted"
-
-RULE_IDS = (MAMBA_BOUND, KV_BOUND, REQUEST_CAP_BOUND, MAMBA_CAPPED, RETRACTION_STORM, MAMBA_EXHAUSTED)
-SUSTAINED_RULES = (MAMBA_BOUND, KV_BOUND, REQUEST_CAP_BOUND)
 Conditions = tuple[bool | None, bool | None, bool | None]  # of one sample, in SUSTAINED_RULES order; None: cannot tell
+_BIND_MAMBA, _BIND_KV, _BIND_REQUESTS, _BIND_NONE = BINDING  # the pools of the sustained rules, in their order
 
 EVIDENCE_LINE_MAX = 400  # characters of a raw line kept as evidence
 EPISODES_MAX = 50  # fire/clear episodes kept per rule
@@ -221,7 +221,7 @@ class Rules:
         """``srv``'s diagnosis memory, its per-rule tables filled on first use."""
         m = srv.rule_memory
         if not m.hyst:
-            m.fill(srv.findings, SUSTAINED_RULES, (RETRACTION_STORM,), RULE_IDS, EPISODES_MAX)
+            m.fill(srv.findings, EPISODES_MAX)
         return m
 
     def _set(self, src: SourceState, srv: ServerState, rule: str, on: bool, ts: float | None, evidence: list[tuple[float, str]]) -> None:
@@ -442,7 +442,7 @@ class Rules:
             dt = ts - last[0]
             if 0.0 < dt <= gap:  # a float literal: comparing an int with a float takes the slow path
                 m.binding_seconds[last[1]] += dt
-        m.binding_last = (ts, "mamba" if c_mamba else "kv" if c_kv else "requests" if c_req else "none")
+        m.binding_last = (ts, _BIND_MAMBA if c_mamba else _BIND_KV if c_kv else _BIND_REQUESTS if c_req else _BIND_NONE)
         findings = srv.findings
         if conds != m.steady:
             # a condition counts toward or against a window (or starts one): feed the rules, note the new steady ones

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from test_serve_support import free_port
 
-from exporter.drawing import SHADES
+from exporter.rulebook import SHADES
 
 ROOT = Path(__file__).resolve().parents[2]
 SCEN = ROOT / "fixtures" / "scenarios"

@@ -16,9 +16,10 @@ import pytest
 
 from exporter import drawing
 from exporter.app import new_pipeline
-from exporter.history import LIVE_ROWS, SHADED_RULES, History, Timeline
+from exporter.history import LIVE_ROWS, History, Timeline
 from exporter.history import attach as attach_history
 from exporter.offline import replay_files
+from exporter.rulebook import SHADED_RULES
 from exporter.status import StatusPages
 from exporter.web import App, make_server
 from exporter.webconfig import WebConfig
