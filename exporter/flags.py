@@ -220,8 +220,8 @@ def _floor_2sig(r: float) -> float:
 
 def c_mamba_full_memory_ratio(x: Context) -> Candidate | None:
     f, o = x.facts, x.observed
-    if f.engine != ev.SGLANG or f.unified_memory or f.version.below("0.5.3.post3"):
-        return None
+    if f.engine != ev.SGLANG or f.unified_memory or f.version.below("0.5.3.post3") or not cap.ratio_moves_pools(o):
+        return None  # (the last: --max-mamba-cache-size sizes the pool, or the model misses the logged pools by half)
     r_now = o.mamba_full_memory_ratio or 0.9
     balanced = balanced_ratio(x)
     if x.mamba_findings:
@@ -584,12 +584,13 @@ def effect_from_plan(model: cap.ModelSpec, inputs: cap.PlanInputs, flag: str, va
 
 
 def plan_effects(model: cap.ModelSpec, inputs: cap.PlanInputs) -> list[cap.Effect]:
-    """Every catalogued flag's effect on the plan for ``inputs.engine``, in catalogue order."""
+    """Every catalogued flag's effect on the plan for ``inputs.engine``, in catalogue order; an effect that changes
+    nothing (``max-num-seqs 4: cap 4 → 4``) is left out."""
     out = []
     for e in CATALOGUE:
         for engine, value in e.plan_value:
             if engine == inputs.engine:
                 eff = effect_from_plan(model, inputs, e.flag, value)
-                if eff is not None:
+                if eff is not None and not eff.changes_nothing:
                     out.append(eff)
     return out

@@ -112,8 +112,8 @@ def for_rules(src: SourceState, srv: ServerState, rules, cfg: RulesConfig | None
             if key not in seen:
                 seen.add(key)
                 entry = flags.BY_NAME[cap.norm_flag(name)]
-                gain = eff.cap_gain if eff is not None else None
-                caveats = (*_breaks(x.observed, eff), *c.needs, *c.warns)
+                gain = concurrency_gain(eff, _tokens_per_request(srv), started=not srv.capacity.get("mamba_blocks_exceeded"))
+                caveats = (*_breaks(x.observed, eff), *_loses(eff, gain), *c.needs, *c.warns)
                 mine.append(Recommendation(rule, flag, c.value, text, c.why, 0, caveats, gain, entry.risk, c.assumes))
         recs += order(mine)
     return recs
@@ -143,6 +143,64 @@ def order(recs: list[Recommendation]) -> list[Recommendation]:
             n += 1
             r.rank = n
     return out
+
+
+def merged(recs: list[Recommendation], text=lambda flag, value: f"{flag} {value}") -> list[dict]:
+    """A server's recommendations with each flag once (its one value answers several findings): its rank under
+    each finding, ordered by its best rank (the ranked ones first, then those with a caveat). ``text`` writes a
+    flag as a command line has it."""
+    out: dict[tuple[str, str], dict] = {}
+    for r in recs:
+        key = (r.flag, r.value)
+        d = out.get(key)
+        if d is None:
+            d = out[key] = {
+                "flag": text(r.flag, r.value),
+                "name": r.flag,
+                "value": r.value,
+                "effect": r.effect,
+                "why": r.why,
+                "rules": [],
+                "ranks": {},
+                "gain": r.gain,
+                "risk": flags.RISKS[r.risk],
+                "assumes": list(r.assumes),
+                "caveats": list(r.caveats),
+            }
+        d["rules"].append(r.rule)
+        if r.rank:
+            d["ranks"][r.rule] = r.rank
+    items = list(out.values())
+    for d in items:
+        d["rank"] = min(d["ranks"].values()) if d["ranks"] else 0
+    items.sort(key=lambda d: (not d["rank"], d["rank"] or 0))
+    return items
+
+
+def _tokens_per_request(srv: ServerState) -> int | None:
+    """The KV tokens a running request holds, at the median of the log's samples (exporter/workload.py)."""
+    ls = srv.rule_memory.lengths.get("running")
+    return ls.quantile(0.5) if ls is not None and ls.n else None
+
+
+def concurrency_gain(eff: cap.Effect | None, tokens: int | None, started: bool = True) -> int | None:
+    """Requests the change adds to what the server can run: the request cap, or the requests of ``tokens`` KV
+    tokens each the KV pool holds where that is lower (a KV-bound server gains with its KV pool, not its cap).
+    ``started``: False where the engine refused to start (vLLM's "exceeds available Mamba cache blocks"): it runs none."""
+    if eff is None or eff.cap_before is None or eff.cap_after is None:
+        return None
+    before, after = (eff.cap_before if started else 0), eff.cap_after
+    if tokens and eff.kv_tokens_before is not None:
+        kv_after = eff.kv_tokens_after if eff.kv_tokens_after is not None else eff.kv_tokens_before
+        before = min(before, eff.kv_tokens_before // tokens) if started else 0
+        after = min(after, kv_after // tokens)
+    return after - before
+
+
+def _loses(eff: cap.Effect | None, gain: int | None) -> tuple[str, ...]:
+    if eff is None or gain is None or gain >= 0:
+        return ()
+    return (f"lowers the concurrency the log shows possible by {-gain:,} request(s): {eff.summary}",)
 
 
 def _breaks(o: cap.ObservedCapacity, eff: cap.Effect | None) -> tuple[str, ...]:
@@ -257,6 +315,7 @@ def ratio_of(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None)
 
 __all__ = [
     "Recommendation",
+    "merged",
     "order",
     "Recommender",
     "balanced_ratio",

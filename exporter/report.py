@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import time
 
+from . import capacity as cap
 from . import flags, recommend, rulebook
+from .boots import before_after
 from .drawing import chart_data
 from .facts import facts_of, peek, version_range
 from .history import history_of
 from .rulebook import RULE_IDS
 from .rules import RulesConfig, rules_of
 from .state import CONFIG_KEYS, ServerState, SourceState
+from .workload import shared_pool, workload
 
 GIB = float(1 << 30)
 
@@ -134,10 +137,12 @@ def fact_rows(facts: dict) -> list[tuple[str, str]]:
 
 
 def flag_text(flag: str, value: str) -> str:
-    """How the flag is written on a command line: ``--x v``, ``--switch``, ``SGLANG_ENV=v``."""
+    """How the flag is written on a command line: ``--x v``, ``--switch`` (a switch of the flag catalogue, value
+    true: both engines' parsers refuse ``--switch true``), ``SGLANG_ENV=v`` (an environment variable)."""
     if flag.startswith("SGLANG_") or flag.isupper():
         return f"{flag}={value}"
-    if value in ("true", ""):
+    e = flags.entry(flag)
+    if (e is not None and e.switch) or value in ("true", ""):
         return flag
     return f"{flag} {value}"
 
@@ -176,6 +181,21 @@ def capacity_facts(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict
     return {k: v for k, v in facts.items() if v is not None}
 
 
+def _vllm_state_words(pool: dict | None) -> str:
+    """vLLM's shared pool in words: what a running request's state takes of it (the KV-bound sentence's end)."""
+    if not pool:
+        return ""
+    out = []
+    if pool.get("state_share") is not None:
+        out.append(
+            f" Each running request's mamba state takes about {pool['state_share'] * 100:.0f} % of its blocks "
+            f"({pool['tokens_per_request']:,} KV tokens at the median, {pool['block_tokens']:,}-token blocks), from the same pool"
+        )
+    if pool.get("mamba_bound_concurrency"):
+        out.append(f"; the state alone would allow {pool['mamba_bound_concurrency']:,} requests")
+    return ("".join(out) + ".") if out else ""
+
+
 def _live_since(srv: ServerState, rule: str) -> float | None:
     eps = (srv.rule_memory.get("episodes") or {}).get(rule) or ()
     if eps and eps[-1][1] is None:
@@ -184,21 +204,29 @@ def _live_since(srv: ServerState, rule: str) -> float | None:
 
 
 def server_status(
-    src: SourceState, srv: ServerState, cfg: RulesConfig, recs: list | None = None, gauges: dict[str, float] | None = None
+    src: SourceState,
+    srv: ServerState,
+    cfg: RulesConfig,
+    recs: list | None = None,
+    gauges: dict[str, float] | None = None,
+    now: float | None = None,
 ) -> dict:
     """The diagnosis of one server now (or at the end of a replayed log), in words and numbers:
     what the status page shows and the HTML report's summary starts with. ``recs``: the
     recommendations to show (default: the live ones the rules keep). ``gauges``: the runtime
     gauges as a scrape sees them (the status page passes the sampler's read-only view; default:
-    the committed ones, all there are once a replay has finished)."""
+    the committed ones, all there are once a replay has finished). ``now``: the wall clock of a
+    live page (the age of the server's last line, and whether it has gone quiet); None: a report.
+    Reads only (the status page calls it under the pipeline's lock)."""
     m = srv.rule_memory
     g = srv.gauges if gauges is None else gauges
     last = m.get("last_ts") or src.last_ts
-    f = peek(src, srv, cfg)  # the status page reads at request time: never writes
-    eff, eff_how = f.max_running, f.max_running_source
+    facts = peek(src, srv, cfg)  # the status page reads at request time: never writes
+    eff, eff_how = facts.max_running, facts.max_running_source
     kv, mamba = g.get("kv_usage_ratio"), g.get("mamba_usage_ratio")
     running, queued = g.get("running_requests"), g.get("queued_requests")
-    mcap = f.mamba_cap
+    pool = shared_pool(srv.capacity, facts, src.rule_memory.arch, m.lengths)
+    mcap = facts.mamba_cap
     findings = []
     for rule in RULE_IDS:
         if not srv.findings.get(rule):
@@ -233,7 +261,7 @@ def server_status(
         "load": load,
         "pools": pools,
         "retracted": fmt_int(srv.counters.get("preempted_requests")),
-        "vllm_state": "",
+        "vllm_state": _vllm_state_words(pool),
     }
     for f in findings:
         if f["rule"] == rulebook.MAMBA_CAPPED and not f["detail"]:
@@ -245,19 +273,23 @@ def server_status(
             words.append(f"The latest sample meets the condition for {BINDING_WORDS[binding]}, not (yet) sustained.")
     if recs is None:
         recs = list(m.get("recommendations") or ())
-    merged: dict[tuple[str, str], dict] = {}
-    for r in recs:
-        d = r if isinstance(r, dict) else r.as_dict()
-        key = (d["flag"], d["value"])
-        if key in merged:
-            merged[key]["rules"].append(d["rule"])
-        else:
-            merged[key] = {"flag": flag_text(d["flag"], d["value"]), "effect": d["effect"], "why": d["why"], "rules": [d["rule"]]}
-    return {
+    advice = recommend.merged(recs, flag_text)
+    start = {}
+    for d in advice:
+        for rule, rank in d["ranks"].items():
+            if rank == 1:
+                start[rule] = d
+    for fd in findings:
+        d = start.get(fd["rule"])
+        fd["start_here"] = {"flag": d["flag"], "effect": d["effect"]} if d else None
+    age = None if now is None or last is None else max(0.0, now - last)
+    out = {
         "source": src.name,
         "dp_rank": srv.dp_rank,
         "engine": src.engine,
         "at": fmt_ts(last),
+        "age_seconds": None if age is None else round(age, 1),
+        "quiet": is_quiet(age),
         "headline": ", ".join(f["label"] for f in findings) if findings else "no finding",
         "firing": bool(findings),
         "binding_now": binding,
@@ -273,9 +305,22 @@ def server_status(
             "mamba_cap": mcap,
         },
         "capacity": capacity_facts(src, srv, cfg),
-        "recommendations": list(merged.values()),
+        "recommendations": advice,
         "balanced_ratio": srv.recommended_ratio,
+        "model_check": cap.ratio_model_check(facts.capacity),
+        "before_after": before_after(src, srv, cfg),
+        "vllm_pool": pool,
     }
+    return out
+
+
+QUIET_AFTER_SECONDS = 120.0  # a server that printed nothing for this long has gone quiet (idle, stopped or dead)
+
+
+def is_quiet(age_seconds: float | None) -> bool:
+    """Whether a server whose last line is ``age_seconds`` old has gone quiet: what it said then (its findings)
+    is no longer the state now. The one test of it (the status page greys the findings of such a server)."""
+    return age_seconds is not None and age_seconds > QUIET_AFTER_SECONDS
 
 
 def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
@@ -320,6 +365,7 @@ def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
     fired_rules = [f["rule"] for f in findings]
     recs = recommend.for_rules(src, srv, fired_rules, cfg)
     live_rules = {f["rule"] for f in findings if f["live"]}
+    status = server_status(src, srv, cfg, recs)
     return {
         "dp_rank": srv.dp_rank,
         "log_time": {"first": fmt_ts(first), "last": fmt_ts(last), "seconds": round(max(0.0, last - first), 1) if first and last else 0},
@@ -336,8 +382,12 @@ def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
         "findings": findings,
         "recommendations": [dict(r.as_dict(), live=r.rule in live_rules) for r in recs],
         "recommended_mamba_full_memory_ratio": recommend.balanced_ratio(src, srv, cfg) if recs or srv.recommended_ratio else None,
-        "status": server_status(src, srv, cfg, recs),
+        "status": status,
         "whatif": whatif(src, srv, cfg, recs),
+        "before_after": status["before_after"],
+        "model_check": status["model_check"],
+        "workload": workload(m.lengths, facts_of(src, srv, cfg)),
+        "vllm_pool": status["vllm_pool"],
     }
 
 
