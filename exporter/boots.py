@@ -45,7 +45,7 @@ def current_boot(src: SourceState, srv: ServerState, cfg: RulesConfig) -> BootRe
     m = srv.rule_memory
     binding, queued, counts = boot_share(m)
     first = m.boot_first_ts if m.boot_first_ts is not None else m.first_ts
-    fired = fired_since(m, first)
+    fired = fired_since(m, first, carried=False)  # one the old boot left live and that cleared since: not this boot's
     config = {k: v for k, v in src.config.items() if k in CONFIG_KEYS}
     return BootRecord(first, m.last_ts, config, peek(src, srv, cfg), binding, queued, counts, fired)
 

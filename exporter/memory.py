@@ -413,10 +413,13 @@ def boot_share(m: ServerMemory) -> tuple[dict[str, float], float, dict[str, tupl
     return binding, queued, counts
 
 
-def fired_since(m: ServerMemory, first: float | None) -> tuple[str, ...]:
-    """The rules that fired (or were live) from log time ``first`` on."""
+def fired_since(m: ServerMemory, first: float | None, carried: bool = True) -> tuple[str, ...]:
+    """The rules that fired from log time ``first`` on, or are live; ``carried``: also those live at ``first``
+    that cleared later (for a boot that ended: live in it)."""
     return tuple(
-        r for r, eps in m.episodes.items() if any(a is not None and (first is None or a >= first or b is None or b > first) for a, b in eps)
+        r
+        for r, eps in m.episodes.items()
+        if any(a is not None and (first is None or a >= first or b is None or (carried and b > first)) for a, b in eps)
     )
 
 

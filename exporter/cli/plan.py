@@ -89,12 +89,15 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     if args.from_log:
         pipe, failed = replay(args.from_log, None, None, None)
+        if failed:
+            print(f"plan: error: {failed} file(s) could not be read (above)", file=sys.stderr)
+            return 1
         servers = from_log(pipe)
         if args.json:
             print(json.dumps([dict(s, effects=[asdict(e) for e in s["effects"]]) for s in servers], indent=2, ensure_ascii=False, default=str))
         else:
             print(render_from_log(servers))
-        return 1 if failed else 0
+        return 0
     try:
         plan, effects, notes = build(PlanRequest(**{f.name: getattr(args, f.name) for f in fields(PlanRequest)}))
     except (cap.ConfigError, UsageError) as e:
