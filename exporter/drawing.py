@@ -193,9 +193,10 @@ def diagnosis_html(st: dict, spans: list, when: str = "now") -> str:
     cls = "quiet" if quiet and st["firing"] else "firing" if st["firing"] else "ok"
     out = [f'<div class="badge {cls}">{escape(st["headline"])}</div>']
     if quiet:
+        last = " The findings below are what it said last." if st["firing"] else ""
         out.append(
             f'<p class="words quiet-note">No line from this server for {escape(_dur(st["age_seconds"]))}: it has gone quiet (idle, stopped '
-            "or dead). The findings below are what it said last.</p>"
+            f"or dead).{last}</p>"
         )
     out += [f'<p class="words">{escape(w)}</p>' for w in st["words"]]
     cap = "" if n["cap"] is None else f" / cap {_int(n['cap'])}"
