@@ -611,3 +611,19 @@ def test_the_catalogue_is_the_only_dispatch():
         assert not hasattr(capacity, gone)
     src = inspect.getsource(recommend)
     assert '"--' not in src and "SGLANG_OPT" not in src  # no flag named outside the catalogue
+
+
+def test_bf16_ssm_with_replayssm_spec_carries_the_engines_warning():
+    """SGLang 0.5.20+ (arg_groups/attention_hook.py) sets float32 SSM state for --enable-linear-replayssm-spec and
+    warns on bfloat16: the recommendation says so and is never exported (issue 21.7)."""
+    f = Feeder(config=RulesConfig(engine_version="0.5.23"))
+    sglang_boot(f, cap=16, enable_linear_replayssm_spec=True)
+    run(f, T0 + 10, 120, running=16, queued=7, kv=0.11, mamba=0.95)
+    (bf16,) = [r for r in f.srv().rule_memory.recommendations if r.flag == "--mamba-ssm-dtype" and r.rule == "mamba_bound"]
+    assert bf16.rank == 0 and any("wants float32 SSM state and warns on bfloat16" in c for c in bf16.caveats)
+    assert "--mamba-ssm-dtype" not in {flag for _, flag, _, _ in f.srv().recommendations}
+    # before 0.5.20 the engine has no such rule: no caveat
+    g = Feeder(config=RulesConfig(engine_version="0.5.19"))
+    sglang_boot(g, cap=16, enable_linear_replayssm_spec=True)
+    run(g, T0 + 10, 120, running=16, queued=7, kv=0.11, mamba=0.95)
+    assert "--mamba-ssm-dtype" in {flag for _, flag, _, _ in g.srv().recommendations}
