@@ -260,25 +260,14 @@ def actions_html(st: dict, facts: list[tuple[str, str]]) -> str:
     if recs and st.get("balanced_ratio"):
         out.append(f"<p>Balanced <code>--mamba-full-memory-ratio</code> for the observed usage: <b>{st['balanced_ratio']:g}</b></p>")
     out.append(before_after_html(st.get("before_after")))
-    out.append(pool_html(st.get("vllm_pool")))
+    out.append(pool_html(st.get("vllm_pool_words") or []))
     if facts:
-        mc = st.get("model_check")
-        note = f'<p class="muted">{escape(_model_words(mc))}</p>' if mc else ""
+        mc = st.get("model_check_words")
+        note = f'<p class="muted">{escape(mc[0].upper() + mc[1:])}.</p>' if mc else ""
         out.append(
             "<h3>Capacity</h3><table>" + "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in facts) + "</table>" + note
         )
     return "".join(out)
-
-
-def _model_words(mc: dict) -> str:
-    gap = mc["gap"] * 100 if mc["gap"] is not None else 0.0
-    head = f"Model check: the ratio arithmetic gives {mc['model_slots']:,} mamba slots for ratio {mc['ratio']:g}, the log {mc['logged_slots']:,} ({gap:+.0f} %)"
-    why = ("; it leaves out " + ", ".join(mc["leaves_out"])) if mc["leaves_out"] else ""
-    if mc["agrees"]:
-        return head + ": within 5 %, predictions use the model on the logged pools."
-    if abs(gap) >= 50:
-        return head + f": ratio predictions withheld{why}."
-    return head + f": ratio predictions are scaled from the logged pools{why}."
 
 
 def _pct1(v: float | None) -> str:
@@ -315,26 +304,11 @@ def before_after_html(ba: dict | None) -> str:
     )
 
 
-def pool_html(vp: dict | None) -> str:
-    """vLLM's shared block pool: what a running request's state takes of it, the state's own concurrency."""
-    if not vp:
+def pool_html(words: list[str]) -> str:
+    """vLLM's shared block pool: the status's sentences (``workload.pool_words``)."""
+    if not words:
         return ""
-    items = []
-    if vp.get("block_tokens"):
-        items.append(f"block: {vp['block_tokens']:,} tokens of KV, or one mamba layer group's state")
-    if vp.get("layout"):
-        items.append(f"layout: {vp['layout']}")
-    if vp.get("state_share") is not None:
-        items.append(
-            f"a running request's mamba state takes about {vp['state_share'] * 100:.0f} % of its blocks "
-            f"(at the median {vp['tokens_per_request']:,} KV tokens; align mode's checkpoint blocks not counted)"
-        )
-    if vp.get("mamba_bound_concurrency"):
-        items.append(f"mamba-bound concurrency (the state alone): {vp['mamba_bound_concurrency']:,} requests")
-    if vp.get("verdict"):
-        items.append(vp["verdict"])
-    items.append("--max-num-seqs frees no KV memory in V1: the pool is sized from the memory budget before any request runs")
-    return "<h3>Shared block pool (vLLM V1)</h3><ul>" + "".join(f"<li>{escape(x)}</li>" for x in items) + "</ul>"
+    return "<h3>Shared block pool (vLLM V1)</h3><ul>" + "".join(f"<li>{escape(x)}</li>" for x in words) + "</ul>"
 
 
 def workload_html(wl: dict | None) -> str:

@@ -50,19 +50,6 @@ def start_lines(st: dict) -> list[str]:
     return out
 
 
-def model_check_line(mc: dict | None) -> str | None:
-    if not mc:
-        return None
-    gap = mc["gap"]
-    head = f"model check: the ratio arithmetic gives {mc['model_slots']:,} mamba slots for ratio {mc['ratio']:g}, the log {mc['logged_slots']:,}"
-    if mc["agrees"]:
-        return head + f" ({gap * 100:+.0f} %, within 5 %): predictions use the model on the logged pools"
-    why = ("; the model leaves out " + ", ".join(mc["leaves_out"])) if mc["leaves_out"] else ""
-    if gap is not None and abs(gap) >= 0.5:
-        return head + f" ({gap * 100:+.0f} %): ratio predictions withheld{why}"
-    return head + f" ({gap * 100:+.0f} %): ratio predictions are scaled from the logged pools{why}"
-
-
 def before_after_lines(ba: dict | None) -> list[str]:
     """The last restart of a server: what changed, pools and cap before/after/predicted, binding and queueing."""
     if not ba:
@@ -115,27 +102,10 @@ def workload_lines(wl: dict | None) -> list[str]:
     return out
 
 
-def pool_lines(vp: dict | None) -> list[str]:
-    """vLLM's shared block pool."""
-    if not vp:
-        return []
-    out = ["Shared block pool (vLLM V1: KV and mamba state in one pool)"]
-    if vp.get("block_tokens"):
-        pad = f", mamba page padded by {vp['padding'] * 100:.2f} %" if vp.get("padding") is not None else ""
-        out.append(f"  block: {fmt_int(vp['block_tokens'])} tokens of KV or one mamba layer group's state{pad}")
-    if vp.get("layout"):
-        out.append(f"  layout: {vp['layout']}")
-    if vp.get("state_share") is not None:
-        out.append(
-            f"  a running request's state takes about {vp['state_share'] * 100:.0f} % of its blocks "
-            f"(at {fmt_int(vp['tokens_per_request'])} KV tokens, the median; align mode's checkpoint blocks not counted)"
-        )
-    if vp.get("mamba_bound_concurrency"):
-        out.append(f"  mamba-bound concurrency (the state alone): {fmt_int(vp['mamba_bound_concurrency'])} requests")
-    if vp.get("verdict"):
-        out.append(f"  {vp['verdict']}")
-    out.append("  --max-num-seqs frees no KV memory in V1: the pool is sized from the memory budget before any request runs")
-    return out
+def pool_lines(st: dict) -> list[str]:
+    """vLLM's shared block pool (the status's sentences)."""
+    words = st.get("vllm_pool_words") or []
+    return ["Shared block pool (vLLM V1: KV and mamba state in one pool)", *(f"  {w}" for w in words)] if words else []
 
 
 def advice_lines(st: dict) -> list[str]:
@@ -195,11 +165,11 @@ def render_text(rep: dict) -> str:
                 w(f"  {label:40s} {text}")
             if srv["peaks"]:
                 w("  " + "peak " + ", ".join(f"{k} {fmt_int(v)}" for k, v in srv["peaks"].items()))
-            mc = model_check_line(srv.get("model_check"))
+            mc = (st or {}).get("model_check_words")
             if mc:
                 w(f"  {mc}")
             w("")
-            for block in (pool_lines(srv.get("vllm_pool")), before_after_lines(srv.get("before_after")), workload_lines(srv.get("workload"))):
+            for block in (pool_lines(st or {}), before_after_lines(srv.get("before_after")), workload_lines(srv.get("workload"))):
                 if block:
                     out.extend(block)
                     w("")
@@ -281,11 +251,11 @@ def render_markdown(rep: dict) -> str:
             for k, v in srv["peaks"].items():
                 w(f"| peak {k} | {fmt_int(v)} |")
             w("")
-            mc = model_check_line(srv.get("model_check"))
+            mc = (st or {}).get("model_check_words")
             if mc:
                 w(_md(mc[0].upper() + mc[1:]) + ".")
                 w("")
-            for block in (pool_lines(srv.get("vllm_pool")), before_after_lines(srv.get("before_after")), workload_lines(srv.get("workload"))):
+            for block in (pool_lines(st or {}), before_after_lines(srv.get("before_after")), workload_lines(srv.get("workload"))):
                 if block:
                     w(f"**{block[0]}**")
                     w("")

@@ -28,7 +28,7 @@ from .history import history_of
 from .rulebook import RULE_IDS
 from .rules import RulesConfig, rules_of
 from .state import CONFIG_KEYS, ServerState, SourceState
-from .workload import shared_pool, workload
+from .workload import pool_words, shared_pool, workload
 
 GIB = float(1 << 30)
 
@@ -183,17 +183,9 @@ def capacity_facts(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict
 
 def _vllm_state_words(pool: dict | None) -> str:
     """vLLM's shared pool in words: what a running request's state takes of it (the KV-bound sentence's end)."""
-    if not pool:
-        return ""
-    out = []
-    if pool.get("state_share") is not None:
-        out.append(
-            f" Each running request's mamba state takes about {pool['state_share'] * 100:.0f} % of its blocks "
-            f"({pool['tokens_per_request']:,} KV tokens at the median, {pool['block_tokens']:,}-token blocks), from the same pool"
-        )
-    if pool.get("mamba_bound_concurrency"):
-        out.append(f"; the state alone would allow {pool['mamba_bound_concurrency']:,} requests")
-    return ("".join(out) + ".") if out else ""
+    words = [w for w in pool_words(pool) if w.startswith(("a running request's", "mamba-bound concurrency"))]
+    text = "; ".join(words)
+    return f" {text[0].upper()}{text[1:]}." if text else ""
 
 
 def _live_since(srv: ServerState, rule: str) -> float | None:
@@ -226,6 +218,7 @@ def server_status(
     kv, mamba = g.get("kv_usage_ratio"), g.get("mamba_usage_ratio")
     running, queued = g.get("running_requests"), g.get("queued_requests")
     pool = shared_pool(srv.capacity, facts, src.rule_memory.arch, m.lengths)
+    mc = cap.ratio_model_check(facts.capacity)
     mcap = facts.mamba_cap
     findings = []
     for rule in RULE_IDS:
@@ -307,11 +300,30 @@ def server_status(
         "capacity": capacity_facts(src, srv, cfg),
         "recommendations": advice,
         "balanced_ratio": srv.recommended_ratio,
-        "model_check": cap.ratio_model_check(facts.capacity),
+        "model_check": mc,
+        "model_check_words": model_words(mc),
         "before_after": before_after(src, srv, cfg),
         "vllm_pool": pool,
+        "vllm_pool_words": pool_words(pool),
     }
     return out
+
+
+def model_words(mc: dict | None) -> str | None:
+    """The capacity model against the log (``capacity.ratio_model_check``) in a sentence."""
+    if not mc:
+        return None
+    gap = (mc["gap"] or 0.0) * 100
+    head = (
+        f"model check: the ratio arithmetic gives {mc['model_slots']:,} mamba slots for ratio {mc['ratio']:g}, "
+        f"the log {mc['logged_slots']:,} ({gap:+.0f} %)"
+    )
+    why = ("; the model leaves out " + ", ".join(mc["leaves_out"])) if mc["leaves_out"] else ""
+    if mc["agrees"]:
+        return head + ": within 5 %, predictions use the model on the logged pools"
+    if abs(gap) >= cap.MODEL_WITHHOLD * 100:
+        return head + f": ratio predictions withheld{why}"
+    return head + f": ratio predictions are scaled from the logged pools{why}"
 
 
 QUIET_AFTER_SECONDS = 120.0  # a server that printed nothing for this long has gone quiet (idle, stopped or dead)

@@ -131,4 +131,27 @@ def shared_pool(capacity: dict, facts: ServerFacts, arch: str | None, lengths: d
     return out
 
 
-__all__ = ["MIN_SAMPLES", "shared_pool", "workload"]
+def pool_words(vp: dict | None) -> list[str]:
+    """:func:`shared_pool` in sentences (the report and the status page print these)."""
+    if not vp:
+        return []
+    out = []
+    if vp.get("block_tokens"):
+        pad = f", the mamba page padded by {vp['padding'] * 100:.2f} %" if vp.get("padding") is not None else ""
+        out.append(f"block: {vp['block_tokens']:,} tokens of KV, or one mamba layer group's state{pad}")
+    if vp.get("layout"):
+        out.append(f"layout: {vp['layout']}")
+    if vp.get("state_share") is not None:
+        out.append(
+            f"a running request's mamba state takes about {vp['state_share'] * 100:.0f} % of its blocks "
+            f"(at the median {vp['tokens_per_request']:,} KV tokens; align mode's checkpoint blocks not counted)"
+        )
+    if vp.get("mamba_bound_concurrency"):
+        out.append(f"mamba-bound concurrency (the state alone): {vp['mamba_bound_concurrency']:,} requests")
+    if vp.get("verdict"):
+        out.append(vp["verdict"])
+    out.append("--max-num-seqs frees no KV memory in V1: the pool is sized from the memory budget before any request runs")
+    return out
+
+
+__all__ = ["MIN_SAMPLES", "pool_words", "shared_pool", "workload"]
