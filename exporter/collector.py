@@ -198,8 +198,8 @@ class HybridCacheCollector(Collector):
                         prefill_tokens.add_metric(lab + [kind], v)
                 for rule, on in srv.findings:
                     finding.add_metric(lab + [rule], on)
-                for rule, flag, value in srv.recommendations:
-                    reco.add_metric(lab + [rule, flag, value], {})
+                for rule, flag, value, rank in srv.recommendations:
+                    reco.add_metric(lab + [rule, flag, value, rank], {})
                 if srv.recommended_ratio is not None:
                     reco_ratio.add_metric(lab, srv.recommended_ratio)
 

@@ -390,9 +390,10 @@ FINDING = Metric(
 RECOMMENDATION = Metric(
     PREFIX + "recommendation_info",
     INFO,
-    "A flag that fixes a firing finding, with its value.",
-    (*SERVER, "rule", "flag", "value"),
-    "the recommendations of the firing findings (docs/rules.md)",
+    "A flag that fixes a firing finding, with its value and its rank in the finding's order (1: start here).",
+    (*SERVER, "rule", "flag", "value", "rank"),
+    "the recommendations of the firing findings, without those that carry a caveat (docs/rules.md#the-order); "
+    "`rank` 1..N (N <= the flags the rule catalogue lists for the finding)",
     "diagnosis",
     "only while a finding fires",
 )

@@ -101,6 +101,14 @@ CONFIG_KEYS = (
     "quantization",
     "page_size",
     "chunked_prefill_size",
+    # what the unified-memory gates read (exporter/flags.py: the backends and features each release refuses)
+    "attention_backend",
+    "linear_attn_backend",
+    "mamba_backend",
+    "enable_lmcache",
+    "enable_two_batch_overlap",
+    "disaggregation_transfer_backend",
+    "speculative_eagle_topk",
 )
 
 

@@ -11,6 +11,7 @@ from .sizing import (
     _norm_strategy,
     kv_bytes_per_token,
     linear_state,
+    sglang_page_size,
     sglang_pool,
     sglang_slots_per_request,
 )
@@ -46,13 +47,6 @@ class PlanInputs:
     prefix_caching: bool | None = None  # vLLM --enable-prefix-caching / --no-enable-prefix-caching (None: default)
     vllm_version: str | None = None  # vLLM release for the version table (default 0.33.0)
     num_gpu_blocks_override: int | None = None
-
-    @property
-    def sglang_page_size(self) -> int:
-        """SGLang 0.5.23 defaults ``page_size`` to 1 on Hopper; the Blackwell TRT-LLM MHA/MLA backends it picks for
-        these models take 64 (``arg_groups/overrides.py::_mla_backend_page_constraints``,
-        ``model_overrides/qwen3_5.py``)."""
-        return 64 if self.platform == "blackwell" else 1
 
     @property
     def resolved_vllm_mode(self) -> str:
@@ -139,7 +133,7 @@ def make_plan(model: ModelSpec, inputs: PlanInputs) -> Plan:
         spec_draft_tokens=inputs.spec_draft_tokens,
         context_len=inputs.context_len or model.context_length,
         version=inputs.sglang_version,
-        page_size=inputs.sglang_page_size,
+        page_size=sglang_page_size(model, inputs.platform, strat, inputs.spec_draft_tokens > 0, inputs.sglang_version),
     )
     return Plan(model, inputs, kvt, kvt * tp, st, spr if model.is_hybrid else None, sglang=sp)
 

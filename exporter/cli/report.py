@@ -32,6 +32,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"hybrid-cache-exporter: --rules-config: {e}", file=sys.stderr)
         return 2
     pipe, failed = replay(args.files, args.source, engine_of(args), cfg, timelines=args.html, max_dp_ranks=args.max_dp_ranks)
+    if failed:
+        # nothing on stdout: `report --html missing.log > incident.html` must not leave a report of no log behind
+        print(f"hybrid-cache-exporter: report: {failed} file(s) could not be read (above); no report written", file=sys.stderr)
+        return 1
     rep = build_report(pipe, cfg)
     if args.json:
         text = json.dumps(rep, indent=2, default=str) + "\n"
@@ -43,4 +47,4 @@ def cmd_report(args: argparse.Namespace) -> int:
         text = render_text(rep)
     sys.stdout.write(text)
     sys.stdout.flush()
-    return 1 if failed else 0
+    return 0
