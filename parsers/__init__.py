@@ -68,6 +68,8 @@ def message_line(h: Header, engine: str | None) -> Line:
             return Line(IGNORED, None, h.ts, h.dp_rank, h.tp_rank, h.pp_rank, tod=h.tod if h.ts is None else None)
     else:
         res = _MESSAGE_PARSERS[eng](h.msg)
+        if type(res) is ServerReady and eng == VLLM and h.via == "preamble" and h.process is None and h.msg.startswith("INFO:"):
+            res = None  # uvicorn's line behind a header that is not vLLM's (SGLang's '[date] INFO: ...'): not vLLM's readiness
     ts = h.ts
     tod = h.tod if ts is None else None
     if res is None:
