@@ -35,7 +35,7 @@ from functools import partial
 from operator import itemgetter
 
 from parsers import events as ev
-from parsers import parse_line
+from parsers import message_line, parse_line, read_header
 from parsers.clock import bucket_of, sglang_ts
 from parsers.numbers import is_count
 from parsers.prefix import SGLANG_HEADER_RE, sglang_tags
@@ -49,6 +49,7 @@ CHUNK_MIN = 32  # lists shorter than this are fed line by line (the scanner's se
 RUN_MIN, BACKOFF_MAX = 16, 1024  # see Sampler._scan_loop
 IDLE_SAMPLE_SECONDS = IDLE_SECONDS  # a source quiet this long (wall time) has its pending lines sampled
 _G0 = itemgetter(0)
+_BATCH_HEADS = ("Decode batch", "Prefill batch")
 
 # BatchStats attributes that feed a runtime gauge (state.BATCH_GAUGES), and their metric names
 _GAUGE_ATTRS: dict[str, str] = dict(BATCH_GAUGES)
@@ -171,11 +172,32 @@ class Sampler:
             with flow.lock:
                 src.lines[ev.IGNORED] += 1
             return ev.IGNORED
-        parsed = flow.parse(src, line)
+        if src.engine != ev.VLLM:
+            h = read_header(line, src.engine, src.year)
+            msg = h.msg
+            if msg[:1] in "DP" and h.engine != ev.VLLM and (h.ts is not None or h.tod is None) and msg.startswith(_BATCH_HEADS):
+                # a batch line in any other format (a logging config's header, JSON, logfmt, a
+                # collector's prefix): its message checked by the learned shape, counted and sampled
+                # like a default one without building its event (the samples are parsed when used)
+                r = ss.shapes.check_batch(msg)
+                if r is not None and type(r) is not ev.Unrecognized:
+                    if src.engine is None:
+                        src.engine = ev.SGLANG
+                    ts = h.ts
+                    bucket = bucket_of(ts) if ts is not None else None
+                    return self._pend(src, ss, line, msg[0], ts, bucket, h.dp_rank, h.tp_rank, h.pp_rank, r[0], r[1], ss.shapes.checked, None)
+            if "\n" not in msg:
+                parsed = message_line(h, src.engine)
+                if parsed.tod is not None:
+                    parsed.ts = flow.on_date(src, parsed.tod)
+            else:
+                parsed = flow.parse(src, line)
+        else:
+            parsed = flow.parse(src, line)
         e = parsed.event
         if type(e) is ev.BatchStats and (e.kind == "decode" or e.kind == "prefill") and src.engine != ev.VLLM:
-            # a batch line in any other format (a logging config's header, JSON, logfmt, a collector's
-            # prefix, a damaged header): sampled like the default one, from its parsed event
+            # a batch line whose header kept only its time of day (a paste): sampled from its event,
+            # dated by the flow
             return self._batch_parsed(src, ss, line, parsed)
         return flow.take(src, line, parsed)
 

@@ -111,7 +111,10 @@ def read_header(raw: str, engine: str | None = None, year: int = 2026) -> Header
         t = rec.ts if rec is not None and rec.ts is not None else cts
         if t is not None:
             year = _year_of(t)
-    h = split_header(line, engine, year)
+    if rec is not None and ((engine != VLLM and sglang.starts_message(line)) or (engine != SGLANG and vllm.starts_message(line))):
+        h = Header(None, line)  # a record's bare message (the usual case): no header to look for
+    else:
+        h = split_header(line, engine, year)
     if rec is not None:
         _from_record(h, rec)
     if h.ts is None and cts is not None:

@@ -25,6 +25,7 @@ _ZONE: tzinfo | None = None  # None: the process's local zone (time.mktime / tim
 _ZONE_NAME = LOCAL
 _EPOCH_CACHE: dict[str, float] = {}  # 'YYYY-MM-DD HH:MM' -> Unix time of its first second
 _MINUTE_TEXT: dict[float, str] = {}  # the reverse, for the sampler's 10-s buckets (bucket_of)
+_UTC_MINUTES: dict[tuple[str, str, int], float] = {}  # RFC3339 (date, HH:MM, zone offset) -> Unix time
 
 
 def set_zone(name: str | None) -> None:
@@ -124,9 +125,15 @@ def rfc3339_epoch(s: str) -> float:
         off = off[1:].replace(":", "")
         tz = sign * (int(off[:2]) * 3600 + int(off[2:]) * 60)
     hms, _, frac = rest.partition(".")
-    y, mo, d = (int(x) for x in date.split("-"))
-    h, mi, se = (int(x) for x in hms.split(":"))
-    return calendar.timegm((y, mo, d, h, mi, se, 0, 0, 0)) - tz + (float("0." + frac) if frac else 0.0)
+    key = (date, hms[:5], tz)
+    m = _UTC_MINUTES.get(key)  # one conversion per minute of log (a JSON or logfmt log has one per line)
+    if m is None:
+        if len(_UTC_MINUTES) > 4096:
+            _UTC_MINUTES.clear()
+        y, mo, d = (int(x) for x in date.split("-"))
+        h, mi = int(hms[:2]), int(hms[3:5])
+        m = _UTC_MINUTES[key] = calendar.timegm((y, mo, d, h, mi, 0, 0, 0, 0)) - tz
+    return m + int(hms[6:8]) + (float("0." + frac) if frac else 0.0)
 
 
 def day_start(ts: float) -> float:

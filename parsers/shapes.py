@@ -260,11 +260,12 @@ class LineShapes:
     from its lines, and the fast paths that use them. One object per source (the pipeline's
     sampler keeps it), so sources of different releases never overwrite each other's shapes."""
 
-    __slots__ = ("current", "_known")
+    __slots__ = ("current", "_known", "checked")
 
     def __init__(self) -> None:
         self.current: dict[str, Shape] = {}  # kind -> the shape of the last learned line of that kind
         self._known: dict[tuple, Shape] = {}  # every shape learned so far (at most _MAX_TEMPLATES)
+        self.checked: frozenset[str] | None = None  # the attributes of the shape check_batch last read a line with
 
     def learn(self, msg: str) -> None:
         """Make the shape of this well-formed batch message the current one of its kind."""
@@ -314,6 +315,7 @@ class LineShapes:
         for a well-formed line, ``Unrecognized`` for a malformed one, None if not a batch line. A
         line of the current shape costs one ``fullmatch``; other lines take the generic parser,
         and their shape is learned."""
+        self.checked = None
         if len(msg) > MAX_LINE or not msg.startswith(("Decode batch", "Prefill batch")):
             return None
         t = self.current.get(msg[0])
@@ -324,6 +326,7 @@ class LineShapes:
                 try:
                     r = (int(g[t.i_new]) if t.i_new is not None else None, int(g[t.i_cached]) if t.i_cached is not None else None)
                     if is_count(r[0]) and is_count(r[1]):
+                        self.checked = t.attrs
                         return r
                 except ValueError:
                     pass

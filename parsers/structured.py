@@ -193,7 +193,9 @@ def logfmt_record(line: str, year: int) -> Record | None:
             return None
         v = m.group(2)
         if v[:1] == '"':
-            v = _ESC_RE.sub(lambda e: _ESCAPES.get(e.group(1), e.group(1)), v[1:-1])
+            v = v[1:-1]
+            if "\\" in v:
+                v = _ESC_RE.sub(lambda e: _ESCAPES.get(e.group(1), e.group(1)), v)
         fields.setdefault(m.group(1), v)
         pos = m.end()
     if not any(k in fields for k in MESSAGE_KEYS + LAST_KEYS):
