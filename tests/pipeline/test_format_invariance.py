@@ -72,3 +72,30 @@ def test_the_default_rendering_is_the_fixture_itself() -> None:
     for f in FIXTURES[:3]:
         text = f.read_text(encoding="utf-8")
         assert render("default", text.split("\n")[:-1]) == text
+
+
+@pytest.mark.parametrize("fmt", ["config", "json", "logfmt", "collector"])
+def test_the_serve_path_reads_each_format_as_replay_does(fmt: str, tmp_path: Path) -> None:
+    """``serve`` feeds the lines of each read in lists (``Pipeline.feed_lines``), chunked as the
+    reads fall; the state is replay's (``feed_text`` of whole blocks) in every format."""
+    import random
+
+    from exporter.app import new_pipeline
+    from exporter.reading import lines_of
+
+    rng = random.Random(20)
+    for fixture in (f for f in FIXTURES if f.stem in ("v0.5.23", "dp-attention", "v0.33.0", "sglang-mamba-bound")):
+        lines = fixture.read_text(encoding="utf-8").split("\n")[:-1]
+        data = render(fmt, lines).encode()
+        out = tmp_path / fixture.name
+        out.write_bytes(data)
+        want = _replayed(out)
+        pipe = new_pipeline(None)
+        got_lines = lines_of(data)
+        i = 0
+        while i < len(got_lines):
+            n = rng.choice((1, 3, 40, 200))
+            pipe.feed_lines(fixture.stem, got_lines[i : i + n])
+            i += n
+        pipe.finish()
+        assert exposition(pipe) == want, (fmt, fixture.name)
