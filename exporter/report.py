@@ -246,7 +246,10 @@ def server_status(
             other = f" while mamba is {fmt_pct(mamba)}{gap}" if mamba is not None else ""
             words.append(f"The KV pool limits concurrency: KV {fmt_pct(kv)} used{other}; {load}.")
         elif r == "request_cap_bound":
-            words.append(f"Running requests are pinned at the request cap while the pools have room ({pools} used); {load}.")
+            if running == 0 and not queued:  # a finding as of an earlier sample (docs/rules.md#quiet-and-death)
+                words.append(f"Running requests were pinned at the request cap; the newest sample has {load}: the finding is stale.")
+            else:
+                words.append(f"Running requests are pinned at the request cap while the pools have room ({pools} used); {load}.")
         elif r == "mamba_exhausted":
             words.append("The scheduler ran out of mamba state slots (the log line is under the finding's evidence).")
         elif r == "retraction_storm":

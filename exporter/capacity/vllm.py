@@ -55,7 +55,15 @@ class VLLMRelease:
     @property
     def checkpoint_blocks(self) -> bool:
         """``kv_cache_interface.py::MambaSpec.max_memory_usage_bytes`` adds ``num_prefill_checkpoint_blocks`` in
-        align mode (0.33.0)."""
+        align mode: Mamba2 (``mamba_mixer2.py::MambaMixer2.get_kv_cache_spec``) and KDA already in 0.32.0 (its
+        wheel; a real Nemotron-H log of the CPU build: 585.14x = 8192 blocks / (8 + 2 groups x 3 blocks));
+        earlier releases not re-verified."""
+        return self.version >= (0, 32, 0, 0)
+
+    @property
+    def gdn_checkpoint_blocks(self) -> bool:
+        """GDN exports prefill checkpoints (with the FlashInfer prefill) from 0.33.0
+        (``layers/mamba/gdn/qwen_gdn_linear_attn.py::QwenGatedDeltaNetAttention.get_kv_cache_spec``; 0.32.0 has none)."""
         return self.version >= (0, 33, 0, 0)
 
     @property
@@ -121,6 +129,8 @@ def vllm_checkpoint_blocks(
     if model.linear_kind == "mamba2":
         return 1
     if model.linear_kind == "gdn":
+        if not vllm_release(version).gdn_checkpoint_blocks:
+            return 0
         return 1 if vllm_gdn_prefill_kernel(model, platform, gdn_backend) == "flashinfer" else 0
     if model.linear_kind == "kda":
         return 1 if model.kda_bounded_gate and model.lin_v_dim == 128 else 0
@@ -143,7 +153,7 @@ def vllm_blocks_per_request(
     mode: str = "none", spec_tokens: int = 0, version: str | tuple[int, ...] | None = None, checkpoint_blocks: int = 0
 ) -> int:
     """Mamba blocks per request per mamba group (``MambaSpec.max_memory_usage_bytes / page_size``): none →
-    ``1 + spec`` (0.10–0.14: 1), align → ``2 + spec + checkpoint blocks``. ``all`` mode depends on the length;
+    ``1 + spec`` (0.10–0.14: 1), align → ``2 + spec + checkpoint blocks`` (0.32+). ``all`` mode depends on the length;
     not modelled (raises)."""
     rel = vllm_release(version)
     m = (mode or "none").lower()
