@@ -23,6 +23,7 @@ from parsers import events as ev
 
 from . import contract
 from .memory import ServerMemory, SourceMemory
+from .version import parse_version
 
 # runtime gauges: BatchStats field -> state key (the metric of that key: exporter/contract.py)
 BATCH_GAUGES: tuple[tuple[str, str], ...] = tuple((m.event_field, m.key) for m in contract.RUNTIME)
@@ -541,6 +542,11 @@ def _layout(src: SourceState, srv: ServerState, e: ev.HybridLayout) -> None:
     c = srv.capacity
     if e.block_size is not None:
         c["attention_block_size_tokens"] = e.block_size
+        cfg = src.config
+        v = parse_version(src.version)
+        if "mamba_cache_mode" not in cfg and cfg.get("enable_prefix_caching") is False and v is not None and v >= (0, 15, 0, 0):
+            # a hybrid with prefix caching off logs no 'Mamba cache mode is set' line: its mode is none (0.15+)
+            cfg["mamba_cache_mode"] = "none"
     if e.padding_ratio is not None:
         c["mamba_page_padding_ratio"] = e.padding_ratio
     if e.mamba_cache_mode:

@@ -222,6 +222,21 @@ def findings_on(e: str, source: str) -> set[str]:
     return {lab["rule"] for lab, v in h.samples(e, "hybrid_cache_finding", source=source) if v == 1.0}
 
 
+def scenario(model: Path, workdir: Path, source: str, *args: str, served_name: str = "tiny-qwen3-next") -> tuple[Path, h.Sidecar, h.Engine]:
+    """A scenario's log (empty), the sidecar following it from its first byte, and the engine (not started)."""
+    log = workdir / f"{source}.log"
+    log.touch()
+    side = h.Sidecar(log, source, workdir)
+    return log, side, h.Engine(model, log, served_name=served_name, args=("--max-model-len", "2048", *args))
+
+
+def boot(side: h.Sidecar, eng: h.Engine, source: str) -> tuple[str, str]:
+    """Start the engine; the exporter's exposition once it read the capacity lines, and vLLM's /metrics."""
+    eng.start()
+    e = wait_exporter(side, lambda e: exp(e, "kv_capacity_tokens", source) is not None, 30, "the capacity lines")
+    return e, eng.metrics()
+
+
 def wait_exporter(sidecar: h.Sidecar, pred, timeout: float, what: str) -> str:
     deadline = time.monotonic() + timeout
     e = ""

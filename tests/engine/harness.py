@@ -12,7 +12,8 @@ No tests here: ``tests/engine/test_*.py`` use it, and ``docs/engine-suite.md`` s
   stdout and stderr are appended to one log file (``O_APPEND``, as a shell's ``>>`` does, so a
   ``logrotate`` copytruncate leaves no hole), started with ``--enforce-eager`` on loopback and
   stopped by process group. ``logging=`` takes one of :data:`LOGGINGS` (the engine's default
-  format, a JSON ``dictConfig``, a ``VLLM_LOGGING_PREFIX``).
+  format, a JSON ``dictConfig`` by ``VLLM_LOGGING_CONFIG_PATH``, 0.32's own ``--logging-config.formatter
+  json``, a ``VLLM_LOGGING_PREFIX``).
 * :class:`Load` sends a bounded number of completion requests from a few threads, for at most a
   bounded time, to the engine on 127.0.0.1 only.
 * :func:`scrub` turns a real log into a fixture: the paths of this machine are replaced by fixed
@@ -59,7 +60,7 @@ retraction_window_seconds: 15
 """
 
 READY = "Application startup complete"
-LOGGINGS = ("default", "json", "prefix")
+LOGGINGS = ("default", "json", "json-formatter", "prefix")
 LOGGING_PREFIX = "[tiny-vllm] "
 
 
@@ -178,6 +179,7 @@ class Engine:
             "--port",
             str(self.port),
             "--enforce-eager",
+            *(("--logging-config.formatter", "json") if self.logging == "json-formatter" else ()),
             *self.args,
         ]
 
@@ -193,7 +195,7 @@ class Engine:
             env["VLLM_LOGGING_CONFIG_PATH"] = str(json_logging_config(self.log.parent / "vllm-logging.json"))
         elif self.logging == "prefix":
             env["VLLM_LOGGING_PREFIX"] = LOGGING_PREFIX
-        elif self.logging != "default":
+        elif self.logging not in ("default", "json-formatter"):
             raise ValueError(f"logging must be one of {LOGGINGS}")
         env.update(self.env_extra)
         return env

@@ -26,13 +26,9 @@ class Run:
 @pytest.fixture(scope="module")
 def run(engine_py, workdir) -> Run:
     model = h.build_model("qwen3_next_hd32", workdir / "models" / "tiny-qwen3-next-hd32")
-    log = workdir / f"{SOURCE}.log"
-    log.touch()
-    side = h.Sidecar(log, SOURCE, workdir)
-    eng = h.Engine(model, log, served_name="tiny-qwen3-next-hd32", args=("--max-model-len", "2048"))
+    log, side, eng = c.scenario(model, workdir, SOURCE, served_name="tiny-qwen3-next-hd32")
     try:
-        eng.start()
-        e_ready = c.wait_exporter(side, lambda e: c.exp(e, "kv_capacity_tokens", SOURCE) is not None, 30, "the capacity lines")
+        e_ready, _ = c.boot(side, eng, SOURCE)
         ld = h.Load(eng.base, eng.served_name, n=1, concurrency=1, max_tokens=16, max_seconds=120).start().join()
         e_dead = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "dead", 60, "the dead state")
         c.wait_log(log, r"Application shutdown complete|Finished server process", 60)

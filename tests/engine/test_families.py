@@ -27,14 +27,9 @@ class Run:
 @pytest.fixture(scope="module")
 def run(engine_py, workdir) -> Run:
     model = h.build_model("nemotron_h", workdir / "models" / "tiny-nemotron-h")
-    log = workdir / f"{SOURCE}.log"
-    log.touch()
-    side = h.Sidecar(log, SOURCE, workdir)
-    eng = h.Engine(model, log, served_name="tiny-nemotron-h", args=("--max-model-len", "2048"))
+    log, side, eng = c.scenario(model, workdir, SOURCE, served_name="tiny-nemotron-h")
     try:
-        eng.start()
-        e = c.wait_exporter(side, lambda e: c.exp(e, "kv_capacity_tokens", SOURCE) is not None, 30, "the capacity lines")
-        vm = eng.metrics()
+        e, vm = c.boot(side, eng, SOURCE)
         ld = h.Load(eng.base, eng.served_name, n=12, concurrency=4, max_tokens=32, max_seconds=120).start().join()
         c.wait_log(log, c.IDLE_LINE, 4 * h.STATS_INTERVAL + 30)
         eng.stop()

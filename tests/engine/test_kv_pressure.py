@@ -21,7 +21,7 @@ import pytest
 SOURCE = "kv-pressure"
 BLOCKS = 20
 CONCURRENCY = 8
-ARGS = ("--max-model-len", "2048", "--num-gpu-blocks-override", str(BLOCKS), "--no-enable-prefix-caching")
+ARGS = ("--num-gpu-blocks-override", str(BLOCKS), "--no-enable-prefix-caching")
 
 
 def prompt(i: int) -> str:
@@ -42,14 +42,9 @@ class Run:
 
 @pytest.fixture(scope="module")
 def run(qwen, workdir) -> Run:
-    log = workdir / f"{SOURCE}.log"
-    log.touch()
-    side = h.Sidecar(log, SOURCE, workdir)
-    eng = h.Engine(qwen, log, args=ARGS)
+    log, side, eng = c.scenario(qwen, workdir, SOURCE, *ARGS)
     try:
-        eng.start()
-        e0 = c.wait_exporter(side, lambda e: c.exp(e, "kv_capacity_tokens", SOURCE) is not None, 30, "the capacity lines")
-        v0 = eng.metrics()
+        e0, v0 = c.boot(side, eng, SOURCE)
         load = h.Load(eng.base, eng.served_name, n=20, concurrency=CONCURRENCY, prompt=prompt, max_tokens=600, max_seconds=300).start()
         rec = c.Recorder(eng, side, load)
         fired = ""

@@ -57,15 +57,10 @@ def rotate(log: Path, workdir: Path) -> Path:
 @pytest.fixture(scope="module")
 def run(qwen, workdir) -> Run:
     assert Path(LOGROTATE).exists(), "logrotate is not installed (make tools installs it)"
-    log = workdir / f"{SOURCE}.log"
-    log.touch()
-    side = h.Sidecar(log, SOURCE, workdir)
-    eng = h.Engine(qwen, log, args=("--max-model-len", "2048", "--max-num-seqs", str(CAP)))
+    log, side, eng = c.scenario(qwen, workdir, SOURCE, "--max-num-seqs", str(CAP))
     eng2 = None
     try:
-        eng.start()
-        e1 = c.wait_exporter(side, lambda e: c.exp(e, "kv_capacity_tokens", SOURCE) is not None, 30, "the capacity lines")
-        v1 = eng.metrics()
+        e1, v1 = c.boot(side, eng, SOURCE)
         load = h.Load(eng.base, eng.served_name, n=2000, concurrency=CONCURRENCY, max_tokens=64, max_seconds=45).start()
         fired = c.wait_exporter(side, lambda e: "request_cap_bound" in c.findings_on(e, SOURCE), 90, "request_cap_bound to fire")
         # copytruncate right after a stats line, so that no stats line falls in logrotate's own window between

@@ -42,14 +42,9 @@ class Run:
 
 @pytest.fixture(scope="module")
 def run(qwen, workdir) -> Run:
-    log = workdir / f"{SOURCE}.log"
-    log.touch()
-    side = h.Sidecar(log, SOURCE, workdir)
-    eng = h.Engine(qwen, log, args=("--max-model-len", "2048"))
+    log, side, eng = c.scenario(qwen, workdir, SOURCE)
     try:
-        eng.start()
-        e0 = c.wait_exporter(side, lambda e: c.exp(e, "kv_capacity_tokens", SOURCE) is not None, 30, "the capacity lines")
-        v0 = eng.metrics()
+        e0, v0 = c.boot(side, eng, SOURCE)
         boot = c.last_boot(h.read(log))
         p = c.plan(qwen / "config.json", "--platform", "cpu", "--kv-budget", repr(boot.kv_gib), "--context-len", str(boot.max_len))
         load = h.Load(eng.base, eng.served_name, n=60, concurrency=CONCURRENCY, prompt=prompt, max_tokens=MAX_TOKENS, max_seconds=240).start()
