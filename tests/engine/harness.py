@@ -483,15 +483,16 @@ def standard_replacements(workdir: Path) -> dict[str, str]:
 LEAKS = re.compile(r"/root/|/tmp/pytest|/home/(?!user\b)|\.cache/hybrid-cache-exporter|/work/wt/")
 
 
-def save_fixture(log: Path, name: str, workdir: Path) -> Path | None:
-    """With ``HCE_ENGINE_FIXTURES=1``: the scrubbed log saved as ``fixtures/engine/.../<name>.log``."""
+def save_fixture(log: Path, name: str, workdir: Path, subdir: str = "") -> Path | None:
+    """With ``HCE_ENGINE_FIXTURES=1``: the scrubbed log saved as ``fixtures/engine/.../[subdir/]<name>.log``."""
     if os.environ.get("HCE_ENGINE_FIXTURES") != "1":
         return None
-    FIXTURES.mkdir(parents=True, exist_ok=True)
+    out_dir = FIXTURES / subdir if subdir else FIXTURES
+    out_dir.mkdir(parents=True, exist_ok=True)
     text = scrub(read(log), standard_replacements(workdir))
     text = re.sub(r"/tmp/vllm_dist_[0-9a-f]+", "/tmp/vllm_dist_0", text)
     leak = LEAKS.search(text)
     assert leak is None, f"{name}: a path of this machine is left after scrubbing: {text[leak.start() - 80 : leak.end() + 40]!r}"
-    out = FIXTURES / f"{name}.log"
+    out = out_dir / f"{name}.log"
     out.write_text(text)
     return out

