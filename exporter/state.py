@@ -295,7 +295,9 @@ class SourceState:
                 return None
         if batch or isinstance(e, RUNTIME_EVENTS):
             self.runtime_seen = True
-            if batch and self.life not in ENDED and e.kind != "prefix_cache":
+            # the usual sample (serving, busy, making progress) changes no state: three reads
+            life = self.life
+            if batch and (life != "serving" or not (e.running or e.queued) or e.gen_throughput == 0.0) and life not in ENDED and e.kind != "prefix_cache":
                 _life_of_sample(self, e, ts)
         if counted:
             srv.set_gauges(e)
