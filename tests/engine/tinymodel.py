@@ -108,6 +108,20 @@ def nemotron_h() -> dict:
     return cfg
 
 
+# the Mamba2 mixer keys Granite hybrid and Falcon-H1 share (4 heads of 64, state 64, one group)
+MAMBA2_KEYS = dict(
+    mamba_n_heads=4,
+    mamba_d_head=64,
+    mamba_d_state=64,
+    mamba_n_groups=1,
+    mamba_d_conv=4,
+    mamba_expand=1,
+    mamba_chunk_size=128,
+    mamba_conv_bias=True,
+    mamba_proj_bias=False,
+)
+
+
 def granitemoehybrid() -> dict:
     cfg = _common()
     cfg.update(
@@ -120,15 +134,7 @@ def granitemoehybrid() -> dict:
         num_local_experts=0,
         num_experts_per_tok=0,
         shared_intermediate_size=512,
-        mamba_n_heads=4,
-        mamba_d_head=64,
-        mamba_d_state=64,
-        mamba_n_groups=1,
-        mamba_d_conv=4,
-        mamba_expand=1,
-        mamba_chunk_size=128,
-        mamba_conv_bias=True,
-        mamba_proj_bias=False,
+        **MAMBA2_KEYS,
         position_embedding_type="rope",
         rope_theta=10000.0,
     )
@@ -165,15 +171,7 @@ def falcon_h1() -> dict:
         num_attention_heads=2,
         num_key_value_heads=1,
         head_dim=128,
-        mamba_n_heads=4,
-        mamba_d_head=64,
-        mamba_d_state=64,
-        mamba_n_groups=1,
-        mamba_d_conv=4,
-        mamba_expand=1,
-        mamba_chunk_size=128,
-        mamba_conv_bias=True,
-        mamba_proj_bias=False,
+        **MAMBA2_KEYS,
         mamba_d_ssm=256,
         rope_theta=10000.0,
     )
