@@ -98,6 +98,19 @@ class Hysteresis:
             return "fire" if want else "clear"
         return None
 
+    def end(self, ts: float) -> bool:
+        """The source went quiet or ended (docs/rules.md#quiet-and-death): an active finding clears at
+        once and a pending window is dropped, since no further sample will come to count toward
+        either. Returns whether it was active."""
+        was = self.active
+        self.active = False
+        self.steady = False
+        if was:
+            self.cleared_at = ts
+        self._reset()
+        self.last_ts = None
+        return was
+
     def evidence(self) -> list[tuple[float, str]]:
         out = [self.pend_first] if self.pend_first else []
         out += [x for x in self.pend_recent if x is not self.pend_first and x != self.pend_first]

@@ -53,6 +53,7 @@ class PlanRequest:
     mamba_cache_mode: str = "auto"
     prefix_caching: bool | None = None
     platform: str = "hopper"
+    gdn_prefill_backend: str = "auto"
     num_gpu_blocks_override: int | None = None
     context_len: int | None = None
     max_running_requests: int | None = None
@@ -107,6 +108,7 @@ def build(args: PlanRequest) -> tuple[cap.Plan | None, list[cap.Effect], list[st
         sglang_version=args.sglang_version,
         vllm_mode=args.mamba_cache_mode,
         platform=args.platform,
+        gdn_backend=args.gdn_prefill_backend,
         prefix_caching=args.prefix_caching,
         vllm_version=args.vllm_version,
         num_gpu_blocks_override=args.num_gpu_blocks_override,

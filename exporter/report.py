@@ -257,9 +257,12 @@ def server_status(
         "vllm_state": _vllm_state_words(pool),
     }
     for f in findings:
-        if f["rule"] == rulebook.MAMBA_CAPPED and not f["detail"]:
+        rule = rulebook.BY_ID[f["rule"]]
+        if rule.id == rulebook.MAMBA_CAPPED and not f["detail"]:
             continue
-        words.append(rulebook.BY_ID[f["rule"]].says_for(src.engine).format_map({**said, "detail": f["detail"]}))
+        # a sustained finding as of an earlier sample while the newest shows no load (docs/rules.md#quiet-and-death)
+        text = rule.stale if rule.stale and running == 0 and not queued else rule.says_for(src.engine)
+        words.append(text.format_map({**said, "detail": f["detail"]}))
     if not findings:
         words.append("No finding: neither pool limits concurrency" + (f" ({pools} used; {load})." if load else "."))
         if binding and binding != "none":

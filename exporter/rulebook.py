@@ -66,6 +66,7 @@ class Rule:
     engine_title: dict[str, str] = field(default_factory=dict)
     engine_says: dict[str, str] = field(default_factory=dict)
     telling: int = 0  # the order in a headline: the most telling first
+    stale: str = ""  # the diagnosis when the newest sample shows neither running nor waiting requests (a finding of before)
 
     def title_for(self, engine: str | None) -> str:
         return self.engine_title.get(engine or "", self.title)
@@ -129,6 +130,7 @@ RULES: tuple[Rule, ...] = (
         scenario="vllm-max-num-seqs.log",
         actions={SGLANG: ("--max-running-requests",), VLLM: ("--max-num-seqs",)},
         telling=2,
+        stale="Running requests were pinned at the request cap; the newest sample has {load}: the finding is stale.",
     ),
     Rule(
         MAMBA_CAPPED,

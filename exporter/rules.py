@@ -51,10 +51,13 @@ from .rulebook import (  # the rules are entries of the rule catalogue; their co
     RETRACTION_STORM,
     RULE_IDS,
     SUSTAINED_RULES,
+    WINDOWED_RULES,
 )
-from .state import ServerState, SourceState
+from .state import ENDED, ServerState, SourceState
 from .version import VersionRange, fmt_version, parse_version, sglang_features  # noqa: F401  (re-exported for the report)
 
+# end at once when the server goes idle, stops or dies: no sample will come to clear them (docs/rules.md)
+ENDING_RULES = (*SUSTAINED_RULES, *WINDOWED_RULES)
 Conditions = tuple[bool | None, bool | None, bool | None]  # of one sample, in SUSTAINED_RULES order; None: cannot tell
 _BIND_MAMBA, _BIND_KV, _BIND_REQUESTS, _BIND_NONE = BINDING  # the pools of the sustained rules, in their order
 
@@ -303,6 +306,17 @@ class Rules:
                 for s in src.servers.values():
                     s.rule_memory.boot_config = dict(src.config)
             self._capped(src, srv, m, e, ts, raw)
+        elif isinstance(e, ev.Lifecycle) and src.life in ENDED and ts is not None:
+            for s in src.servers.values():  # a stop or a death ends what every rank was doing
+                self._end(src, s, ts, raw)
+
+    def _end(self, src: SourceState, srv: ServerState, ts: float, raw: str) -> None:
+        """The server went idle, stopped or died: its ENDING_RULES clear now, ``raw`` their evidence."""
+        m = self.memory(srv)
+        for rule in ENDING_RULES:
+            if m.hyst[rule].end(ts) or srv.findings.get(rule):
+                self._set(src, srv, rule, False, ts, [(ts, raw)])
+        m.steady = tuple(m.hyst[r].steady for r in SUSTAINED_RULES)
 
     # ---- runtime samples
     def conditions(self, src: SourceState, srv: ServerState, e: ev.BatchStats, ts: float | None) -> Conditions:
@@ -414,6 +428,11 @@ class Rules:
             q is not None and q > 0,
         )
         findings = srv.findings
+        if src.life == "idle":
+            # nothing running nor waiting: no pool binds, and vLLM prints no stats line after this one
+            if None in m.steady or any(findings.get(r) for r in ENDING_RULES):
+                self._end(src, srv, ts, raw)
+            return
         if conds != m.steady:
             # a condition counts toward or against a window (or starts one): feed the rules, note the new steady ones
             hyst = m.hyst
@@ -558,13 +577,4 @@ def attach(pipe, config: RulesConfig | None = None) -> Rules:
     return r
 
 
-__all__ = [
-    "RULE_IDS",
-    "Rules",
-    "RulesConfig",
-    "attach",
-    "load_config",
-    "mamba_cap",
-    "slots_per_request",
-    "version_range",
-]
+__all__ = ["RULE_IDS", "Rules", "RulesConfig", "attach", "load_config", "mamba_cap", "slots_per_request", "version_range"]

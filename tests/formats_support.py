@@ -42,6 +42,9 @@ class Rec:
     lineno: int = 1
 
 
+_WRAPPER_YEAR = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
+
+
 def records(lines: list[str], year: int | None = None) -> list[Rec | str]:
     year = year or time.localtime().tm_year
     out: list[Rec | str] = []
@@ -60,6 +63,8 @@ def records(lines: list[str], year: int | None = None) -> list[Rec | str]:
         m = VLLM_HEADER_RE.search(plain)  # after a VLLM_LOGGING_PREFIX or a collector's prefix too
         if m is not None:
             md, t = m.group("md"), m.group("time")
+            if _WRAPPER_YEAR.match(plain):  # a wrapper's own stamp (docker logs -t) dates the line: its year, as the exporter reads it
+                year, last = int(plain[:4]), None
             ts = minute_epoch(f"{year:04d}-{md} {t[:5]}") + int(t[6:8])
             if last is not None and ts < last - 180 * 86400:  # the exporter's Dec -> Jan rollover
                 year += 1

@@ -73,7 +73,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "--platform",
         choices=cap.PLATFORMS,
         default="hopper",
-        help="GPU generation: vLLM block alignment and SGLang page size (default hopper; blackwell: SGLang 64-token pages, vLLM 128-token blocks)",
+        help="where the engine runs: vLLM block alignment, GDN kernel and SGLang page size (default hopper; blackwell: SGLang "
+        "64-token pages; cpu: vLLM's CPU build, 128-token blocks; docs/sizing.md)",
+    )
+    p.add_argument(
+        "--gdn-prefill-backend",
+        choices=cap.GDN_BACKENDS,
+        default="auto",
+        help="vLLM --gdn-prefill-backend (default auto: FlashInfer on Hopper, and on Blackwell with 128-dim keys; else Triton)",
     )
     p.add_argument("--num-gpu-blocks-override", type=int, default=None, metavar="N", help="vLLM: fixed number of KV blocks")
     p.add_argument("--context-len", type=int, default=None, metavar="TOKENS", help="tokens per request (vLLM: max_model_len)")
