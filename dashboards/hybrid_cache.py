@@ -245,8 +245,10 @@ DIAGNOSIS = [
     ),
     table(
         "Recommendations",
-        "The flag (and value) that addresses each active finding, from hybrid_cache_recommendation_info. Apply one "
-        "change at a time and watch the pool usage panel rebalance.",
+        "The flags (and values) that address each active finding, from hybrid_cache_recommendation_info, with their "
+        "rank in the finding's order (rank 1: start here; docs/rules.md#the-order). A value with a caveat is not "
+        "exported (the status page and report list it apart). Apply one change at a time, rank 1 first, and watch "
+        "the pool usage panel rebalance.",
         [tgt(s("hybrid_cache_recommendation_info"))],
         transformations=[organize(["Time", "Value", "__name__"])],
     ),

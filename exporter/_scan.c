@@ -4,8 +4,9 @@
  *   [YYYY-MM-DD HH:MM:SS(.mmm)?TAGS] <decode head><k1>: v1, <k2>: v2, ...(, )?
  *   [YYYY-MM-DD HH:MM:SS(.mmm)?TAGS] <prefill head>...   (same, with the prefill keys)
  *   [YYYY-MM-DD HH:MM:SS(.mmm)?TAGS] INFO:...
- * i.e. exactly what the learned line templates of parsers/sglang.py accept (values are
- * [^,\n]*, the new/cached prefill values must be plain decimal integers), and stops at the
+ * i.e. exactly what the learned line templates of parsers/shapes.py accept (values are
+ * [^,\n]*, or what their VALUE_PATTERNS code admits: a ratio 0..1, a count or rate that is not
+ * negative; the new/cached prefill values must be plain decimal integers), and stops at the
  * first line that is anything else. It returns aggregates, never one object per line:
  *
  *   (stop, n_info, top, counts, new_sums, cached_sums, first, last)
@@ -39,6 +40,7 @@ typedef struct {
     Py_ssize_t key_lens[MAX_KEYS];
     int n_keys;
     int i_new, i_cached; /* indices of kept integer values, -1 = none */
+    char codes[MAX_KEYS]; /* value check per key: 'r' ratio, 'n' count, 'f' rate, '-' none */
 } Template;
 
 typedef struct {
@@ -54,9 +56,9 @@ static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
 
 static int load_template(PyObject *t, Template *out)
 {
-    /* t = (head: str, keys: tuple[str, ...], i_new: int | None, i_cached: int | None) */
-    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4) {
-        PyErr_SetString(PyExc_TypeError, "template must be (head, keys, i_new, i_cached)");
+    /* t = (head: str, keys: tuple[str, ...], i_new: int | None, i_cached: int | None[, codes: str]) */
+    if (!PyTuple_Check(t) || (PyTuple_GET_SIZE(t) != 4 && PyTuple_GET_SIZE(t) != 5)) {
+        PyErr_SetString(PyExc_TypeError, "template must be (head, keys, i_new, i_cached[, codes])");
         return -1;
     }
     PyObject *head = PyTuple_GET_ITEM(t, 0), *keys = PyTuple_GET_ITEM(t, 1);
@@ -96,7 +98,79 @@ static int load_template(PyObject *t, Template *out)
         else
             out->i_cached = (int)v;
     }
+    memset(out->codes, '-', sizeof out->codes);
+    if (PyTuple_GET_SIZE(t) == 5) {
+        PyObject *c = PyTuple_GET_ITEM(t, 4);
+        Py_ssize_t cl;
+        const char *cs = PyUnicode_Check(c) ? PyUnicode_AsUTF8AndSize(c, &cl) : NULL;
+        if (cs == NULL || cl != n) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "template codes must be a str with one code per key");
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (cs[i] != 'r' && cs[i] != 'n' && cs[i] != 'f' && cs[i] != '-') {
+                PyErr_SetString(PyExc_ValueError, "template codes must be r, n, f or -");
+                return -1;
+            }
+            out->codes[i] = cs[i];
+        }
+    }
     return 0;
+}
+
+/* Whether s[v:p] is a value of check `code` (parsers/shapes.py VALUE_PATTERNS, one optional
+ * trailing '\r'): 'r' 0 | 1 | 0.ddd | 1.000 | .ddd; 'n' 1-18 digits; 'f' 1-15 digits[.ddd]. */
+static int value_ok(char code, const char *s, Py_ssize_t v, Py_ssize_t p)
+{
+    if (code == '-')
+        return 1;
+    if (p > v && s[p - 1] == '\r')
+        p--;
+    Py_ssize_t len = p - v, i = v;
+    if (len <= 0)
+        return 0;
+    if (code == 'n') {
+        if (len > 18)
+            return 0;
+        for (; i < p; i++)
+            if (!is_digit(s[i]))
+                return 0;
+        return 1;
+    }
+    if (code == 'f') {
+        while (i < p && is_digit(s[i]))
+            i++;
+        if (i == v || i - v > 15)
+            return 0;
+        if (i == p)
+            return 1;
+        if (s[i] != '.')
+            return 0;
+        for (i++; i < p; i++)
+            if (!is_digit(s[i]))
+                return 0;
+        return 1;
+    }
+    /* 'r' */
+    if (s[v] == '.') {
+        if (len < 2)
+            return 0;
+        for (i = v + 1; i < p; i++)
+            if (!is_digit(s[i]))
+                return 0;
+        return 1;
+    }
+    if (s[v] != '0' && s[v] != '1')
+        return 0;
+    if (len == 1)
+        return 1;
+    if (s[v + 1] != '.')
+        return 0;
+    for (i = v + 2; i < p; i++)
+        if (s[v] == '0' ? !is_digit(s[i]) : s[i] != '0')
+            return 0;
+    return 1;
 }
 
 /* Match the body of a batch line against a template from position p; store the kept integer
@@ -133,6 +207,8 @@ static int match_body(const char *s, Py_ssize_t n, Py_ssize_t p, const Template 
                 *new_v = x;
             else
                 *cached_v = x;
+        } else if (!value_ok(t->codes[k], s, v, p)) {
+            return 0;
         }
     }
     /* optional trailing ', ' then end of line */

@@ -16,7 +16,7 @@ from prometheus_client.registry import Collector
 from . import contract as C
 from . import facts
 from .pipeline import Pipeline
-from .state import SourceState
+from .state import SERVER_STATES, SourceState
 
 RUNTIME = {m.key: m for m in C.RUNTIME}
 CAPACITY = {m.key: m for m in C.CAPACITY}
@@ -95,6 +95,10 @@ class _Source:
     restarts: int = 0
     last_ts: float | None = None
     info: dict[str, str] = field(default_factory=dict)
+    life: str | None = None
+    life_since: float | None = None
+    deaths: int = 0
+    gdn_kernel: str | None = None
     servers: list[_Server] = field(default_factory=list)
 
 
@@ -110,6 +114,9 @@ def snapshot(pipeline: Pipeline) -> list[_Source]:
             if not src.engine:
                 continue
             s.restarts, s.last_ts, s.info = src.restarts, src.last_ts, server_info(src)
+            s.life, s.life_since, s.deaths = src.life, src.life_since, src.deaths
+            k = src.config.get("_gdn_prefill_kernel")
+            s.gdn_kernel = k if isinstance(k, str) else None
             for dp, srv in sorted(src.servers.items()):
                 s.servers.append(
                     _Server(
@@ -161,6 +168,10 @@ class HybridCacheCollector(Collector):
         dp_limit = _family(CounterMetricFamily, C.DP_RANK_LIMIT_LINES)
         restarts = _family(CounterMetricFamily, C.SERVER_RESTARTS)
         last_ts = _family(GaugeMetricFamily, C.LAST_LINE_TIMESTAMP)
+        life = _family(GaugeMetricFamily, C.SERVER_STATE)
+        life_since = _family(GaugeMetricFamily, C.SERVER_STATE_SINCE)
+        deaths = _family(CounterMetricFamily, C.SERVER_DEATHS)
+        gdn_kernel = _family(InfoMetricFamily, C.GDN_PREFILL_KERNEL)
 
         for src in sources:
             eng = src.engine
@@ -174,6 +185,15 @@ class HybridCacheCollector(Collector):
             if src.last_ts is not None:
                 last_ts.add_metric([eng, src.name], src.last_ts)
             info.add_metric([eng, src.name], src.info)
+            if src.life is not None:
+                for state in SERVER_STATES:  # an enum: one series per state, 1 for the current one
+                    life.add_metric([eng, src.name, state], 1.0 if state == src.life else 0.0)
+                if src.life_since is not None:
+                    life_since.add_metric([eng, src.name], src.life_since)
+            if src.life is not None or src.deaths:
+                deaths.add_metric([eng, src.name], src.deaths)
+            if src.gdn_kernel:
+                gdn_kernel.add_metric([eng, src.name], {"kernel": src.gdn_kernel})
             for srv in src.servers:
                 lab = [eng, src.name, srv.dp]
                 for name, v in srv.gauges.items():
@@ -198,8 +218,8 @@ class HybridCacheCollector(Collector):
                         prefill_tokens.add_metric(lab + [kind], v)
                 for rule, on in srv.findings:
                     finding.add_metric(lab + [rule], on)
-                for rule, flag, value in srv.recommendations:
-                    reco.add_metric(lab + [rule, flag, value], {})
+                for rule, flag, value, rank in srv.recommendations:
+                    reco.add_metric(lab + [rule, flag, value, rank], {})
                 if srv.recommended_ratio is not None:
                     reco_ratio.add_metric(lab, srv.recommended_ratio)
 
@@ -208,6 +228,10 @@ class HybridCacheCollector(Collector):
         yield last_ts
         yield restarts
         yield info
+        yield life
+        yield life_since
+        yield deaths
+        yield gdn_kernel
         yield from fams.values()
         yield max_running
         yield state_bytes

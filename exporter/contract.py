@@ -146,8 +146,11 @@ RUNTIME: tuple[Metric, ...] = (
     _runtime(
         "input_throughput_tokens_per_second",
         "input_throughput",
-        "Prefill throughput (SGLang 'input throughput', vLLM 'Avg prompt throughput').",
-        "SGLang prefill line `input throughput (token/s)`; vLLM stats line `Avg prompt throughput`",
+        "Prefill throughput (SGLang 'input throughput', vLLM 'Avg prompt throughput'). vLLM's logged value counts "
+        "computed prompt tokens only (prefix-cache hits excluded): lower than the rate of vllm:prompt_tokens_total, "
+        "which counts every prompt token.",
+        "SGLang prefill line `input throughput (token/s)`; vLLM stats line `Avg prompt throughput` (computed tokens only, "
+        "`v1/metrics/loggers.py::_track_iteration_stats`; `vllm:prompt_tokens_total` also counts the cached ones)",
         "SGLang prints it on prefill lines of some versions only",
     ),
     _runtime(
@@ -260,6 +263,12 @@ CAPACITY: tuple[Metric, ...] = (
         "vLLM KV cache blocks (# GPU blocks / num_gpu_blocks).",
         "vLLM `# GPU blocks` / `num_gpu_blocks is`",
         "vllm",
+    ),
+    _capacity(
+        "kv_cache_groups",
+        "vLLM KV cache groups of the shared block pool (one block per group per block of tokens a request holds).",
+        "vLLM `kv cache group sizes (N, N, ...)` (one entry per group)",
+        "vllm: 0.30 and later",
     ),
     _capacity(
         "mamba_blocks",
@@ -390,9 +399,10 @@ FINDING = Metric(
 RECOMMENDATION = Metric(
     PREFIX + "recommendation_info",
     INFO,
-    "A flag that fixes a firing finding, with its value.",
-    (*SERVER, "rule", "flag", "value"),
-    "the recommendations of the firing findings (docs/rules.md)",
+    "A flag that fixes a firing finding, with its value and its rank in the finding's order (1: start here).",
+    (*SERVER, "rule", "flag", "value", "rank"),
+    "the recommendations of the firing findings, without those that carry a caveat (docs/rules.md#the-order); "
+    "`rank` 1..N (N <= the flags the rule catalogue lists for the finding)",
     "diagnosis",
     "only while a finding fires",
 )
@@ -433,6 +443,45 @@ LAST_LINE_TIMESTAMP = Metric(
     ENGINE_SOURCE,
     "the header time of every line",
     "source",
+)
+SERVER_STATE = Metric(
+    PREFIX + "server_state",
+    GAUGE,
+    "1 for the server's current state, 0 for the others (starting, serving, idle, stalled, stopped, dead), as its own "
+    "lines tell: a finding of a server that is not serving is as of its last sample (docs/rules.md#quiet-and-death).",
+    (*ENGINE_SOURCE, "state"),
+    "boot lines (starting), the ready line and samples (serving / idle / stalled), shutdown lines (stopped), "
+    "`EngineDeadError` and fatal engine errors (dead)",
+    "source",
+    "until a boot line, a ready line or a sample is read",
+)
+SERVER_STATE_SINCE = Metric(
+    PREFIX + "server_state_since_timestamp_seconds",
+    GAUGE,
+    "Log time the server entered its current state (hybrid_cache_server_state).",
+    ENGINE_SOURCE,
+    "the header time of the line that changed the state",
+    "source",
+    "until a boot line, a ready line or a sample is read",
+)
+SERVER_DEATHS = Metric(
+    PREFIX + "server_deaths_total",
+    COUNTER,
+    "Engine deaths seen in the log (EngineDeadError or a fatal error of the engine, not a requested shutdown).",
+    ENGINE_SOURCE,
+    "vLLM `EngineCore encountered a fatal error.`, `EngineDeadError`, `Engine core initialization failed`",
+    "source",
+)
+GDN_PREFILL_KERNEL = Metric(
+    PREFIX + "gdn_prefill_kernel_info",
+    INFO,
+    "The Gated DeltaNet prefill kernel the engine logged it runs (flashinfer, triton, cutedsl, aiter_flydsl, sycl, cpu, other).",
+    ENGINE_SOURCE,
+    "vLLM `Using <kernel> GDN prefill kernel (requested=..., head_k_dim=N).` (0.33; CPU builds: `Using CPU GDN prefill kernel`)",
+    "source",
+    "vllm: GDN models (Qwen3-Next, Qwen3.5) of releases that log the kernel",
+    info_labels=("kernel",),
+    engines=("vllm",),
 )
 EXPORTER_LINES = Metric(
     PREFIX + "exporter_lines_total",
@@ -577,6 +626,10 @@ LOG_METRICS: tuple[Metric, ...] = (
     LAST_LINE_TIMESTAMP,
     SERVER_RESTARTS,
     SERVER_INFO,
+    SERVER_STATE,
+    SERVER_STATE_SINCE,
+    SERVER_DEATHS,
+    GDN_PREFILL_KERNEL,
     *RUNTIME,
     *CAPACITY,
     MAX_RUNNING,

@@ -23,8 +23,10 @@ from functools import cache
 from html import escape
 from importlib import resources
 
+from . import rulebook
 from .history import BUCKET_SECONDS as BUCKET
-from .history import SHADED_RULES, Timeline
+from .history import Timeline
+from .rulebook import SHADED_RULES
 
 STATIC_TYPES = {
     "uplot.iife.min.js": "text/javascript; charset=utf-8",
@@ -33,25 +35,11 @@ STATIC_TYPES = {
     "LICENSE.uplot": "text/plain; charset=utf-8",
 }
 SCRIPTS = ("uplot.iife.min.js", "charts.js")
-# a finding in short words (headlines, legends), most telling first
-RULE_WORDS = {
-    "mamba_bound": "mamba-bound",
-    "kv_bound": "KV-bound",
-    "request_cap_bound": "request-cap-bound",
-    "mamba_exhausted": "mamba pool exhausted",
-    "retraction_storm": "retraction storm",
-    "mamba_capped": "mamba-capped at startup",
-}
-# event findings are drawn as a band along the top of the chart (they overlap the sustained ones)
-STRIP_RULES = ("retraction_storm", "mamba_exhausted")
-# background of a finding's interval on the timeline
-SHADES = {
-    "mamba_bound": "rgba(214,39,40,0.16)",
-    "kv_bound": "rgba(31,119,180,0.16)",
-    "request_cap_bound": "rgba(90,90,90,0.16)",
-    "retraction_storm": "rgba(148,103,189,0.55)",
-    "mamba_exhausted": "rgba(255,127,14,0.65)",
-}
+# a finding in short words (headlines, legends), most telling first; the shading of its interval on the timeline,
+# event findings as a band along the top (they overlap the sustained ones): the rule catalogue's
+RULE_WORDS = {r: rulebook.WORDS[r] for r in rulebook.HEADLINE_ORDER}
+SHADES = rulebook.SHADES
+STRIP_RULES = rulebook.STRIP_RULES
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d1d1f;background:#f4f5f7}
@@ -61,7 +49,8 @@ main{padding:12px 20px;max-width:1400px}
 section.server{background:#fff;border:1px solid #dde;border-radius:6px;margin:0 0 18px;padding:12px 16px}
 section.server h2{font-size:16px;margin:0 0 6px;font-weight:600}section.server h2 .eng{color:#777;font-weight:400;font-size:13px}
 .badge{display:inline-block;padding:3px 10px;border-radius:12px;font-weight:700;font-size:15px;margin:2px 0 6px}
-.badge.firing{background:#d62728;color:#fff}.badge.ok{background:#2ca02c;color:#fff}
+.badge.firing{background:#d62728;color:#fff}.badge.ok{background:#2ca02c;color:#fff}.badge.quiet{background:#9a9a9a;color:#fff}
+ul.findings.grey{color:#8a8a8a}ul.findings.grey code{color:#8a8a8a}p.quiet-note{color:#6a6a6a;font-style:italic}.start{font-size:13px}
 p.words{margin:4px 0}
 .now{display:flex;flex-wrap:wrap;gap:6px 28px;margin:8px 0}.meter{display:flex;align-items:center;gap:8px}
 .meter .bar{width:180px;height:14px;background:#e6e8eb;border-radius:3px;overflow:hidden}.meter .bar i{display:block;height:100%}
@@ -196,27 +185,38 @@ def legend(spans: list) -> str:
 
 
 def diagnosis_html(st: dict, spans: list, when: str = "now") -> str:
-    """Headline, the diagnosis in words, usage now, running vs cap vs queued, the findings with
-    since-when, and the shading legend of the chart below."""
+    """Headline, the diagnosis in words, usage now, running vs cap vs queued, how old the last line is, the
+    findings with since-when and where to start, and the shading legend of the chart below. A server that has
+    gone quiet (``report.is_quiet``) has its findings greyed: they are what it said last, not the state now."""
     n = st["now"]
-    cls = "firing" if st["firing"] else "ok"
+    quiet = st.get("quiet")
+    cls = "quiet" if quiet and st["firing"] else "firing" if st["firing"] else "ok"
     out = [f'<div class="badge {cls}">{escape(st["headline"])}</div>']
+    if quiet:
+        last = " The findings below are what it said last." if st["firing"] else ""
+        out.append(
+            f'<p class="words quiet-note">No line from this server for {escape(_dur(st["age_seconds"]))}: it has gone quiet (idle, stopped '
+            f"or dead).{last}</p>"
+        )
     out += [f'<p class="words">{escape(w)}</p>' for w in st["words"]]
     cap = "" if n["cap"] is None else f" / cap {_int(n['cap'])}"
+    age = f" ({_dur(st['age_seconds'])} ago)" if st.get("age_seconds") is not None else ""
     out.append(
         '<div class="now">'
         + _meter("KV", "kv", n["kv"])
         + _meter("mamba", "mamba", n["mamba"])
         + f'<div class="meter">running <b>{_int(n["running"])}{cap}</b> &middot; queued <b>{_int(n["queued"])}</b></div>'
-        + f'<div class="meter muted">{escape(when)}: {escape(st["at"])}</div></div>'
+        + f'<div class="meter muted">{escape(when)}: {escape(st["at"])}{escape(age)}</div></div>'
     )
     if st["findings"]:
         items = []
         for f in st["findings"]:
             since = f" since {escape(f['since'])}" if f["since"] else ""
             dur = f" ({_dur(f['for_seconds'])} of log time)" if f["for_seconds"] else ""
-            items.append(f"<li><b>{escape(f['label'])}</b>{since}{dur}: {escape(f['title'].split(': ', 1)[-1])}</li>")
-        out.append('<ul class="findings">' + "".join(items) + "</ul>")
+            sh = f.get("start_here")
+            start = f'<br><span class="start">Start here: <code>{escape(sh["flag"])}</code> &mdash; {escape(sh["effect"])}</span>' if sh else ""
+            items.append(f"<li><b>{escape(f['label'])}</b>{since}{dur}: {escape(f['title'].split(': ', 1)[-1])}{start}</li>")
+        out.append(f'<ul class="findings{" grey" if quiet else ""}">' + "".join(items) + "</ul>")
     out.append(legend(spans))
     return "".join(out)
 
@@ -231,25 +231,105 @@ def _dur(s: float | None) -> str:
 
 
 def actions_html(st: dict, facts: list[tuple[str, str]]) -> str:
-    """The recommended flags with their expected effect, and the capacity facts."""
+    """The recommended flags in the documented order (each once, its rank under each finding), those with a
+    caveat apart, the before/after of the last restart, vLLM's shared pool, and the capacity facts."""
     out = []
     recs = st["recommendations"]
-    if recs:
+    ranked = [r for r in recs if r["rank"]]
+    if ranked:
         rows = "".join(
-            f"<tr><td><code>{escape(r['flag'])}</code></td><td>{escape(r['effect'])}</td><td>{escape(r['why'])}</td>"
-            f"<td>{escape(', '.join(RULE_WORDS.get(x, x) for x in r['rules']))}</td></tr>"
-            for r in recs
+            f"<tr><td>{i}</td><td><code>{escape(r['flag'])}</code></td><td>{escape(r['effect'])}</td>"
+            f"<td>{escape(r['why'] + ''.join('; assumes ' + a for a in r['assumes']))}</td><td>{escape(r['risk'])}</td>"
+            f"<td>{escape(', '.join(RULE_WORDS.get(x, x) + ' #' + str(r['ranks'][x]) for x in r['rules'] if x in r['ranks']))}</td></tr>"
+            for i, r in enumerate(ranked, 1)
         )
         out.append(
-            "<h3>Recommended flags</h3><table><tr><th>flag</th><th>expected effect</th><th>why</th><th>for</th></tr>" + rows + "</table>"
+            "<h3>Recommended flags <span class=\"muted\">(start with the first of each finding, one change at a time)</span></h3>"
+            "<table><tr><th>#</th><th>flag</th><th>expected effect</th><th>why</th><th>risk</th><th>for (rank)</th></tr>" + rows + "</table>"
         )
-        if st.get("balanced_ratio"):
-            out.append(f"<p>Balanced <code>--mamba-full-memory-ratio</code> for the observed usage: <b>{st['balanced_ratio']:g}</b></p>")
+    held = [r for r in recs if not r["rank"]]
+    if held:
+        rows = "".join(
+            f"<tr><td><code>{escape(r['flag'])}</code></td><td>{escape(r['effect'])}</td><td>{escape('; '.join(r['caveats']))}</td></tr>"
+            for r in held
+        )
+        out.append(
+            "<h3>Not to apply as they are <span class=\"muted\">(never in an alert)</span></h3>"
+            "<table><tr><th>flag</th><th>expected effect</th><th>caveat</th></tr>" + rows + "</table>"
+        )
+    if recs and st.get("balanced_ratio"):
+        out.append(f"<p>Balanced <code>--mamba-full-memory-ratio</code> for the observed usage: <b>{st['balanced_ratio']:g}</b></p>")
+    out.append(before_after_html(st.get("before_after")))
+    out.append(pool_html(st.get("vllm_pool_words") or []))
     if facts:
+        mc = st.get("model_check_words")
+        note = f'<p class="muted">{escape(mc[0].upper() + mc[1:])}.</p>' if mc else ""
         out.append(
-            "<h3>Capacity</h3><table>" + "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in facts) + "</table>"
+            "<h3>Capacity</h3><table>" + "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in facts) + "</table>" + note
         )
     return "".join(out)
+
+
+def _pct1(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:.0f}%"
+
+
+def before_after_html(ba: dict | None) -> str:
+    """The last restart: the settings that changed, pools and cap before / after / predicted, binding, queueing."""
+    if not ba:
+        return ""
+    changed = "; ".join(
+        f"{c['setting']} {c['before'] if c['before'] is not None else 'unset'} → {c['after'] if c['after'] is not None else 'unset'}"
+        for c in ba["changed"]
+    ) or "no logged setting (see the notes)"
+    rows = "".join(
+        f"<tr><td>{escape(r['what'])}</td><td>{_int(r['before'])}</td><td>{_int(r['after'])}</td>"
+        f"<td>{_int(r.get('predicted')) if 'predicted' in r else ''}{escape(' (' + r['verdict'] + ')' if r.get('verdict') else '')}</td></tr>"
+        for r in ba["pools"]
+    )
+    b, a = ba["before"], ba["after"]
+    bind = ""
+    if b["binding"] and a["binding"]:
+        bind = "".join(
+            f"<tr><td>{escape(rulebook.BINDING_WORDS.get(k, (k,))[0])} binds</td><td>{_pct1(b['binding'].get(k))}</td><td>{_pct1(a['binding'].get(k))}</td><td></td></tr>"
+            for k in b["binding"]
+        ) + f"<tr><td>requests waiting</td><td>{_pct1(b['queued'])}</td><td>{_pct1(a['queued'])}</td><td></td></tr>"
+    notes = "".join(f"<li>{escape(n)}</li>" for n in ba["notes"])
+    preds = "".join(f"<li>predicted for <code>{escape(p['flag'])} {escape(p['value'])}</code>: {escape(p['effect'])}</li>" for p in ba["predictions"])
+    return (
+        f"<h3>Before and after the restart <span class=\"muted\">({ba['boots']} boots in the log)</span></h3>"
+        f"<p>Changed: {escape(changed)}</p>"
+        "<table><tr><th></th><th>before</th><th>after</th><th>predicted from the first boot's log</th></tr>" + rows + bind + "</table>"
+        + (f"<ul>{preds}{notes}</ul>" if preds or notes else "")
+    )
+
+
+def pool_html(words: list[str]) -> str:
+    """vLLM's shared block pool: the status's sentences (``workload.pool_words``)."""
+    if not words:
+        return ""
+    return "<h3>Shared block pool (vLLM V1)</h3><ul>" + "".join(f"<li>{escape(x)}</li>" for x in words) + "</ul>"
+
+
+def workload_html(wl: dict | None) -> str:
+    """The report's request lengths and the ratio that serves them."""
+    if not wl:
+        return ""
+    rows = []
+    for key, what in (("running", "KV tokens per running request (batch means)"), ("prompt", "prompt tokens per new request")):
+        d = wl.get(key)
+        if d:
+            rows.append(
+                f"<tr><td>{escape(what)}</td><td>{d['samples']:,}</td>" + "".join(f"<td>{_int(d[q])}</td>" for q in ("p10", "p50", "p90", "max")) + "</tr>"
+            )
+    table = (
+        "<table><tr><th>length</th><th>samples</th><th>p10</th><th>p50</th><th>p90</th><th>max</th></tr>" + "".join(rows) + "</table>" if rows else ""
+    )
+    ratio = ""
+    if wl.get("ratio"):
+        ratio = "<p><code>--mamba-full-memory-ratio</code> for these lengths: " + ", ".join(f"{escape(q)} <b>{r:g}</b>" for q, r in wl["ratio"].items()) + "</p>"
+    verdict = f"<p>{escape(wl['verdict'])}</p>" if wl.get("verdict") else ""
+    return "<h3>Request lengths (the workload behind the ratio)</h3>" + table + ratio + verdict
 
 
 def usage_html(srv: dict) -> str:
@@ -264,9 +344,8 @@ def usage_html(srv: dict) -> str:
         )
         out.append("<table><tr><th>pool</th><th>samples</th><th>min</th><th>p50</th><th>p90</th><th>max</th></tr>" + rows + "</table>")
     if any(v["seconds"] for v in srv["binding"].values()):
-        words = {"mamba": "mamba pool", "kv": "KV pool", "requests": "request cap", "none": "nothing"}
         rows = "".join(
-            f"<tr><td>{escape(words.get(k, k))}</td><td>{v['share'] * 100:.1f}%</td><td>{_dur(v['seconds'])}</td></tr>"
+            f"<tr><td>{escape(rulebook.BINDING_WORDS.get(k, (k,))[0])}</td><td>{v['share'] * 100:.1f}%</td><td>{_dur(v['seconds'])}</td></tr>"
             for k, v in srv["binding"].items()
         )
         out.append("<table><tr><th>binding</th><th>share of log time</th><th>time</th></tr>" + rows + "</table>")
@@ -355,4 +434,16 @@ def document(title: str, body: str, data: dict, inline: bool, header_links: str 
     )
 
 
-__all__ = ["chart_data", "diagnosis_html", "actions_html", "document", "histogram_data", "server_section", "slug", "static"]
+__all__ = [
+    "actions_html",
+    "before_after_html",
+    "chart_data",
+    "diagnosis_html",
+    "document",
+    "histogram_data",
+    "pool_html",
+    "server_section",
+    "slug",
+    "static",
+    "workload_html",
+]

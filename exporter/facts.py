@@ -347,6 +347,8 @@ def derive(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None =
             radix_strategy=radix_strategy(src),
             engine="sglang",
             context_len=ctx,
+            unmodelled=_unmodelled(src, srv),
+            explicit_mamba_size=_mamba_size_set(src),
         )
     return ServerFacts(
         engine=src.engine,
@@ -370,6 +372,34 @@ def derive(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None =
         capacity=observed,
         generation=generation,
     )
+
+
+def _unmodelled(src: SourceState, srv: ServerState) -> tuple[str, ...]:
+    """What the log shows an SGLang server has that the capacity model's ratio arithmetic leaves out."""
+    out = []
+    if srv.kv_upper_bound or srv.capacity.get("kv_upper_bound_tokens"):
+        out.append("the pre-capture reserve (KV Cache VA upper bound, sized again after the CUDA graphs)")
+    if srv.replayssm_buffer_bytes:
+        out.append(f"the ReplaySSM ring buffers ({sum(srv.replayssm_buffer_bytes.values()) / (1 << 30):.2f} GiB)")
+    extra = [k for k in srv.mamba_state_bytes if k not in ("conv", "ssm")]
+    if extra:
+        out.append("the speculative intermediate state (" + ", ".join(extra) + ")")
+    if srv.capacity.get("draft_kv_capacity_tokens"):
+        out.append("the draft model's KV pool")
+    if speculative_on(src) and not extra:
+        out.append("speculative decoding's extra state")
+    if _mamba_size_set(src):
+        out.append("--max-mamba-cache-size (or, with the radix cache off, --max-running-requests), which sizes the mamba pool instead of the ratio")
+    return tuple(out)
+
+
+def _mamba_size_set(src: SourceState) -> bool:
+    """Whether SGLang sizes the mamba pool by a count, not by the ratio: ``--max-mamba-cache-size``, or the radix cache
+    off with ``--max-running-requests`` (``capacity.sglang_pool``)."""
+    c = src.config
+    if (_num(c.get("max_mamba_cache_size")) or 0) > 0:
+        return True
+    return _truthy(c.get("disable_radix_cache")) and (_num(c.get("max_running_requests")) or 0) > 0
 
 
 def facts_of(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None = None) -> ServerFacts:

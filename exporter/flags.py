@@ -4,7 +4,8 @@ An entry says which engines know the flag, when it applies to a server and with 
 its gates read the server's :class:`~exporter.facts.ServerFacts` and the observed :class:`~exporter.facts.Demand`),
 what it would do according to the log (``from_log``) and according to a plan from the config (``from_plan``).
 Both effects are computed in :mod:`exporter.capacity.effects`; nothing else dispatches on a flag's name.
-A new flag is one entry here (and, if a finding should suggest it, its name in :data:`PLAYBOOK`).
+A new flag is one entry here (and, if a finding should suggest it, its name in the rule's actions in the rule
+catalogue, ``exporter/rulebook.py``).
 
 A candidate is computed once per server for all the findings it answers, so a server never gets one flag
 with two values (the value answers the findings listed in ``Candidate.answers``).
@@ -13,6 +14,7 @@ with two values (the value answers the findings listed in ``Candidate.answers``)
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -20,6 +22,7 @@ from functools import cached_property
 from parsers import events as ev
 
 from . import capacity as cap
+from . import rulebook
 from .capacity.effects import norm_flag
 from .facts import (
     Demand,
@@ -32,19 +35,19 @@ from .facts import (
     vllm_is_hybrid,
     vllm_ssm_dtype,
 )
-from .rules import (
+from .rulebook import (
     KV_BOUND,
     MAMBA_BOUND,
     MAMBA_CAPPED,
     MAMBA_EXHAUSTED,
     REQUEST_CAP_BOUND,
     RETRACTION_STORM,
-    RulesConfig,
 )
+from .rules import RulesConfig
 from .state import ServerState, SourceState
 
 SKIP_DECODE_LOCK = "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK"
-MAMBA_SIDE = (MAMBA_BOUND, MAMBA_CAPPED, MAMBA_EXHAUSTED)
+MAMBA_SIDE = rulebook.on_pool("mamba")
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,9 @@ class Candidate:
     why: str  # why it applies to this server
     answers: tuple[str, ...]  # the findings this value answers
     flag: str | None = None  # the name this release knows the flag by, when it differs from the entry's
+    assumes: tuple[str, ...] = ()  # what the value rests on that the log does not prove (ranked after proven ones)
+    needs: tuple[str, ...] = ()  # what the server lacks for it (another flag, another backend): never pasted alone
+    warns: tuple[str, ...] = ()  # what the engine itself warns about with this value: never pasted into an alert
 
 
 LogEffect = Callable[[cap.ObservedCapacity, "str | None", str], "cap.Effect | None"]
@@ -100,6 +106,17 @@ class FlagEntry:
     from_log: LogEffect | None = None
     from_plan: PlanEffect | None = None
     plan_value: tuple[tuple[str, str | None], ...] = ()  # (engine, value) that `plan` shows the effect of
+    risk: int = 0  # RISKS: what the change puts at stake (the recommendations' order, docs/rules.md#the-order)
+    switch: bool = False  # takes no value on the command line (argparse store_true / BooleanOptional): value "true"
+
+
+# what a flag's change puts at stake, least first: the second key of the recommendations' order
+RISKS = (
+    "changes no numerics and moves no memory",
+    "moves memory between the pools, or takes more of the GPU",
+    "changes the numerics, or what the server serves",
+    "switches the engine to a newer memory manager",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -110,27 +127,76 @@ def _roundup8(n: float) -> int:
     return int(math.ceil(n / 8.0) * 8)
 
 
-def _unified_blockers(x: Context) -> list[str]:
-    c = x.src.config
-    out = []
-    if not _none(c.get("disaggregation_mode")):
-        out.append("PD disaggregation")
+def _is_mla(x: Context) -> bool:
+    """Whether the model's full-attention layers are MLA (Kimi Linear, kimi-k3): what SGLang's unified-memory
+    gates tell apart. Qwen GDN models and Nemotron-H are GQA."""
+    arch = x.src.rule_memory.arch or ""
+    model = str(x.src.config.get("model_path") or x.src.config.get("model") or "")
+    return "Kimi" in arch or "DeepseekV" in arch or bool(re.search(r"kimi|deepseek", model, re.I))
+
+
+def _unified_gates(x: Context) -> tuple[list[str], list[str]]:
+    """(what refuses ``--enable-unified-memory`` on this server, what it needs first), by SGLang release, read in
+    the released code of 0.5.15-0.5.23 (``server_args.py::_handle_unified_memory_pool`` and
+    ``_handle_page_major_kv_layout``, from 0.5.19 ``arg_groups/kv_cache_hook.py``; docs/rules.md#unified-memory).
+    A gate applies when the release range may include a release that has it (the range is what the log proves)."""
+    c, v = x.src.config, x.facts.version
+    refused: list[str] = []
+    needs: list[str] = []
+    spec = str(c.get("speculative_algorithm") or "").upper()
     if x.facts.speculative:
-        out.append("speculative decoding")
-    if _truthy(c.get("enable_hierarchical_cache")):
-        out.append("HiCache")
+        if v.may_be_in("0.5.15", "0.5.17"):
+            refused.append("speculative decoding (SGLang 0.5.15-0.5.17)")
+        elif v.may_be_in("0.5.18", "0.5.21") and spec != "DSPARK":
+            refused.append(f"speculative decoding {spec or '(algorithm not logged)'} (SGLang 0.5.18-0.5.21: DSPARK only)")
+        elif spec not in ("DSPARK", "EAGLE", "EAGLE3", "DFLASH") or _num(c.get("speculative_eagle_topk")) not in (None, 1.0):
+            refused.append(f"speculative decoding {spec or '(algorithm not logged)'} (SGLang 0.5.22+: DSPARK, EAGLE, EAGLE3, DFLASH, top-k 1)")
+    if not _none(c.get("disaggregation_mode")) and str(c.get("disaggregation_mode")).lower() != "null":
+        if v.may_be_in("0.5.15", "0.5.17"):
+            refused.append("PD disaggregation (SGLang 0.5.15-0.5.17)")
+        elif str(c.get("disaggregation_transfer_backend") or "mooncake").lower() != "mooncake":
+            refused.append("PD disaggregation over a transfer backend other than mooncake")
+        elif (_num(c.get("pp_size")) or 1) > 1:
+            refused.append("PD disaggregation with pipeline parallelism")
+    if _truthy(c.get("enable_hierarchical_cache")) and v.may_be_in("0.5.15", "0.5.20"):
+        refused.append("HiCache (SGLang 0.5.15-0.5.20)")
+    if _truthy(c.get("enable_lmcache")):
+        refused.append("LMCache")
+    if _truthy(c.get("enable_two_batch_overlap")) and not v.below("0.5.20"):
+        refused.append("two-batch overlap (SGLang 0.5.20+)")
     dcp = _num(c.get("dcp_size")) or _num(c.get("decode_context_parallel_size"))
-    if dcp and dcp > 1:
-        out.append("decode context parallelism")
-    return out
+    if dcp and dcp > 1 and (v.may_be_in("0.5.15", "0.5.19") or not _is_mla(x)):
+        refused.append("decode context parallelism (SGLang 0.5.15-0.5.19; from 0.5.20 on MLA models only)")
+    attn = str(c.get("attention_backend") or "").lower()
+    if attn != "triton" and v.may_be_in("0.5.15", "0.5.18") and not (_is_mla(x) and not v.may_be_in("0.5.15", "0.5.16")):
+        shown = attn or "the default (FA3 on Hopper)"
+        needs.append(f"--attention-backend triton: SGLang 0.5.15-0.5.18 refuse unified memory with {shown} on a model without MLA")
+    linear = {k: str(c.get(k) or "").lower() for k in ("linear_attn_backend", "mamba_backend")}
+    for k, b in linear.items():
+        if b and b != "triton" and (v.may_be_in("0.5.15", "0.5.18") or k == "mamba_backend"):
+            needs.append(f"--{k.replace('_', '-')} triton: the unified pool's strided state needs the Triton kernels (got {b})")
+    return refused, needs
 
 
 def c_mamba_ssm_dtype(x: Context) -> Candidate | None:
     f = x.facts
     if not x.mamba_findings or cap.dtype_bytes(f.ssm_dtype) <= 2:
         return None
+    assumes = () if f.ssm_dtype_source == "server_args" else (f"the SSM dtype {f.ssm_dtype}: {f.ssm_dtype_source}",)
+    warns = ()
+    if _truthy(x.src.config.get("enable_linear_replayssm_spec")) and not f.version.below("0.5.20"):
+        # arg_groups/attention_hook.py (0.5.20+): unset -> float32; anything else -> a warning
+        warns = (
+            "with --enable-linear-replayssm-spec SGLang (0.5.20+) wants float32 SSM state and warns on bfloat16: "
+            "validate long-sequence accuracy and throughput",
+        )
     return Candidate(
-        "bfloat16", "SSM state bytes halve: about 2x mamba slots", f"SSM state is {f.ssm_dtype} ({f.ssm_dtype_source})", x.mamba_findings
+        "bfloat16",
+        "SSM state bytes halve: about 2x mamba slots",
+        f"SSM state is {f.ssm_dtype} ({f.ssm_dtype_source})",
+        x.mamba_findings,
+        assumes=assumes,
+        warns=warns,
     )
 
 
@@ -154,8 +220,8 @@ def _floor_2sig(r: float) -> float:
 
 def c_mamba_full_memory_ratio(x: Context) -> Candidate | None:
     f, o = x.facts, x.observed
-    if f.engine != ev.SGLANG or f.unified_memory or f.version.below("0.5.3.post3"):
-        return None
+    if f.engine != ev.SGLANG or f.unified_memory or f.version.below("0.5.3.post3") or not cap.ratio_moves_pools(o):
+        return None  # (the last: --max-mamba-cache-size sizes the pool, or the model misses the logged pools by half)
     r_now = o.mamba_full_memory_ratio or 0.9
     balanced = balanced_ratio(x)
     if x.mamba_findings:
@@ -221,7 +287,16 @@ def c_max_mamba_cache_size(x: Context) -> Candidate | None:
     n, why = _mamba_slots_target(x)
     if n is None or n <= o.mamba_slots:
         return None
-    return Candidate(str(n), f"mamba slots {o.mamba_slots} -> {n}, cap {o.mamba_cap} -> {n // spr}", why, x.mamba_findings)
+    return Candidate(
+        str(n), f"mamba slots {o.mamba_slots} -> {n}, cap {o.mamba_cap} -> {n // spr}", why, x.mamba_findings, assumes=_spr_assumed(f)
+    )
+
+
+def _spr_assumed(f: ServerFacts) -> tuple[str, ...]:
+    """The slots per request, when the log did not print them (the table of the release range)."""
+    if f.slots_per_request_source == "log" or not f.slots_per_request:
+        return ()
+    return (f"{f.slots_per_request} mamba slots per request: {f.slots_per_request_source}",)
 
 
 def c_skip_decode_lock(x: Context) -> Candidate | None:
@@ -235,7 +310,9 @@ def c_skip_decode_lock(x: Context) -> Candidate | None:
         table = None
     if table is not None and spr < table:
         return None  # already on
-    return Candidate("1", f"slots per request {spr} -> {spr - 1}", f"{f.strategy} on SGLang {f.version} (>=0.5.17)", x.mamba_findings)
+    return Candidate(
+        "1", f"slots per request {spr} -> {spr - 1}", f"{f.strategy} on SGLang {f.version} (>=0.5.17)", x.mamba_findings, assumes=_spr_assumed(f)
+    )
 
 
 def c_radix_strategy(x: Context) -> Candidate | None:
@@ -257,7 +334,10 @@ def c_radix_strategy(x: Context) -> Candidate | None:
 
 def c_unified_memory(x: Context) -> Candidate | None:
     f = x.facts
-    if f.engine != ev.SGLANG or f.unified_memory or not f.version.at_least("0.5.15") or _unified_blockers(x):
+    if f.engine != ev.SGLANG or f.unified_memory or not f.version.at_least("0.5.15"):
+        return None
+    refused, needs = _unified_gates(x)
+    if refused:
         return None
     answers = x.mamba_findings + (x.kv_findings if x.observed.mamba_slots else ())
     if not answers:
@@ -266,8 +346,9 @@ def c_unified_memory(x: Context) -> Candidate | None:
     return Candidate(
         "true",
         f"KV and mamba share one buffer: {what} at runtime",
-        f"SGLang {f.version} (>=0.5.15), no PD / speculative / HiCache / DCP",
+        f"SGLang {f.version} (>=0.5.15); nothing its unified-memory gates refuse in the logged configuration",
         tuple(r for r in x.findings if r in answers),
+        needs=tuple(needs),
     )
 
 
@@ -279,7 +360,10 @@ def c_kv_cache_dtype(x: Context) -> Candidate | None:
     if f.engine == ev.SGLANG:
         if not x.kv_findings:
             return None
-        return Candidate("fp8_e4m3", "KV tokens about 2x", f"KV cache dtype is {kvd or 'auto (model dtype)'}", x.kv_findings)
+        assumes = () if kvd else ("the KV cache dtype: auto, the model's dtype (16-bit on public checkpoints)",)
+        return Candidate(
+            "fp8_e4m3", "KV tokens about 2x", f"KV cache dtype is {kvd or 'auto (model dtype)'}", x.kv_findings, assumes=assumes
+        )
     answers = x.side(VLLM_POOL_FINDINGS)
     if not answers:
         return None
@@ -403,12 +487,20 @@ def balanced_ratio(x: Context) -> float | None:
 
 _SG, _VL = (ev.SGLANG,), (ev.VLLM,)
 CATALOGUE: tuple[FlagEntry, ...] = (
-    FlagEntry("--mamba-ssm-dtype", _SG, c_mamba_ssm_dtype, cap.log_ssm_dtype, cap.plan_ssm_dtype, (("sglang", "bfloat16"),)),
-    FlagEntry("--mamba-ssm-cache-dtype", _VL, c_mamba_ssm_cache_dtype, cap.log_ssm_dtype, cap.plan_ssm_dtype, (("vllm", "bfloat16"),)),
+    FlagEntry("--mamba-ssm-dtype", _SG, c_mamba_ssm_dtype, cap.log_ssm_dtype, cap.plan_ssm_dtype, (("sglang", "bfloat16"),), risk=2),
     FlagEntry(
-        "--kv-cache-dtype", _SG + _VL, c_kv_cache_dtype, cap.log_kv_dtype, cap.plan_kv_dtype, (("sglang", "fp8_e4m3"), ("vllm", "fp8"))
+        "--mamba-ssm-cache-dtype", _VL, c_mamba_ssm_cache_dtype, cap.log_ssm_dtype, cap.plan_ssm_dtype, (("vllm", "bfloat16"),), risk=2
     ),
-    FlagEntry("--mamba-full-memory-ratio", _SG, c_mamba_full_memory_ratio, cap.log_ratio, cap.plan_ratio, (("sglang", None),)),
+    FlagEntry(
+        "--kv-cache-dtype",
+        _SG + _VL,
+        c_kv_cache_dtype,
+        cap.log_kv_dtype,
+        cap.plan_kv_dtype,
+        (("sglang", "fp8_e4m3"), ("vllm", "fp8")),
+        risk=2,
+    ),
+    FlagEntry("--mamba-full-memory-ratio", _SG, c_mamba_full_memory_ratio, cap.log_ratio, cap.plan_ratio, (("sglang", None),), risk=1),
     FlagEntry(
         "--max-mamba-cache-size",
         _SG,
@@ -416,6 +508,7 @@ CATALOGUE: tuple[FlagEntry, ...] = (
         cap.log_max_mamba_cache_size,
         cap.plan_max_mamba_cache_size,
         (("sglang", None),),
+        risk=1,
     ),
     FlagEntry(SKIP_DECODE_LOCK, _SG, c_skip_decode_lock, cap.log_skip_decode_lock, cap.plan_skip_decode_lock, (("sglang", "1"),)),
     FlagEntry(
@@ -426,43 +519,38 @@ CATALOGUE: tuple[FlagEntry, ...] = (
         cap.plan_radix_strategy,
         (("sglang", "extra_buffer_lazy"),),
     ),
-    FlagEntry("--disable-radix-cache", _SG, None, cap.log_disable_radix_cache, cap.plan_disable_radix_cache, (("sglang", None),)),
-    FlagEntry("--enable-unified-memory", _SG, c_unified_memory),
+    FlagEntry(
+        "--disable-radix-cache",
+        _SG,
+        None,
+        cap.log_disable_radix_cache,
+        cap.plan_disable_radix_cache,
+        (("sglang", None),),
+        risk=2,
+        switch=True,
+    ),
+    FlagEntry("--enable-unified-memory", _SG, c_unified_memory, risk=3, switch=True),
     FlagEntry("--schedule-conservativeness", _SG, c_schedule_conservativeness),
     FlagEntry("--max-running-requests", _SG, c_max_running_requests),
     FlagEntry("--max-num-seqs", _VL, c_max_num_seqs, cap.log_max_num_seqs, cap.plan_max_num_seqs, (("vllm", None),)),
-    FlagEntry("--language-model-only", _VL, c_language_model_only, None, cap.plan_language_model_only, (("vllm", None),)),
-    FlagEntry("--gpu-memory-utilization", _VL, c_gpu_memory_utilization),
+    FlagEntry(
+        "--language-model-only", _VL, c_language_model_only, None, cap.plan_language_model_only, (("vllm", None),), risk=2, switch=True
+    ),
+    FlagEntry("--gpu-memory-utilization", _VL, c_gpu_memory_utilization, risk=1),
 )
 BY_NAME: dict[str, FlagEntry] = {norm_flag(e.flag): e for e in CATALOGUE}
 BY_NAME[norm_flag("--mamba-scheduler-strategy")] = BY_NAME[norm_flag("--mamba-radix-cache-strategy")]  # its name in 0.5.13
 
-# which flags answer a finding, in the order they are suggested (engine, finding) -> flag names
-_SGL_MAMBA = (
-    "--mamba-ssm-dtype",
-    "--mamba-full-memory-ratio",
-    "--max-mamba-cache-size",
-    SKIP_DECODE_LOCK,
-    "--mamba-radix-cache-strategy",
-    "--enable-unified-memory",
-)
-_SGL_KV = ("--kv-cache-dtype", "--mamba-full-memory-ratio", "--enable-unified-memory")
-_VLLM_POOL = ("--kv-cache-dtype", "--mamba-ssm-cache-dtype", "--language-model-only", "--gpu-memory-utilization")
-PLAYBOOK: dict[tuple[str, str], tuple[str, ...]] = {
-    **{(ev.SGLANG, r): _SGL_MAMBA for r in MAMBA_SIDE},
-    (ev.SGLANG, KV_BOUND): _SGL_KV,
-    (ev.SGLANG, REQUEST_CAP_BOUND): ("--max-running-requests",),
-    (ev.VLLM, REQUEST_CAP_BOUND): ("--max-num-seqs",),
-    (ev.VLLM, MAMBA_CAPPED): ("--max-num-seqs", *_VLLM_POOL),
-    **{(ev.VLLM, r): _VLLM_POOL for r in (KV_BOUND, RETRACTION_STORM, MAMBA_BOUND, MAMBA_EXHAUSTED)},
-}
-
-
 def playbook(x: Context, rule: str) -> tuple[str, ...]:
-    """The flags that may answer ``rule`` on this server, in order."""
-    if x.facts.engine == ev.SGLANG and rule == RETRACTION_STORM:
-        return ("--schedule-conservativeness", *(_SGL_MAMBA if x.storm_on_mamba else _SGL_KV))
-    return PLAYBOOK.get((x.facts.engine or "", rule), ())
+    """The flags that may answer ``rule`` on this server, in the rule catalogue's order (a retraction storm is
+    answered on the side of the pool that runs out: ``rulebook.POOL_SIDE``)."""
+    out: list[str] = []
+    for name in rulebook.BY_ID[rule].actions.get(x.facts.engine or "", ()):
+        if name == rulebook.POOL_SIDE:
+            out += rulebook.BY_ID[MAMBA_BOUND if x.storm_on_mamba else KV_BOUND].actions.get(x.facts.engine or "", ())
+        else:
+            out.append(name)
+    return tuple(out)
 
 
 # --------------------------------------------------------------------------------------------
@@ -496,12 +584,13 @@ def effect_from_plan(model: cap.ModelSpec, inputs: cap.PlanInputs, flag: str, va
 
 
 def plan_effects(model: cap.ModelSpec, inputs: cap.PlanInputs) -> list[cap.Effect]:
-    """Every catalogued flag's effect on the plan for ``inputs.engine``, in catalogue order."""
+    """Every catalogued flag's effect on the plan for ``inputs.engine``, in catalogue order; an effect that changes
+    nothing (``max-num-seqs 4: cap 4 → 4``) is left out."""
     out = []
     for e in CATALOGUE:
         for engine, value in e.plan_value:
             if engine == inputs.engine:
                 eff = effect_from_plan(model, inputs, e.flag, value)
-                if eff is not None:
+                if eff is not None and not eff.changes_nothing:
                     out.append(eff)
     return out

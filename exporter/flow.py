@@ -7,8 +7,9 @@ whoever builds the flow (``exporter/app.py``). The sampler (:mod:`exporter.sampl
 front of it for the hot path; before an event is applied the flow calls its ``barrier`` so that
 lines the sampler still holds go first and the observers see one log order.
 
-One thing happens here that is about lines rather than events: a message a terminal wrapped onto
-header-less continuation lines is joined back where that is unambiguous (:class:`Wrapped`).
+One thing happens here that is about lines rather than events: a message a terminal wrapped (or
+a writer cut) onto header-less continuation lines is joined back where that is unambiguous
+(:class:`Wrapped`; docs/formats/README.md#lines-as-users-paste-them).
 
 Thread-safety: tailer threads feed while the HTTP thread reads, both under ``Flow.lock``.
 """
@@ -22,13 +23,17 @@ from dataclasses import dataclass
 
 from parsers import events as ev
 from parsers import has_header, parse_line
+from parsers.clock import day_start
 
-from .state import DEFAULT_MAX_DP_RANKS, ServerState, SourceState
+from .state import DEFAULT_MAX_DP_RANKS, RUNTIME_EVENTS, ServerState, SourceState
 
 # observers called after each applied event: (source_state, server_state, parsed line, raw line)
 Observer = Callable[[SourceState, ServerState, ev.Line, str], None]
 
 IDLE_SECONDS = 10.0  # a source quiet this long (wall time) is done with what it held
+# events never joined with a continuation: runtime lines (most of a log), fatal errors, readiness,
+# and a KV pool line (a second one is the SWA pool: it must not be applied twice)
+_NOT_JOINED = (*RUNTIME_EVENTS, ev.PoolExhausted, ev.ServerReady, ev.KVCacheAllocated)
 
 # a terminal's hard wrap: the first line is as wide as the terminal (pastes of 76-250 columns
 # are usual), the continuation lines have no header, none wider than the first
@@ -37,15 +42,21 @@ WRAP_MIN_WIDTH, WRAP_MAX_LINES = 40, 12
 
 @dataclass(slots=True)
 class Wrapped:
-    """A line that may continue on the next, header-less lines (a message wrapped by a terminal):
-    held, not yet counted, until the joined text parses or a line that is not its continuation
-    arrives."""
+    """A line that may continue on the next, header-less lines (a message wrapped by a terminal or
+    cut by a writer): held, not yet counted, until a line that is not its continuation arrives.
+
+    Two kinds: a line that carries no event on its own (a known message cut short, a header that
+    says nothing yet) is joined once the joined text parses; a line that parsed on its own (a
+    startup message: any event but ``_NOT_JOINED``) was counted and applied at once, and is joined
+    while the joined text parses to the same kind of event and says more than the text before it:
+    each such join is counted and applied too (``parsed`` is the last)."""
 
     lines: list[str]
     outcome: str  # the first line's outcome on its own
     ts: float | None
     engine: str | None
     fed_at: float  # time.monotonic() of its last piece
+    parsed: ev.Line | None = None  # the event of the pieces so far, when the first parsed on its own
 
 
 _LEVELS = ("INFO ", "WARNING ", "DEBUG ", "ERROR ", "CRITICAL ")
@@ -96,9 +107,18 @@ class Flow:
             out = self.continuation(src, line)
             if out is not None:
                 return out
+        return self.take(src, line, self.parse(src, line))
+
+    def parse(self, src: SourceState, line: str) -> ev.Line:
+        """``line`` parsed for ``src``: its engine and year, a time of day dated (:meth:`on_date`)."""
         parsed = parse_line(line, src.engine, src.year)
         if parsed.tod is not None:
             parsed.ts = self.on_date(src, parsed.tod)
+        return parsed
+
+    def take(self, src: SourceState, line: str, parsed: ev.Line) -> str:
+        """Count and apply a parsed line (or hold it: it may continue on the next lines)."""
+        source = src.name
         with self.lock:
             if parsed.event is None:
                 if len(line) >= WRAP_MIN_WIDTH and (parsed.outcome == ev.UNRECOGNIZED or parsed.engine is not None or src.engine is None):
@@ -111,6 +131,10 @@ class Flow:
                 return parsed.outcome
             src.lines[parsed.outcome] += 1
             self.apply(src, parsed, line)
+            if not isinstance(parsed.event, _NOT_JOINED):
+                # a startup message that parsed on its own may still go on (cut after a number):
+                # applied now (a scrape sees it), and again, joined, if the next lines say more
+                self._wrapped[source] = Wrapped([line.rstrip("\r\n")], ev.PARSED, parsed.ts, parsed.engine, time.monotonic(), parsed)
         return parsed.outcome
 
     def feed_lines(self, source: str, lines: Iterable[str]) -> None:
@@ -137,15 +161,16 @@ class Flow:
         last = src.last_ts
         if last is None:
             return None
-        t = time.localtime(last)
-        ts = last - (last % 1) - (t.tm_hour * 3600 + t.tm_min * 60 + t.tm_sec) + tod
+        ts = day_start(last) + tod  # midnight in the zone log times are read in (parsers.clock)
         return ts + 86400 if ts < last - 43200 else ts
 
     @staticmethod
     def count(src: SourceState, outcome: str, engine: str | None, ts: float | None, n: int = 1) -> None:
-        """Count lines that carry no event; what their header said still counts (engine, time)."""
+        """Count lines that carry no event; their time still counts, and a known message that did
+        not parse (unrecognized) tells the engine. A header alone does not: another engine's line
+        may wear one like it (lmdeploy prints '[2026-03-02 08:01:44 DP0] ...')."""
         src.lines[outcome] += n
-        if engine and src.engine is None:
+        if engine and src.engine is None and outcome != ev.IGNORED:
             src.engine = engine
         if ts is not None and (src.last_ts is None or ts > src.last_ts):
             src.last_ts = ts
@@ -157,46 +182,56 @@ class Flow:
         return source in self._wrapped
 
     def continuation(self, src: SourceState, line: str) -> str | None:
-        """``line`` after a held line (:class:`Wrapped`): a header-less line no wider than the first,
-        which carries nothing on its own, is its continuation; once the joined text parses, the
-        message is applied (with the first line's header) and its lines count as parsed. Returns
-        the outcome, or None when ``line`` is not a continuation (the held line was counted as it
-        was, and ``line`` takes the usual path)."""
+        """``line`` after a held line (:class:`Wrapped`): a header-less line that carries nothing on
+        its own may be its continuation. Joined, and its lines counted as parsed, when the joined
+        text parses (a first line without event; a piece wider than the first only if the joined
+        text parses at once) or parses to the same kind of event saying more (a first line that
+        parsed alone: the event applied is the last such join). Returns the outcome, or None when
+        ``line`` is not a continuation (the held line was counted and applied as it was, and
+        ``line`` takes the usual path)."""
         w = self._wrapped[src.name]
         piece = line.rstrip("\r\n")
         first = w.lines[0]
         # the usual case, in one comparison: the next line starts like the held one (the same
         # header start: '[2026-', '(APISe', 'INFO 0'), so it is a new line, not a continuation
-        if (
-            len(piece) <= len(first)
-            and piece[:6] != first[:6]
-            and not _starts_with_header(piece)
-            and not has_header(piece, src.engine, src.year)
-        ):
+        if piece[:6] != first[:6] and piece and not _starts_with_header(piece) and not has_header(piece, src.engine, src.year):
             alone = parse_line(piece, src.engine, src.year)
             if alone.event is None:
-                w.lines.append(piece)
-                w.fed_at = time.monotonic()
-                joined = parse_line("".join(w.lines), src.engine, src.year)
+                text = "".join(w.lines) + piece
+                joined = parse_line(text, src.engine, src.year)
                 if joined.tod is not None:
                     joined.ts = self.on_date(src, joined.tod)
-                if joined.event is not None:
+                if w.parsed is not None:  # the first parsed alone: join while the text says more
+                    if joined.event is not None and type(joined.event) is type(w.parsed.event) and joined.event != w.parsed.event:
+                        w.lines.append(piece)
+                        w.parsed = joined
+                        w.fed_at = time.monotonic()
+                        with self.lock:
+                            src.lines[ev.PARSED] += 1
+                            self.apply(src, joined, text)  # what the pieces say together, over what the first said
+                        if len(w.lines) >= WRAP_MAX_LINES:
+                            self._drop_wrapped(src)
+                        return ev.PARSED
+                elif joined.event is not None:
                     del self._wrapped[src.name]
                     with self.lock:
-                        src.lines[ev.PARSED] += len(w.lines)
-                        self.apply(src, joined, "".join(w.lines))
+                        src.lines[ev.PARSED] += len(w.lines) + 1
+                        self.apply(src, joined, text)
                     return ev.PARSED
-                if len(piece) >= len(first) - 1 and len(w.lines) < WRAP_MAX_LINES:
-                    return ev.IGNORED  # a full-width piece: more may follow
-                self._drop_wrapped(src)
-                return ev.IGNORED
+                elif len(piece) <= len(first):  # a terminal's wrap: no piece is wider than the first
+                    w.lines.append(piece)
+                    w.fed_at = time.monotonic()
+                    if len(piece) >= len(first) - 1 and len(w.lines) < WRAP_MAX_LINES:
+                        return ev.IGNORED  # a full-width piece: more may follow
+                    self._drop_wrapped(src)
+                    return ev.IGNORED
         self._drop_wrapped(src)
         return None
 
     def _drop_wrapped(self, src: SourceState) -> None:
         """Count a held line (and the pieces that followed it) as what they were on their own."""
         w = self._wrapped.pop(src.name, None)
-        if w is not None:
+        if w is not None and w.parsed is None:  # (one that parsed alone was counted and applied already)
             with self.lock:
                 self.count(src, w.outcome, w.engine, w.ts)
                 if len(w.lines) > 1:

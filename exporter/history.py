@@ -29,15 +29,14 @@ from dataclasses import dataclass
 
 from parsers import events as ev
 
-from .rules import KV_BOUND, MAMBA_BOUND, MAMBA_EXHAUSTED, REQUEST_CAP_BOUND, RETRACTION_STORM
+from .rulebook import SHADED_RULES
 from .state import ServerState, SourceState, effective_max_running
 
 BUCKET_SECONDS = 10.0  # the pipeline samples batch lines per 10 s of log clock
 LIVE_ROWS = 360  # serve: one hour of log time
 REPORT_ROWS = 4096  # report: the whole log, compacted
 FIELDS = ("kv", "mamba", "running", "queued", "cap")
-# runtime findings drawn as shaded intervals (mamba_capped is a fact of the boot: shown as text)
-SHADED_RULES = (MAMBA_BOUND, KV_BOUND, REQUEST_CAP_BOUND, RETRACTION_STORM, MAMBA_EXHAUSTED)
+# the findings drawn as shaded intervals (rulebook.SHADED_RULES; mamba_capped is a fact of the boot: shown as text)
 _NAN = float("nan")
 
 

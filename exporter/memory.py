@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, fields
 from itertools import accumulate
 from typing import Any, Protocol
 
+from .rulebook import BINDING, RULE_IDS, SUSTAINED_RULES, WINDOWED_RULES
+
 
 class SustainConfig(Protocol):
     """The windows of :class:`Hysteresis` (``RulesConfig`` has them)."""
@@ -95,6 +97,19 @@ class Hysteresis:
             self._reset()
             return "fire" if want else "clear"
         return None
+
+    def end(self, ts: float) -> bool:
+        """The source went quiet or ended (docs/rules.md#quiet-and-death): an active finding clears at
+        once and a pending window is dropped, since no further sample will come to count toward
+        either. Returns whether it was active."""
+        was = self.active
+        self.active = False
+        self.steady = False
+        if was:
+            self.cleared_at = ts
+        self._reset()
+        self.last_ts = None
+        return was
 
     def evidence(self) -> list[tuple[float, str]]:
         out = [self.pend_first] if self.pend_first else []
@@ -201,6 +216,51 @@ class UsageStats:
         return out
 
 
+class LengthStats:
+    """A distribution of token counts (a request's length) in bins a quarter of an octave wide: the bin of ``n``
+    is ``4 * n.bit_length()`` plus the two bits below its leading one, so a bin spans about 19 % and 64 bins
+    reach 2**16 * 4 tokens... up to 2**31. Bounded (fixed bins) like :class:`UsageStats`; one ``add`` per sample."""
+
+    __slots__ = ("counts", "n", "max")
+
+    BINS = 128
+
+    def __init__(self) -> None:
+        self.counts = [0] * self.BINS
+        self.n = 0
+        self.max = 0
+
+    def add(self, v: float) -> None:
+        k = int(v)
+        if k <= 0:
+            return
+        b = k.bit_length()
+        b = 4 * b + ((k >> (b - 3)) & 3 if b >= 3 else 0)
+        self.counts[b if b < 128 else 127] += 1
+        self.n += 1
+        if k > self.max:
+            self.max = k
+
+    @staticmethod
+    def low(b: int) -> int:
+        """The smallest token count of bin ``b``."""
+        length, sub = divmod(b, 4)
+        if length < 3:
+            return 1 << (length - 1) if length else 0
+        return (1 << (length - 1)) + sub * (1 << (length - 3))
+
+    def quantile(self, q: float) -> int | None:
+        """The low edge of the bin holding the ``q`` quantile (None: no sample)."""
+        if not self.n:
+            return None
+        target, run = q * self.n, 0
+        for b, c in enumerate(self.counts):
+            run += c
+            if c and run >= target:
+                return self.low(b)
+        return self.max
+
+
 # --------------------------------------------------------------------------------------------
 # the rules
 
@@ -273,19 +333,28 @@ class ServerMemory(_ByName):
     evidence: dict[str, Evidence] = field(default_factory=dict)
     episodes: dict[str, deque] = field(default_factory=dict)  # rule -> [fired_at, cleared_at or None]
     usage: dict[str, UsageStats] = field(default_factory=dict)  # kv / mamba / swa
-    binding_seconds: dict[str, float] = field(default_factory=dict)  # mamba / kv / requests / none
-    binding_last: tuple[float, str] | None = None  # (ts, category) of the last sample
+    binding_seconds: dict[str, float] = field(default_factory=dict)  # rulebook.BINDING: mamba / kv / requests / none
+    binding_last: tuple[float, str, bool] | None = None  # (ts, category, requests waiting) of the last sample
+    queued_seconds: float = 0.0  # log time with requests waiting (measured like the binding time)
     retractions: Recent | None = None  # (ts, n): retraction lines / vLLM preemption intervals
     peaks: dict[str, float] = field(default_factory=dict)  # running / queued
+    # request lengths (exporter/workload.py): KV tokens per running request (decode / stats samples), prompt tokens
+    # per new request (prefill samples)
+    lengths: dict[str, LengthStats] = field(default_factory=dict)
     exhausted_at: float | None = None
     restarts_seen: int = 0
     first_ts: float | None = None
     last_ts: float | None = None
-    conditions: tuple[bool | None, ...] = ()  # of the last sample, in rules.SUSTAINED_RULES order (Rules.conditions)
+    conditions: tuple[bool | None, ...] = ()  # of the last sample, in rulebook.SUSTAINED_RULES order (Rules.conditions)
     # the conditions of a sample that changes no sustained rule's hysteresis (their ``Hysteresis.steady``)
     steady: tuple[bool | None, ...] = (False, False, False)
     boot_lines: dict[str, tuple[float | None, str]] = field(default_factory=dict)  # config / mamba / summary
     capped_detail: str | None = None
+    # the boots of this server in this log (a restart closes one): the before of a before/after (exporter/boots.py)
+    boots: list = field(default_factory=list)  # BootRecord, oldest first, at most BOOTS_MAX
+    boot_config: dict = field(default_factory=dict)  # the configuration the current boot logged (restart clears the source's)
+    boot_first_ts: float | None = None  # the current boot's first line
+    boot_mark: dict = field(default_factory=dict)  # the cumulative figures when the current boot began
     # kept by the layers above the rules
     facts: Any = None  # facts.ServerFacts of the current generation
     sample_facts: Any = None  # the facts the rules' samples read (facts_of's, fetched once per generation)
@@ -299,23 +368,84 @@ class ServerMemory(_ByName):
     def ready(self) -> bool:
         return bool(self.hyst)
 
-    def fill(
-        self, findings: dict[str, int], sustained: tuple[str, ...], windowed: tuple[str, ...], rules: tuple[str, ...], episodes_max: int
-    ) -> None:
-        """Make the per-rule tables: a hysteresis per ``sustained`` and other ``windowed`` rule,
-        evidence and episodes per rule. A finding the server already has (restored from a snapshot,
-        exporter/snapshot.py) is where its hysteresis starts: on, it waits for the condition to
-        clear (a fresh one would wait to fire and keep a stale 1 until it fired and cleared again)."""
-        self.hyst = {r: Hysteresis() for r in (*sustained, *windowed)}
+    def fill(self, findings: dict[str, int], episodes_max: int) -> None:
+        """Make the per-rule tables of the rule catalogue (exporter/rulebook.py): a hysteresis per
+        sustained and windowed rule, evidence and episodes per rule, the binding time per pool. A
+        finding the server already has (restored from a snapshot, exporter/snapshot.py) is where its
+        hysteresis starts: on, it waits for the condition to clear (a fresh one would wait to fire
+        and keep a stale 1 until it fired and cleared again)."""
+        self.hyst = {r: Hysteresis() for r in (*SUSTAINED_RULES, *WINDOWED_RULES)}
         for r, h in self.hyst.items():
             if findings.get(r):
                 h.active = h.steady = True
-        self.steady = tuple(self.hyst[r].steady for r in sustained)
-        self.evidence = {r: Evidence() for r in rules}
-        self.episodes = {r: deque(maxlen=episodes_max) for r in rules}
+        self.steady = tuple(self.hyst[r].steady for r in SUSTAINED_RULES)
+        self.evidence = {r: Evidence() for r in RULE_IDS}
+        self.episodes = {r: deque(maxlen=episodes_max) for r in RULE_IDS}
         self.usage = {"kv": UsageStats(), "mamba": UsageStats(), "swa": UsageStats()}
-        self.binding_seconds = {"mamba": 0.0, "kv": 0.0, "requests": 0.0, "none": 0.0}
+        self.lengths = {"running": LengthStats(), "prompt": LengthStats()}
+        self.binding_seconds = dict.fromkeys(BINDING, 0.0)
         self.retractions = Recent(256)
+
+
+BOOTS_MAX = 8  # boots a server remembers (a crash-looping server restarts often)
+
+
+@dataclass(frozen=True)
+class BootRecord:
+    """What one boot of a server said and did: its configuration, its facts (pools, cap), and its share of the
+    binding time, the queueing and the usage samples. The rules keep one when the server restarts."""
+
+    first_ts: float | None
+    last_ts: float | None
+    config: dict
+    facts: Any  # facts.ServerFacts of the boot's last generation (None: no sample read them)
+    binding_seconds: dict[str, float]
+    queued_seconds: float
+    usage_counts: dict[str, tuple[int, ...]]  # kv / mamba: this boot's samples per 0.01 bin
+    fired: tuple[str, ...]  # the findings that fired during the boot
+
+
+def boot_figures(m: ServerMemory) -> tuple[dict[str, float], float, dict[str, tuple[int, ...]]]:
+    """The cumulative binding time, queued time and usage counts of ``m`` (what a boot's share is the difference of)."""
+    return (
+        dict(m.binding_seconds),
+        m.queued_seconds,
+        {p: tuple(u.counts) for p, u in m.usage.items() if p in ("kv", "mamba")},
+    )
+
+
+def boot_share(m: ServerMemory) -> tuple[dict[str, float], float, dict[str, tuple[int, ...]]]:
+    """The current boot's binding time, queued time and usage counts (the cumulative ones minus the boot's mark)."""
+    binding, queued, counts = boot_figures(m)
+    mark = m.boot_mark
+    if mark:
+        b0, q0, c0 = mark["figures"]
+        binding = {k: v - b0.get(k, 0.0) for k, v in binding.items()}
+        queued -= q0
+        counts = {p: tuple(a - b for a, b in zip(c, c0.get(p, (0,) * len(c)), strict=True)) for p, c in counts.items()}
+    return binding, queued, counts
+
+
+def fired_since(m: ServerMemory, first: float | None, carried: bool = True) -> tuple[str, ...]:
+    """The rules that fired from log time ``first`` on, or are live; ``carried``: also those live at ``first``
+    that cleared later (for a boot that ended: live in it)."""
+    return tuple(
+        r
+        for r, eps in m.episodes.items()
+        if any(a is not None and (first is None or a >= first or b is None or (carried and b > first)) for a, b in eps)
+    )
+
+
+def close_boot(m: ServerMemory, config: dict) -> BootRecord:
+    """The current boot of ``m`` ends (the server restarted): keep its record and start the next boot's share."""
+    binding, queued, counts = boot_share(m)
+    first = m.boot_first_ts if m.boot_first_ts is not None else m.first_ts
+    rec = BootRecord(first, m.last_ts, dict(config), m.facts, binding, queued, counts, fired_since(m, first))
+    m.boots.append(rec)
+    del m.boots[:-BOOTS_MAX]
+    m.boot_mark = {"figures": boot_figures(m)}
+    m.boot_first_ts = None
+    return rec
 
 
 @dataclass

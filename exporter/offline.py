@@ -237,11 +237,20 @@ def replay_files(pipe, paths: Iterable[str], source: str | None, err=sys.stderr)
                 continue
             after = src.lines.get("parsed", 0) + src.lines.get("unrecognized", 0)
             if after == before and not (engine_before is None and src.engine is not None) and not _has_header(path, src.engine):
-                print(
-                    f"hybrid-cache-exporter: {path}: no SGLang or vLLM log line in it (is it the engine's log? "
-                    "see docs/reading.md for the formats read)",
-                    file=err,
-                )
+                forced = getattr(pipe, "engine", None)
+                other = next((x for x in ("sglang", "vllm") if x != forced), None) if forced else None
+                if other and _has_header(path, other):
+                    print(
+                        f"hybrid-cache-exporter: {path}: no {_ENGINE_NAMES[forced]} log line in it, but it looks like a "
+                        f"{_ENGINE_NAMES[other]} log: --engine {forced} was given (use --engine {other}, or auto)".replace(" a SGLang", " an SGLang"),
+                        file=err,
+                    )
+                else:
+                    print(
+                        f"hybrid-cache-exporter: {path}: no SGLang or vLLM log line in it (is it the engine's log? "
+                        "see docs/reading.md for the formats read)",
+                        file=err,
+                    )
                 failed += 1
         rest = reader.flush()  # the log's last line, if it has no newline
         if rest:
@@ -265,6 +274,9 @@ def _first_bytes(path: str) -> bytes:
         return f.read(HEAD_BYTES)
     finally:
         close_log(f)
+
+
+_ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
 
 
 def _has_header(path: str, engine: str | None) -> bool:

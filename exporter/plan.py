@@ -18,6 +18,12 @@ from typing import Any
 
 from exporter import capacity as cap
 from exporter import flags
+from exporter.facts import demand_of, facts_of
+
+V1_MAX_NUM_SEQS = (
+    "--max-num-seqs frees no KV memory in vLLM V1: the one block pool (KV and mamba state alike) is allocated from the "
+    "memory budget at startup, whatever the cap; a lower cap only limits how many requests draw blocks from it"
+)
 
 
 class UsageError(Exception):
@@ -47,6 +53,7 @@ class PlanRequest:
     mamba_cache_mode: str = "auto"
     prefix_caching: bool | None = None
     platform: str = "hopper"
+    gdn_prefill_backend: str = "auto"
     num_gpu_blocks_override: int | None = None
     context_len: int | None = None
     max_running_requests: int | None = None
@@ -101,11 +108,14 @@ def build(args: PlanRequest) -> tuple[cap.Plan | None, list[cap.Effect], list[st
         sglang_version=args.sglang_version,
         vllm_mode=args.mamba_cache_mode,
         platform=args.platform,
+        gdn_backend=args.gdn_prefill_backend,
         prefix_caching=args.prefix_caching,
         vllm_version=args.vllm_version,
         num_gpu_blocks_override=args.num_gpu_blocks_override,
     )
     notes.extend(cap.unmodelled_notes(model, inputs, gpu_memory=args.gpu_memory is not None))
+    if args.engine == "vllm" and model.is_hybrid:
+        notes.append(V1_MAX_NUM_SEQS)
     if not budget:
         notes.append("no --kv-budget/--gpu-memory: pool sizes and caps not computed")
         return _per_unit_only(model, inputs), [], notes
@@ -237,3 +247,94 @@ def render(plan: cap.Plan, effects: list[cap.Effect], notes: list[str]) -> str:
         out.extend(f"  {e.summary}" for e in effects)
     out.extend(f"note: {n}" for n in notes)
     return "\n".join(out)
+
+
+# --------------------------------------------------------------------------------------------
+# plan --from-log: the capacity model on the pools a log shows
+
+
+def from_log(pipe, cfg=None) -> list[dict]:
+    """Per server of a replayed log: its logged pools, the capacity model against them (the ratio arithmetic's
+    pool for the logged ratio, by how much they disagree and what the model leaves out) and the effect of every
+    catalogued flag, started from the logged pools (``flags.effect_from_log``); effects that change nothing are
+    left out."""
+    out = []
+    for name, src in sorted(pipe.sources.items()):
+        for dp, srv in sorted(src.servers.items()):
+            f = facts_of(src, srv, cfg)
+            o = f.observed(demand_of(srv))
+            effects = []
+            for e in flags.CATALOGUE:
+                if e.from_log is None or (f.engine or "") not in e.engines:
+                    continue
+                for engine, value in e.plan_value:
+                    if engine != f.engine:
+                        continue
+                    try:
+                        eff = flags.effect_from_log(o, e.flag, value)
+                    except (ValueError, ZeroDivisionError, TypeError):
+                        eff = None
+                    if eff is not None and not eff.changes_nothing:
+                        effects.append(eff)
+            out.append(
+                {
+                    "source": name,
+                    "dp_rank": dp,
+                    "engine": f.engine,
+                    "pools": {
+                        "mamba_slots": o.mamba_slots,
+                        "slots_per_request": o.slots_per_request,
+                        "kv_tokens": o.kv_tokens,
+                        "cap": f.max_running,
+                        "mamba_full_memory_ratio": o.mamba_full_memory_ratio if f.engine == "sglang" else None,
+                    },
+                    "model_check": cap.ratio_model_check(o),
+                    "effects": effects,
+                }
+            )
+    return out
+
+
+def render_from_log(servers: list[dict]) -> str:
+    lines = []
+    for s in servers:
+        p = s["pools"]
+        lines.append(f"source {s['source']} dp_rank {s['dp_rank']} ({s['engine'] or 'engine not detected'}): the pools as logged")
+        lines.append(
+            "  "
+            + ", ".join(
+                f"{label} {v:,}" if isinstance(v, int) else f"{label} {v:g}"
+                for label, v in (
+                    ("mamba slots", p["mamba_slots"]),
+                    ("slots per request", p["slots_per_request"]),
+                    ("KV tokens", p["kv_tokens"]),
+                    ("cap", int(p["cap"]) if p["cap"] else None),
+                    ("ratio", p["mamba_full_memory_ratio"]),
+                )
+                if v is not None
+            )
+        )
+        mc = s["model_check"]
+        if mc:
+            gap = (mc["gap"] or 0.0) * 100
+            lines.append(
+                f"  model check: the ratio arithmetic gives {mc['model_slots']:,} mamba slots for ratio {mc['ratio']:g}, the log "
+                f"{mc['logged_slots']:,} ({gap:+.0f} %): "
+                + (
+                    "within 5 %, the model's predictions hold"
+                    if mc["agrees"]
+                    else "ratio predictions withheld"
+                    if abs(gap) >= cap.MODEL_WITHHOLD * 100
+                    else "ratio predictions scaled from the logged pools"
+                )
+            )
+            if mc["leaves_out"]:
+                lines.append("  the model leaves out: " + "; ".join(mc["leaves_out"]))
+        if s["effects"]:
+            lines.append("  flag effects from the logged pools:")
+            lines.extend(f"    {e.summary}" for e in s["effects"])
+        else:
+            lines.append("  no catalogued flag changes what this log shows")
+        if s["engine"] == "vllm":
+            lines.append(f"  note: {V1_MAX_NUM_SEQS}")
+    return "\n".join(lines)

@@ -8,7 +8,8 @@ disaggregation, speculative decoding, HiCache, DCP, unified memory) and the valu
 facts and demand. A flag's candidate is computed once per server, so one server never gets one flag with two
 values. The result goes to
 
-* ``srv.recommendations``: ``[(rule, flag, value), ...]`` -> ``hybrid_cache_recommendation_info``
+* ``srv.recommendations``: ``[(rule, flag, value, rank), ...]`` -> ``hybrid_cache_recommendation_info``: the
+  ranked ones only (no caveat), each finding's in the order of :func:`order` (rank 1: start here)
 * ``srv.rule_memory.recommendations``: :class:`Recommendation` objects with the expected effect
   (``flags.effect_from_log``) and the reason, for ``report``
 * ``srv.recommended_ratio``: the ``--mamba-full-memory-ratio`` that balances the observed usage of
@@ -26,7 +27,8 @@ from dataclasses import dataclass
 from . import capacity as cap
 from . import flags
 from .facts import demand_of, facts_of
-from .rules import KV_BOUND, MAMBA_BOUND, MAMBA_CAPPED, Rules, RulesConfig
+from .rulebook import KV_BOUND, MAMBA_BOUND, MAMBA_CAPPED
+from .rules import Rules, RulesConfig
 from .state import ServerState, SourceState
 
 
@@ -37,12 +39,29 @@ class Recommendation:
     value: str
     effect: str  # expected effect (human text, not a label)
     why: str = ""  # why this flag applies to this server
+    rank: int = 0  # its place in the finding's order (1: start here); 0: it carries a caveat, never exported
+    caveats: tuple[str, ...] = ()  # why it must not be pasted as is (breaks a request that fits now, needs more, warned)
+    gain: int | None = None  # requests the cap gains (the effect from the log); None: not computable
+    risk: int = 0  # flags.RISKS
+    assumes: tuple[str, ...] = ()  # what it rests on that the log does not prove
 
-    def as_tuple(self) -> tuple[str, str, str]:
-        return (self.rule, self.flag, self.value)
+    def as_tuple(self) -> tuple[str, str, str, str]:
+        """What ``hybrid_cache_recommendation_info`` carries: ``(rule, flag, value, rank)``."""
+        return (self.rule, self.flag, self.value, str(self.rank))
 
     def as_dict(self) -> dict:
-        return {"rule": self.rule, "flag": self.flag, "value": self.value, "effect": self.effect, "why": self.why}
+        return {
+            "rule": self.rule,
+            "flag": self.flag,
+            "value": self.value,
+            "effect": self.effect,
+            "why": self.why,
+            "rank": self.rank,
+            "caveats": list(self.caveats),
+            "gain": self.gain,
+            "risk": flags.RISKS[self.risk],
+            "assumes": list(self.assumes),
+        }
 
 
 def context(src: SourceState, srv: ServerState, findings, cfg: RulesConfig | None = None) -> flags.Context:
@@ -65,33 +84,144 @@ def balanced_ratio(src: SourceState, srv: ServerState, cfg: RulesConfig | None =
 
 def for_rules(src: SourceState, srv: ServerState, rules, cfg: RulesConfig | None = None) -> list[Recommendation]:
     """Recommendations (with expected effects) for the given rule ids of ``srv``: every flag once per server,
-    its one value listed under each of the given findings it answers."""
+    its one value listed under each of the given findings it answers, each finding's in :func:`order` (the
+    ranked ones first, then those with a caveat)."""
     x = context(src, srv, rules, cfg)
-    made: dict[str, tuple[flags.Candidate | None, str]] = {}
+    made: dict[str, tuple[flags.Candidate | None, str, cap.Effect | None]] = {}
     recs: list[Recommendation] = []
     seen: set[tuple[str, str, str]] = set()
     for rule in x.findings:
+        mine: list[Recommendation] = []
         for name in flags.playbook(x, rule):
             if name not in made:
                 e = flags.BY_NAME[cap.norm_flag(name)]
                 c = e.candidate(x) if e.candidate is not None else None
-                text = ""
+                text, eff = "", None
                 if c is not None:
                     try:
                         eff = flags.effect_from_log(x.observed, c.flag or e.flag, c.value)
                     except (ValueError, ZeroDivisionError, TypeError):  # a log too incomplete for the model
                         eff = None
                     text = str(eff) if eff is not None else c.fallback
-                made[name] = (c, text)
-            c, text = made[name]
+                made[name] = (c, text, eff)
+            c, text, eff = made[name]
             if c is None or rule not in c.answers:
                 continue
             flag = c.flag or name
             key = (rule, flag, c.value)
             if key not in seen:
                 seen.add(key)
-                recs.append(Recommendation(rule, flag, c.value, text, c.why))
+                entry = flags.BY_NAME[cap.norm_flag(name)]
+                gain = concurrency_gain(eff, _tokens_per_request(srv), started=not srv.capacity.get("mamba_blocks_exceeded"))
+                caveats = (*_breaks(x.observed, eff), *_loses(eff, gain), *c.needs, *c.warns)
+                mine.append(Recommendation(rule, flag, c.value, text, c.why, 0, caveats, gain, entry.risk, c.assumes))
+        recs += order(mine)
     return recs
+
+
+def order(recs: list[Recommendation]) -> list[Recommendation]:
+    """One finding's recommendations in the documented order (docs/rules.md#the-order), ranked 1, 2, ...; those
+    with a caveat last, unranked. The order, key by key:
+
+    1. no caveat: a value that breaks a request the KV pool holds now, needs what the server lacks, or that the
+       engine warns about is never the one to start with (and never pasted into an alert);
+    2. the risk of the change (``flags.RISKS``): no numerics changed and no memory moved, then memory moved
+       between the pools, then numerics or what the server serves, then a newer memory manager;
+    3. what the log proves: a value that rests only on what the log says before one that assumes a default;
+    4. the expected gain in concurrency (the request cap, from the log): a known gain first, the larger first;
+    5. the playbook's order (the rule catalogue's actions).
+    """
+    def key(ir: tuple[int, Recommendation]) -> tuple:
+        i, r = ir
+        gain = 0 if r.gain is not None and r.gain > 0 else 1 if r.gain is None else 2
+        return (bool(r.caveats), r.risk, bool(r.assumes), gain, -(r.gain or 0), i)
+
+    out = [r for _, r in sorted(enumerate(recs), key=key)]
+    n = 0
+    for r in out:
+        if not r.caveats:
+            n += 1
+            r.rank = n
+    return out
+
+
+def merged(recs: list[Recommendation], text=lambda flag, value: f"{flag} {value}") -> list[dict]:
+    """A server's recommendations with each flag once (its one value answers several findings): its rank under
+    each finding, ordered by its best rank (the ranked ones first, then those with a caveat). ``text`` writes a
+    flag as a command line has it."""
+    out: dict[tuple[str, str], dict] = {}
+    for r in recs:
+        key = (r.flag, r.value)
+        d = out.get(key)
+        if d is None:
+            d = out[key] = {
+                "flag": text(r.flag, r.value),
+                "name": r.flag,
+                "value": r.value,
+                "effect": r.effect,
+                "why": r.why,
+                "rules": [],
+                "ranks": {},
+                "gain": r.gain,
+                "risk": flags.RISKS[r.risk],
+                "assumes": list(r.assumes),
+                "caveats": list(r.caveats),
+            }
+        d["rules"].append(r.rule)
+        if r.rank:
+            d["ranks"][r.rule] = r.rank
+    items = list(out.values())
+    for d in items:
+        d["rank"] = min(d["ranks"].values()) if d["ranks"] else 0
+    items.sort(key=lambda d: (not d["rank"], d["rank"] or 0))
+    return items
+
+
+def _tokens_per_request(srv: ServerState) -> int | None:
+    """The KV tokens a running request holds, at the median of the log's samples (exporter/workload.py)."""
+    ls = srv.rule_memory.lengths.get("running")
+    return ls.quantile(0.5) if ls is not None and ls.n else None
+
+
+def concurrency_gain(eff: cap.Effect | None, tokens: int | None, started: bool = True) -> int | None:
+    """Requests the change adds to what the server can run: the request cap, or the requests of ``tokens`` KV
+    tokens each the KV pool holds where that is lower (a KV-bound server gains with its KV pool, not its cap).
+    ``started``: False where the engine refused to start (vLLM's "exceeds available Mamba cache blocks"): it runs none."""
+    if eff is None or eff.cap_before is None or eff.cap_after is None:
+        return None
+    before, after = (eff.cap_before if started else 0), eff.cap_after
+    if tokens and eff.kv_tokens_before is not None:
+        kv_after = eff.kv_tokens_after if eff.kv_tokens_after is not None else eff.kv_tokens_before
+        before = min(before, eff.kv_tokens_before // tokens) if started else 0
+        after = min(after, kv_after // tokens)
+    return after - before
+
+
+def _loses(eff: cap.Effect | None, gain: int | None) -> tuple[str, ...]:
+    if eff is None or gain is None or gain >= 0:
+        return ()
+    return (f"lowers the concurrency the log shows possible by {-gain:,} request(s): {eff.summary}",)
+
+
+def _breaks(o: cap.ObservedCapacity, eff: cap.Effect | None) -> tuple[str, ...]:
+    """The caveat of an effect that shrinks the KV pool below the longest request it holds now (the context
+    length, or the whole pool where that is shorter), or does not fit at all."""
+    if eff is None:
+        return ()
+    if any("does not fit" in n for n in eff.notes):
+        return ("does not fit: no memory left for the KV pool",)
+    before, after, ctx = eff.kv_tokens_before, eff.kv_tokens_after, o.context_len
+    if before is None or after is None or after >= before:
+        return ()
+    longest = min(before, ctx) if ctx else before
+    if after >= longest:
+        return ()
+    where = f"context length {ctx:,}" if ctx else "the context length is not logged"
+    return (
+        f"shrinks the KV pool {before:,} → {after:,} tokens: a request longer than {after:,} tokens no longer fits ({where}); "
+        f"safe only together with {'--max-model-len' if o.engine == 'vllm' else '--context-length'} {after} or less, "
+        "if the traffic allows",
+    )
 
 
 def update(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> list[Recommendation]:
@@ -102,8 +232,8 @@ def update(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -
 
 
 def _show(srv: ServerState, recs: list[Recommendation], ratio: float | None) -> None:
-    """Make ``recs`` and ``ratio`` what ``srv`` exports (the tuples) and what the report reads."""
-    srv.recommendations = [r.as_tuple() for r in recs]
+    """Make ``recs`` and ``ratio`` what ``srv`` exports (the ranked ones, as tuples) and what the report reads."""
+    srv.recommendations = [r.as_tuple() for r in recs if r.rank]
     srv.rule_memory.recommendations = recs
     srv.recommended_ratio = ratio
 
@@ -185,6 +315,8 @@ def ratio_of(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None)
 
 __all__ = [
     "Recommendation",
+    "merged",
+    "order",
     "Recommender",
     "balanced_ratio",
     "context",

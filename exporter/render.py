@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from html import escape
 
-from . import drawing
+from . import drawing, rulebook
 from .drawing import chart_data
-from .report import fact_rows, flag_text, fmt_dur, fmt_int, fmt_pct, fmt_value
+from .report import fact_rows, flag_text, fmt_dur, fmt_int, fmt_pct, fmt_ts, fmt_value
 
 
 def _bar(frac: float, width: int = 30) -> str:
@@ -30,7 +30,110 @@ def _shares(h: list[dict]) -> list[tuple[str, float]]:
     ]
 
 
-BINDING_LABELS = {"mamba": "mamba pool", "kv": "KV pool", "requests": "request cap", "none": "nothing"}
+BINDING_LABELS = {k: short for k, (short, _) in rulebook.BINDING_WORDS.items()}
+
+# --------------------------------------------------------------------------------------------
+# sections shared by the text and the Markdown report: lists of (kind, text) lines
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:.0f}%"
+
+
+def start_lines(st: dict) -> list[str]:
+    """Per live finding, its first recommendation (rank 1 of the documented order)."""
+    out = []
+    for f in st.get("findings", ()):
+        sh = f.get("start_here")
+        if sh:
+            out.append(f"Start here for {f['label']}: {sh['flag']} ({sh['effect']})")
+    return out
+
+
+def before_after_lines(ba: dict | None) -> list[str]:
+    """The last restart of a server: what changed, pools and cap before/after/predicted, binding and queueing."""
+    if not ba:
+        return []
+    out = [f"Before and after the restart at {fmt_ts(ba['restart_at'])} ({ba['boots']} boots in the log)"]
+    if ba["changed"]:
+        out.append(
+            "  changed: "
+            + "; ".join(
+                f"{c['setting']} {fmt_value(c['before'])} → {fmt_value(c['after'])}" + (f" ({c['flag']})" if c["flag"] else "") for c in ba["changed"]
+            )
+        )
+    for n in ba["notes"]:
+        out.append(f"  note: {n}")
+    if ba["pools"]:
+        out.append(f"  {'':18s} {'before':>10s} {'after':>10s}  predicted from the first boot's log")
+        for r in ba["pools"]:
+            pred = ""
+            if "predicted" in r:
+                pred = f"{fmt_int(r['predicted'])}" + (f" ({r['verdict']})" if r.get("verdict") else "")
+            out.append(f"  {r['what']:18s} {fmt_int(r['before']):>10s} {fmt_int(r['after']):>10s}  {pred}")
+    for p in ba["predictions"]:
+        out.append(f"  the exporter's prediction for {flag_text(p['flag'], p['value'])}: {p['effect']}")
+    b, a = ba["before"], ba["after"]
+    if b["binding"] and a["binding"]:
+        out.append(
+            "  binding share of log time: "
+            + ", ".join(f"{BINDING_LABELS.get(k, k)} {_pct(b['binding'].get(k))} → {_pct(a['binding'].get(k))}" for k in b["binding"])
+        )
+        out.append(f"  requests waiting: {_pct(b['queued'])} → {_pct(a['queued'])} of log time")
+    out.append(f"  findings: {', '.join(b['fired']) or 'none'} → {', '.join(a['fired']) or 'none'}")
+    return out
+
+
+def workload_lines(wl: dict | None) -> list[str]:
+    """The request lengths and the ratio that serves them."""
+    if not wl:
+        return []
+    out = ["Request lengths (the workload behind the ratio)"]
+    for key, what in (("running", "KV tokens per running request (batch means)"), ("prompt", "prompt tokens per new request (prefill lines)")):
+        d = wl.get(key)
+        if d:
+            out.append(f"  {what}: p10 {fmt_int(d['p10'])}, p50 {fmt_int(d['p50'])}, p90 {fmt_int(d['p90'])}, max {fmt_int(d['max'])} ({fmt_int(d['samples'])} samples)")
+    for b in wl.get("histogram", ()):
+        out.append(f"    {fmt_int(b['lo']):>9s}-{fmt_int(b['hi']):<9s} |{_bar(b['share'])}| {b['share'] * 100:5.1f}%")
+    if wl.get("ratio"):
+        out.append("  --mamba-full-memory-ratio for these lengths: " + ", ".join(f"{q} {r:g}" for q, r in wl["ratio"].items()))
+    if wl.get("verdict"):
+        out.append(f"  {wl['verdict']}")
+    return out
+
+
+def pool_lines(st: dict) -> list[str]:
+    """vLLM's shared block pool (the status's sentences)."""
+    words = st.get("vllm_pool_words") or []
+    return ["Shared block pool (vLLM V1: KV and mamba state in one pool)", *(f"  {w}" for w in words)] if words else []
+
+
+def advice_lines(st: dict) -> list[str]:
+    """The recommendations, each flag once per server, in the documented order; those with a caveat apart."""
+    recs = st.get("recommendations") or []
+    if not recs:
+        return []
+    out = ["Recommendations (each flag once; start with the first of each finding, one change at a time)"]
+    ranked = [d for d in recs if d["rank"]]
+    for i, d in enumerate(ranked, 1):
+        fors = ", ".join(f"{r} #{d['ranks'][r]}" for r in d["rules"] if r in d["ranks"])
+        out.append(f"  {i}. {d['flag']}   [{fors}]")
+        out.append(f"       effect: {d['effect']}")
+        if d["why"]:
+            out.append(f"       why:    {d['why']}")
+        out.append(f"       risk:   {d['risk']}")
+        for a in d["assumes"]:
+            out.append(f"       assumes: {a}")
+    held = [d for d in recs if not d["rank"]]
+    if held:
+        out.append("  Not to apply as they are (never in an alert):")
+        for d in held:
+            out.append(f"     {d['flag']}   [{', '.join(d['rules'])}]")
+            out.append(f"       effect: {d['effect']}")
+            for c in d["caveats"]:
+                out.append(f"       caveat: {c}")
+    return out
+
 
 
 def _episode(ep: dict) -> str:
@@ -54,13 +157,22 @@ def render_text(rep: dict) -> str:
                 w(f"Diagnosis at the end of the log: {st['headline']}")
                 for line in st["words"]:
                     w(f"  {line}")
+                for line in start_lines(st):
+                    w(f"  {line}")
             w("")
             w("Capacity")
             for label, text in fact_rows(srv["capacity"]):
                 w(f"  {label:40s} {text}")
             if srv["peaks"]:
                 w("  " + "peak " + ", ".join(f"{k} {fmt_int(v)}" for k, v in srv["peaks"].items()))
+            mc = (st or {}).get("model_check_words")
+            if mc:
+                w(f"  {mc}")
             w("")
+            for block in (pool_lines(st or {}), before_after_lines(srv.get("before_after")), workload_lines(srv.get("workload"))):
+                if block:
+                    out.extend(block)
+                    w("")
             if srv["usage"]:
                 w("Usage (batch lines)      samples    min    p50    p90    max")
                 for pool, u in srv["usage"].items():
@@ -92,13 +204,9 @@ def render_text(rep: dict) -> str:
                 for e in f["evidence"]:
                     w(f"    [{e['kind']:6s}] {e['line']}")
                 w("")
-            if srv["recommendations"]:
-                w("Recommendations")
-                for r in srv["recommendations"]:
-                    w(f"  [{r['rule']}] {flag_text(r['flag'], r['value'])}")
-                    w(f"      effect: {r['effect']}")
-                    if r["why"]:
-                        w(f"      why:    {r['why']}")
+            advice = advice_lines(st or {})
+            if advice:
+                out.extend(advice)
                 if srv.get("recommended_mamba_full_memory_ratio"):
                     w(f"  balanced --mamba-full-memory-ratio for the observed usage: {srv['recommended_mamba_full_memory_ratio']:g}")
                 w("")
@@ -130,6 +238,10 @@ def render_markdown(rep: dict) -> str:
             if st:
                 w(f"**Diagnosis at the end of the log: {st['headline']}.** " + " ".join(st["words"]))
                 w("")
+                for line in start_lines(st):
+                    w(f"- **{_md(line)}**")
+                if start_lines(st):
+                    w("")
             w("**Capacity**")
             w("")
             w("| fact | value |")
@@ -139,6 +251,18 @@ def render_markdown(rep: dict) -> str:
             for k, v in srv["peaks"].items():
                 w(f"| peak {k} | {fmt_int(v)} |")
             w("")
+            mc = (st or {}).get("model_check_words")
+            if mc:
+                w(_md(mc[0].upper() + mc[1:]) + ".")
+                w("")
+            for block in (pool_lines(st or {}), before_after_lines(srv.get("before_after")), workload_lines(srv.get("workload"))):
+                if block:
+                    w(f"**{block[0]}**")
+                    w("")
+                    w("```")
+                    out.extend(x[2:] if x.startswith("  ") else x for x in block[1:])
+                    w("```")
+                    w("")
             if srv["usage"]:
                 w("**Usage**")
                 w("")
@@ -175,13 +299,24 @@ def render_markdown(rep: dict) -> str:
                         w(f"  {e['line']}")
                     w("  ```")
             w("")
-            if srv["recommendations"]:
-                w("**Recommendations**")
+            recs = (st or {}).get("recommendations") or []
+            if recs:
+                w("**Recommendations** (each flag once; start with the first of each finding, one change at a time)")
                 w("")
-                w("| finding | flag | value | expected effect | why |")
-                w("|---|---|---|---|---|")
-                for r in srv["recommendations"]:
-                    w(f"| {r['rule']} | `{r['flag']}` | `{r['value']}` | {_md(r['effect'])} | {_md(r['why'])} |")
+                w("| # | flag | for (rank) | expected effect | why | risk |")
+                w("|---|---|---|---|---|---|")
+                ranked = [d for d in recs if d["rank"]]
+                for i, d in enumerate(ranked, 1):
+                    fors = ", ".join(f"{r} #{d['ranks'][r]}" for r in d["rules"] if r in d["ranks"])
+                    why = d["why"] + "".join(f"; assumes {a}" for a in d["assumes"])
+                    w(f"| {i} | `{d['flag']}` | {fors} | {_md(d['effect'])} | {_md(why)} | {_md(d['risk'])} |")
+                held = [d for d in recs if not d["rank"]]
+                if held:
+                    w("")
+                    w("Not to apply as they are (never in an alert):")
+                    w("")
+                    for d in held:
+                        w(f"- `{d['flag']}` ({', '.join(d['rules'])}): {_md(d['effect'])}. **Caveat:** {_md('; '.join(d['caveats']))}")
                 w("")
                 if srv.get("recommended_mamba_full_memory_ratio"):
                     w(f"Balanced `--mamba-full-memory-ratio` for the observed usage: **{srv['recommended_mamba_full_memory_ratio']:g}**")
@@ -229,6 +364,7 @@ def render_html(rep: dict, title: str = "hybrid-cache-exporter report") -> str:
                 "<h3>Usage</h3>"
                 + drawing.usage_html(srv)
                 + (f'<div class="chart" data-chart="{key}" data-kind="histogram"></div>' if srv["histogram"] else "")
+                + drawing.workload_html(srv.get("workload"))
                 + drawing.findings_html(srv["findings"])
                 + drawing.whatif_html(srv["whatif"])
             )

@@ -19,22 +19,18 @@ from __future__ import annotations
 
 import time
 
-from . import flags, recommend
-from .drawing import RULE_WORDS, chart_data
+from . import capacity as cap
+from . import flags, recommend, rulebook
+from .boots import before_after
+from .drawing import chart_data
 from .facts import facts_of, peek, version_range
 from .history import history_of
-from .rules import RULE_IDS, RulesConfig, rules_of
+from .rulebook import RULE_IDS
+from .rules import RulesConfig, rules_of
 from .state import CONFIG_KEYS, ServerState, SourceState
+from .workload import pool_words, shared_pool, workload
 
 GIB = float(1 << 30)
-RULE_TITLES = {
-    "mamba_bound": "Mamba-bound: the mamba state pool limits concurrency while the KV pool is mostly free",
-    "kv_bound": "KV-bound: the full-attention KV pool limits concurrency while the mamba pool has room",
-    "request_cap_bound": "Request-cap-bound: running requests pinned at the configured cap with both pools free",
-    "mamba_capped": "Mamba-capped at startup: max running requests lowered by the mamba state pool",
-    "retraction_storm": "Retraction storm: requests retracted/preempted repeatedly",
-    "mamba_exhausted": "Mamba pool exhausted: the scheduler ran out of mamba slots",
-}
 
 
 def fmt_ts(ts: float | None) -> str:
@@ -141,10 +137,12 @@ def fact_rows(facts: dict) -> list[tuple[str, str]]:
 
 
 def flag_text(flag: str, value: str) -> str:
-    """How the flag is written on a command line: ``--x v``, ``--switch``, ``SGLANG_ENV=v``."""
+    """How the flag is written on a command line: ``--x v``, ``--switch`` (a switch of the flag catalogue, value
+    true: both engines' parsers refuse ``--switch true``), ``SGLANG_ENV=v`` (an environment variable)."""
     if flag.startswith("SGLANG_") or flag.isupper():
         return f"{flag}={value}"
-    if value in ("true", ""):
+    e = flags.entry(flag)
+    if (e is not None and e.switch) or value in ("true", ""):
         return flag
     return f"{flag} {value}"
 
@@ -153,12 +151,7 @@ def flag_text(flag: str, value: str) -> str:
 # data
 
 
-BINDING_WORDS = {
-    "mamba": "the mamba state pool",
-    "kv": "the KV pool",
-    "requests": "the request cap",
-    "none": "nothing (neither pool nor the request cap)",
-}
+BINDING_WORDS = {k: long for k, (_, long) in rulebook.BINDING_WORDS.items()}
 
 
 def capacity_facts(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
@@ -188,6 +181,13 @@ def capacity_facts(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict
     return {k: v for k, v in facts.items() if v is not None}
 
 
+def _vllm_state_words(pool: dict | None) -> str:
+    """vLLM's shared pool in words: what a running request's state takes of it (the KV-bound sentence's end)."""
+    words = [w for w in pool_words(pool) if w.startswith(("a running request's", "mamba-bound concurrency"))]
+    text = "; ".join(words)
+    return f" {text[0].upper()}{text[1:]}." if text else ""
+
+
 def _live_since(srv: ServerState, rule: str) -> float | None:
     eps = (srv.rule_memory.get("episodes") or {}).get(rule) or ()
     if eps and eps[-1][1] is None:
@@ -196,21 +196,30 @@ def _live_since(srv: ServerState, rule: str) -> float | None:
 
 
 def server_status(
-    src: SourceState, srv: ServerState, cfg: RulesConfig, recs: list | None = None, gauges: dict[str, float] | None = None
+    src: SourceState,
+    srv: ServerState,
+    cfg: RulesConfig,
+    recs: list | None = None,
+    gauges: dict[str, float] | None = None,
+    now: float | None = None,
 ) -> dict:
     """The diagnosis of one server now (or at the end of a replayed log), in words and numbers:
     what the status page shows and the HTML report's summary starts with. ``recs``: the
     recommendations to show (default: the live ones the rules keep). ``gauges``: the runtime
     gauges as a scrape sees them (the status page passes the sampler's read-only view; default:
-    the committed ones, all there are once a replay has finished)."""
+    the committed ones, all there are once a replay has finished). ``now``: the wall clock of a
+    live page (the age of the server's last line, and whether it has gone quiet); None: a report.
+    Reads only (the status page calls it under the pipeline's lock)."""
     m = srv.rule_memory
     g = srv.gauges if gauges is None else gauges
     last = m.get("last_ts") or src.last_ts
-    f = peek(src, srv, cfg)  # the status page reads at request time: never writes
-    eff, eff_how = f.max_running, f.max_running_source
+    facts = peek(src, srv, cfg)  # the status page reads at request time: never writes
+    eff, eff_how = facts.max_running, facts.max_running_source
     kv, mamba = g.get("kv_usage_ratio"), g.get("mamba_usage_ratio")
     running, queued = g.get("running_requests"), g.get("queued_requests")
-    mcap = f.mamba_cap
+    pool = shared_pool(srv.capacity, facts, src.rule_memory.arch, m.lengths)
+    mc = cap.ratio_model_check(facts.capacity)
+    mcap = facts.mamba_cap
     findings = []
     for rule in RULE_IDS:
         if not srv.findings.get(rule):
@@ -219,15 +228,14 @@ def server_status(
         findings.append(
             {
                 "rule": rule,
-                "label": RULE_WORDS.get(rule, rule),
-                "title": RULE_TITLES.get(rule, rule),
+                "label": rulebook.WORDS[rule],
+                "title": rulebook.BY_ID[rule].title_for(src.engine),
                 "since": fmt_ts(since) if since is not None else None,
                 "for_seconds": round(last - since, 1) if since is not None and last else None,
                 "detail": m.get("capped_detail") if rule == "mamba_capped" else None,
             }
         )
-    order = list(RULE_WORDS)
-    findings.sort(key=lambda f: order.index(f["rule"]) if f["rule"] in order else len(order))
+    findings.sort(key=lambda f: rulebook.HEADLINE_ORDER.index(f["rule"]))
     binding = (m.get("binding_last") or (None, None))[1]
     words = []
     gap = f" ({abs(mamba - kv) * 100:.0f} points apart)" if kv is not None and mamba is not None else ""
@@ -238,40 +246,46 @@ def server_status(
     load = f"{fmt_int(running)} running{cap_words}, {fmt_int(queued)} waiting" if running is not None else ""
     # the pools as far as the log tells (vLLM logs no mamba usage)
     pools = ", ".join(f"{name} {fmt_pct(v)}" for name, v in (("KV", kv), ("mamba", mamba)) if v is not None) or "no pool usage logged"
+    said = {
+        "kv": fmt_pct(kv),
+        "mamba": fmt_pct(mamba),
+        "gap": gap,
+        "mamba_while": f" while mamba is {fmt_pct(mamba)}{gap}" if mamba is not None else "",
+        "load": load,
+        "pools": pools,
+        "retracted": fmt_int(srv.counters.get("preempted_requests")),
+        "vllm_state": _vllm_state_words(pool),
+    }
     for f in findings:
-        r = f["rule"]
-        if r == "mamba_bound":
-            words.append(f"The mamba state pool limits concurrency: mamba {fmt_pct(mamba)} used while KV is {fmt_pct(kv)}{gap}; {load}.")
-        elif r == "kv_bound":
-            other = f" while mamba is {fmt_pct(mamba)}{gap}" if mamba is not None else ""
-            words.append(f"The KV pool limits concurrency: KV {fmt_pct(kv)} used{other}; {load}.")
-        elif r == "request_cap_bound":
-            words.append(f"Running requests are pinned at the request cap while the pools have room ({pools} used); {load}.")
-        elif r == "mamba_exhausted":
-            words.append("The scheduler ran out of mamba state slots (the log line is under the finding's evidence).")
-        elif r == "retraction_storm":
-            words.append(f"Requests are retracted or preempted repeatedly ({fmt_int(srv.counters.get('preempted_requests'))} so far).")
-        elif r == "mamba_capped" and f["detail"]:
-            words.append(f"At startup: {f['detail']}.")
+        rule = rulebook.BY_ID[f["rule"]]
+        if rule.id == rulebook.MAMBA_CAPPED and not f["detail"]:
+            continue
+        # a sustained finding as of an earlier sample while the newest shows no load (docs/rules.md#quiet-and-death)
+        text = rule.stale if rule.stale and running == 0 and not queued else rule.says_for(src.engine)
+        words.append(text.format_map({**said, "detail": f["detail"]}))
     if not findings:
         words.append("No finding: neither pool limits concurrency" + (f" ({pools} used; {load})." if load else "."))
         if binding and binding != "none":
             words.append(f"The latest sample meets the condition for {BINDING_WORDS[binding]}, not (yet) sustained.")
     if recs is None:
         recs = list(m.get("recommendations") or ())
-    merged: dict[tuple[str, str], dict] = {}
-    for r in recs:
-        d = r if isinstance(r, dict) else r.as_dict()
-        key = (d["flag"], d["value"])
-        if key in merged:
-            merged[key]["rules"].append(d["rule"])
-        else:
-            merged[key] = {"flag": flag_text(d["flag"], d["value"]), "effect": d["effect"], "why": d["why"], "rules": [d["rule"]]}
-    return {
+    advice = recommend.merged(recs, flag_text)
+    start = {}
+    for d in advice:
+        for rule, rank in d["ranks"].items():
+            if rank == 1:
+                start[rule] = d
+    for fd in findings:
+        d = start.get(fd["rule"])
+        fd["start_here"] = {"flag": d["flag"], "effect": d["effect"]} if d else None
+    age = None if now is None or last is None else max(0.0, now - last)
+    out = {
         "source": src.name,
         "dp_rank": srv.dp_rank,
         "engine": src.engine,
         "at": fmt_ts(last),
+        "age_seconds": None if age is None else round(age, 1),
+        "quiet": is_quiet(age),
         "headline": ", ".join(f["label"] for f in findings) if findings else "no finding",
         "firing": bool(findings),
         "binding_now": binding,
@@ -287,9 +301,41 @@ def server_status(
             "mamba_cap": mcap,
         },
         "capacity": capacity_facts(src, srv, cfg),
-        "recommendations": list(merged.values()),
+        "recommendations": advice,
         "balanced_ratio": srv.recommended_ratio,
+        "model_check": mc,
+        "model_check_words": model_words(mc),
+        "before_after": before_after(src, srv, cfg),
+        "vllm_pool": pool,
+        "vllm_pool_words": pool_words(pool),
     }
+    return out
+
+
+def model_words(mc: dict | None) -> str | None:
+    """The capacity model against the log (``capacity.ratio_model_check``) in a sentence."""
+    if not mc:
+        return None
+    gap = (mc["gap"] or 0.0) * 100
+    head = (
+        f"model check: the ratio arithmetic gives {mc['model_slots']:,} mamba slots for ratio {mc['ratio']:g}, "
+        f"the log {mc['logged_slots']:,} ({gap:+.0f} %)"
+    )
+    why = ("; the model leaves out " + ", ".join(mc["leaves_out"])) if mc["leaves_out"] else ""
+    if mc["agrees"]:
+        return head + ": within 5 %, predictions use the model on the logged pools"
+    if abs(gap) >= cap.MODEL_WITHHOLD * 100:
+        return head + f": ratio predictions withheld{why}"
+    return head + f": ratio predictions are scaled from the logged pools{why}"
+
+
+QUIET_AFTER_SECONDS = 120.0  # a server that printed nothing for this long has gone quiet (idle, stopped or dead)
+
+
+def is_quiet(age_seconds: float | None) -> bool:
+    """Whether a server whose last line is ``age_seconds`` old has gone quiet: what it said then (its findings)
+    is no longer the state now. The one test of it (the status page greys the findings of such a server)."""
+    return age_seconds is not None and age_seconds > QUIET_AFTER_SECONDS
 
 
 def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
@@ -322,7 +368,7 @@ def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
                 lines.append({"kind": kind, "ts": ts, "time": fmt_ts(ts), "line": line})
         f = {
             "rule": rule,
-            "title": RULE_TITLES.get(rule, rule),
+            "title": rulebook.BY_ID[rule].title_for(src.engine),
             "live": live,
             "episodes": [{"start": fmt_ts(a), "end": fmt_ts(b) if b is not None else None} for a, b in eps],
             "firing_seconds": round(fired_s, 1),
@@ -334,6 +380,7 @@ def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
     fired_rules = [f["rule"] for f in findings]
     recs = recommend.for_rules(src, srv, fired_rules, cfg)
     live_rules = {f["rule"] for f in findings if f["live"]}
+    status = server_status(src, srv, cfg, recs)
     return {
         "dp_rank": srv.dp_rank,
         "log_time": {"first": fmt_ts(first), "last": fmt_ts(last), "seconds": round(max(0.0, last - first), 1) if first and last else 0},
@@ -350,8 +397,12 @@ def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
         "findings": findings,
         "recommendations": [dict(r.as_dict(), live=r.rule in live_rules) for r in recs],
         "recommended_mamba_full_memory_ratio": recommend.balanced_ratio(src, srv, cfg) if recs or srv.recommended_ratio else None,
-        "status": server_status(src, srv, cfg, recs),
+        "status": status,
         "whatif": whatif(src, srv, cfg, recs),
+        "before_after": status["before_after"],
+        "model_check": status["model_check"],
+        "workload": workload(m.lengths, facts_of(src, srv, cfg)),
+        "vllm_pool": status["vllm_pool"],
     }
 
 

@@ -43,20 +43,23 @@ from .facts import (  # noqa: F401  (the derivations moved to facts.py; re-expor
     speculative_on,
     version_range,
 )
-from .memory import Evidence, Hysteresis, Recent, ServerMemory, SourceMemory, UsageStats  # noqa: F401  (UsageStats re-exported)
-from .state import ServerState, SourceState
-from .version import VersionRange, fmt_version, parse_version  # noqa: F401  (re-exported for the report)
+from .memory import Evidence, Hysteresis, Recent, ServerMemory, SourceMemory, UsageStats, close_boot  # noqa: F401  (UsageStats re-exported)
+from .rulebook import (  # the rules are entries of the rule catalogue; their conditions are below
+    BINDING,
+    MAMBA_CAPPED,
+    MAMBA_EXHAUSTED,
+    RETRACTION_STORM,
+    RULE_IDS,
+    SUSTAINED_RULES,
+    WINDOWED_RULES,
+)
+from .state import ENDED, ServerState, SourceState
+from .version import VersionRange, fmt_version, parse_version, sglang_features  # noqa: F401  (re-exported for the report)
 
-MAMBA_BOUND = "mamba_bound"
-KV_BOUND = "kv_bound"
-REQUEST_CAP_BOUND = "request_cap_bound"
-MAMBA_CAPPED = "mamba_capped"
-RETRACTION_STORM = "retraction_storm"
-MAMBA_EXHAUSTED = "mamba_exhausted"
-
-RULE_IDS = (MAMBA_BOUND, KV_BOUND, REQUEST_CAP_BOUND, MAMBA_CAPPED, RETRACTION_STORM, MAMBA_EXHAUSTED)
-SUSTAINED_RULES = (MAMBA_BOUND, KV_BOUND, REQUEST_CAP_BOUND)
+# end at once when the server goes idle, stops or dies: no sample will come to clear them (docs/rules.md)
+ENDING_RULES = (*SUSTAINED_RULES, *WINDOWED_RULES)
 Conditions = tuple[bool | None, bool | None, bool | None]  # of one sample, in SUSTAINED_RULES order; None: cannot tell
+_BIND_MAMBA, _BIND_KV, _BIND_REQUESTS, _BIND_NONE = BINDING  # the pools of the sustained rules, in their order
 
 EVIDENCE_LINE_MAX = 400  # characters of a raw line kept as evidence
 EPISODES_MAX = 50  # fire/clear episodes kept per rule
@@ -130,64 +133,10 @@ def load_config(path: str | None) -> RulesConfig:
 
 
 # --------------------------------------------------------------------------------------------
-# versions: exporter/version.py
+# versions: exporter/version.py (the release an SGLang log proves: version.sglang_features)
 
 
-# server_args keys that exist only from / until a release (docs/formats/sglang.md#server_args, #flags)
-_SGL_KEY_FLOOR = (
-    ("mamba_track_interval", "0.5.7"),
-    ("mamba_backend", "0.5.9"),
-    ("linear_attn_backend", "0.5.10"),
-    ("mamba_radix_cache_strategy", "0.5.14"),
-    ("enable_int8_mamba_checkpoint", "0.5.14"),
-    ("enable_unified_memory", "0.5.15"),
-    ("enable_linear_replayssm", "0.5.15"),
-    ("enable_linear_replayssm_spec", "0.5.17"),
-    ("mamba_max_states_per_path", "0.5.17"),
-)
 _VLLM_ARCH_RE = re.compile(r"(?:Resolved architecture: |for )(\w+For(?:ConditionalGeneration|CausalLM))\b")
-
-
-def _sglang_features(vr: VersionRange, e: object, raw: str) -> None:
-    """Narrow the SGLang release range from one event and its raw line."""
-    if isinstance(e, ev.ServerConfig) and e.kind == "server_args":
-        if "server_args={" in raw:
-            vr.raise_floor("0.5.19", "server_args printed as a dict")
-        elif "server_args=ServerArgs(" in raw:
-            vr.lower_ceiling("0.5.18", "server_args printed as ServerArgs(...)")
-        for key, v in _SGL_KEY_FLOOR:
-            if key in e.args:
-                vr.raise_floor(v, f"server_args has {key}")
-        if "mamba_scheduler_strategy" in e.args and "mamba_radix_cache_strategy" not in e.args:
-            vr.raise_floor("0.5.7", "server_args has mamba_scheduler_strategy")
-            vr.lower_ceiling("0.5.13", "mamba_scheduler_strategy without mamba_radix_cache_strategy")
-    elif isinstance(e, ev.MambaCap):
-        if "state slots per request" in raw:
-            vr.raise_floor("0.5.17", "'max_running_requests is capped ... by the mamba state cache'")
-    elif isinstance(e, ev.KVCacheAllocated):
-        if e.upper_bound:
-            vr.raise_floor("0.5.18", "'KV Cache VA upper bound'")
-        elif e.dtype:
-            vr.raise_floor("0.5.13", "KV Cache line carries dtype")
-    elif isinstance(e, ev.MambaCacheAllocated):
-        if e.slots is not None:
-            vr.raise_floor("0.5.3.post3", "Mamba Cache line carries max_mamba_cache_size")
-    elif isinstance(e, ev.WeightsLoaded):
-        if "elapsed=" in raw:
-            if "dtype=" in raw:
-                vr.raise_floor("0.5.9", "'Load weight end. elapsed=' with dtype")
-                vr.lower_ceiling("0.5.9", "'Load weight end. elapsed=' with dtype")
-            else:
-                vr.raise_floor("0.5.10", "'Load weight end. elapsed=' without dtype")
-    elif isinstance(e, ev.BatchStats):
-        if e.pending_tokens is not None:
-            vr.raise_floor("0.5.11", "prefill line has #pending-token")
-        elif e.mamba_usage is not None:
-            vr.raise_floor("0.5.3.post3", "batch line has mamba usage")
-    elif isinstance(e, ev.ReplaySSMBuffers):
-        vr.raise_floor("0.5.15", "ReplaySSM ring buffers")
-    elif isinstance(e, ev.UnifiedMemory):
-        vr.raise_floor("0.5.15", "unified memory pool")
 
 
 # --------------------------------------------------------------------------------------------
@@ -221,7 +170,7 @@ class Rules:
         """``srv``'s diagnosis memory, its per-rule tables filled on first use."""
         m = srv.rule_memory
         if not m.hyst:
-            m.fill(srv.findings, SUSTAINED_RULES, (RETRACTION_STORM,), RULE_IDS, EPISODES_MAX)
+            m.fill(srv.findings, EPISODES_MAX)
         return m
 
     def _set(self, src: SourceState, srv: ServerState, rule: str, on: bool, ts: float | None, evidence: list[tuple[float, str]]) -> None:
@@ -264,7 +213,7 @@ class Rules:
             ) and src.engine == ev.SGLANG:
                 smem.f_pending = smem.f_pending or e.pending_tokens is not None
                 smem.f_mamba = True
-                _sglang_features(self._release(smem), e, raw)
+                sglang_features(self._release(smem), e, raw)
                 _new_generation(src)
             if ts is not None:
                 if m.first_ts is None:
@@ -303,6 +252,9 @@ class Rules:
             smem.arch, smem.f_pending, smem.f_mamba = None, False, False
             for s in src.servers.values():
                 sm = self.memory(s)
+                if sm.last_ts is not None:  # the old boot said something: keep its record (exporter/boots.py)
+                    close_boot(sm, sm.boot_config)
+                    sm.boot_first_ts, sm.boot_config = ts, {}
                 sm.restarts_seen = src.restarts
                 sm.sample_facts = None
                 if s.findings.get(MAMBA_CAPPED):
@@ -323,7 +275,7 @@ class Rules:
         smem = src.rule_memory
         _new_generation(src)
         if src.engine == ev.SGLANG:
-            _sglang_features(self._release(smem), e, raw)
+            sglang_features(self._release(smem), e, raw)
         elif isinstance(e, (ev.HybridLayout, ev.ServerConfig, ev.ServerStarting)):
             am = _VLLM_ARCH_RE.search(raw)
             if am:
@@ -350,7 +302,21 @@ class Rules:
                 else:
                     m.evidence[MAMBA_EXHAUSTED].recent.append((ts, _clip(raw)))
         elif isinstance(e, (ev.MambaCap, ev.SchedulerSummary, ev.MambaCacheAllocated, ev.MambaBlocksExceeded, ev.ServerConfig)):
+            if type(e) is ev.ServerConfig:  # the boot's configuration, kept past a restart (which clears the source's)
+                for s in src.servers.values():
+                    s.rule_memory.boot_config = dict(src.config)
             self._capped(src, srv, m, e, ts, raw)
+        elif isinstance(e, ev.Lifecycle) and src.life in ENDED and ts is not None:
+            for s in src.servers.values():  # a stop or a death ends what every rank was doing
+                self._end(src, s, ts, raw)
+
+    def _end(self, src: SourceState, srv: ServerState, ts: float, raw: str) -> None:
+        """The server went idle, stopped or died: its ENDING_RULES clear now, ``raw`` their evidence."""
+        m = self.memory(srv)
+        for rule in ENDING_RULES:
+            if m.hyst[rule].end(ts) or srv.findings.get(rule):
+                self._set(src, srv, rule, False, ts, [(ts, raw)])
+        m.steady = tuple(m.hyst[r].steady for r in SUSTAINED_RULES)
 
     # ---- runtime samples
     def conditions(self, src: SourceState, srv: ServerState, e: ev.BatchStats, ts: float | None) -> Conditions:
@@ -427,6 +393,17 @@ class Rules:
         v = e.running
         if v is not None and v > pk.get("running", -1):
             pk["running"] = v
+        if v:  # request lengths: the KV tokens a running request holds, the prompt of a new one (exporter/workload.py)
+            t = e.kv_used_tokens
+            if t is not None:
+                m.lengths["running"].add(t / v)
+            elif e.kind == "stats" and e.kv_usage is not None:  # vLLM: the share of the logged pool
+                f = m.sample_facts
+                if f is not None and f.capacity.kv_tokens:
+                    m.lengths["running"].add(e.kv_usage * f.capacity.kv_tokens / v)
+        n = e.new_seqs
+        if n and e.new_tokens is not None:
+            m.lengths["prompt"].add((e.new_tokens + (e.cached_tokens or 0)) / n)
         v = e.queued
         if v is not None and v > pk.get("queued", -1):
             pk["queued"] = v
@@ -435,15 +412,27 @@ class Rules:
         conds = m.conditions = self.conditions(src, srv, e, ts)
         if ts is None:
             return
-        # binding-time share (log time until the next sample, capped at max_gap)
+        # binding-time share and queued time (log time until the next sample, capped at max_gap)
         c_mamba, c_kv, c_req = conds
         last = m.binding_last
         if last is not None:
             dt = ts - last[0]
             if 0.0 < dt <= gap:  # a float literal: comparing an int with a float takes the slow path
                 m.binding_seconds[last[1]] += dt
-        m.binding_last = (ts, "mamba" if c_mamba else "kv" if c_kv else "requests" if c_req else "none")
+                if last[2]:
+                    m.queued_seconds += dt
+        q = e.queued
+        m.binding_last = (
+            ts,
+            _BIND_MAMBA if c_mamba else _BIND_KV if c_kv else _BIND_REQUESTS if c_req else _BIND_NONE,
+            q is not None and q > 0,
+        )
         findings = srv.findings
+        if src.life == "idle":
+            # nothing running nor waiting: no pool binds, and vLLM prints no stats line after this one
+            if None in m.steady or any(findings.get(r) for r in ENDING_RULES):
+                self._end(src, srv, ts, raw)
+            return
         if conds != m.steady:
             # a condition counts toward or against a window (or starts one): feed the rules, note the new steady ones
             hyst = m.hyst
@@ -588,13 +577,4 @@ def attach(pipe, config: RulesConfig | None = None) -> Rules:
     return r
 
 
-__all__ = [
-    "RULE_IDS",
-    "Rules",
-    "RulesConfig",
-    "attach",
-    "load_config",
-    "mamba_cap",
-    "slots_per_request",
-    "version_range",
-]
+__all__ = ["RULE_IDS", "Rules", "RulesConfig", "attach", "load_config", "mamba_cap", "slots_per_request", "version_range"]

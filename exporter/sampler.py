@@ -35,9 +35,10 @@ from functools import partial
 from operator import itemgetter
 
 from parsers import events as ev
-from parsers import parse_line
+from parsers import message_line, parse_line, read_header
+from parsers.clock import bucket_of, sglang_ts
 from parsers.numbers import is_count
-from parsers.prefix import SGLANG_HEADER_RE, sglang_tags, sglang_ts
+from parsers.prefix import SGLANG_HEADER_RE, sglang_tags
 from parsers.shapes import LineShapes
 
 from .flow import IDLE_SECONDS, Flow, Observer
@@ -48,6 +49,7 @@ CHUNK_MIN = 32  # lists shorter than this are fed line by line (the scanner's se
 RUN_MIN, BACKOFF_MAX = 16, 1024  # see Sampler._scan_loop
 IDLE_SAMPLE_SECONDS = IDLE_SECONDS  # a source quiet this long (wall time) has its pending lines sampled
 _G0 = itemgetter(0)
+_BATCH_HEADS = ("Decode batch", "Prefill batch")
 
 # BatchStats attributes that feed a runtime gauge (state.BATCH_GAUGES), and their metric names
 _GAUGE_ATTRS: dict[str, str] = dict(BATCH_GAUGES)
@@ -170,7 +172,34 @@ class Sampler:
             with flow.lock:
                 src.lines[ev.IGNORED] += 1
             return ev.IGNORED
-        return flow.feed(source, line)
+        if src.engine != ev.VLLM:
+            h = read_header(line, src.engine, src.year)
+            msg = h.msg
+            if msg[:1] in "DP" and h.engine != ev.VLLM and (h.ts is not None or h.tod is None) and msg.startswith(_BATCH_HEADS):
+                # a batch line in any other format (a logging config's header, JSON, logfmt, a
+                # collector's prefix): its message checked by the learned shape, counted and sampled
+                # like a default one without building its event (the samples are parsed when used)
+                r = ss.shapes.check_batch(msg)
+                if r is not None and type(r) is not ev.Unrecognized:
+                    if src.engine is None:
+                        src.engine = ev.SGLANG
+                    ts = h.ts
+                    bucket = bucket_of(ts) if ts is not None else None
+                    return self._pend(src, ss, line, msg[0], ts, bucket, h.dp_rank, h.tp_rank, h.pp_rank, r[0], r[1], ss.shapes.checked, None)
+            if "\n" not in msg:
+                parsed = message_line(h, src.engine)
+                if parsed.tod is not None:
+                    parsed.ts = flow.on_date(src, parsed.tod)
+            else:
+                parsed = flow.parse(src, line)
+        else:
+            parsed = flow.parse(src, line)
+        e = parsed.event
+        if type(e) is ev.BatchStats and (e.kind == "decode" or e.kind == "prefill") and src.engine != ev.VLLM:
+            # a batch line whose header kept only its time of day (a paste): sampled from its event,
+            # dated by the flow
+            return self._batch_parsed(src, ss, line, parsed)
+        return flow.take(src, line, parsed)
 
     def feed_lines(self, source: str, lines: Iterable[str]) -> None:
         """Feed many lines in order; same result as ``feed`` on each, faster on busy SGLang logs."""
@@ -283,9 +312,40 @@ class Sampler:
         """Count one valid batch line and make it its server's pending line of kind ``c``."""
         ts = sglang_ts(ymdhm, sec, ms)
         dp, tp, pp = sglang_tags(tags) if tags else ("0", None, None)
+        return self._pend(src, ss, line, c, ts, ymdhm + sec[0], dp, tp, pp, new, cached, attrs, None)
+
+    def _batch_parsed(self, src: SourceState, ss: SourceSampling, line: str, parsed: ev.Line) -> str:
+        """A batch line the generic parser read (a header other than SGLang's default): counted and
+        made its server's pending line like the default one, with its Line kept (not parsed again).
+        Its bucket is its time's (``parsers.clock.bucket_of``: the text a default header gives); a
+        line without time stays in its server's current bucket."""
+        e = parsed.event
+        if src.engine is None:
+            src.engine = parsed.engine
+        ts = parsed.ts
+        bucket = bucket_of(ts) if ts is not None else None
+        c = "D" if e.kind == "decode" else "P"
+        return self._pend(src, ss, line, c, ts, bucket, parsed.dp_rank, parsed.tp_rank, parsed.pp_rank, e.new_tokens, e.cached_tokens, None, parsed)
+
+    def _pend(
+        self,
+        src: SourceState,
+        ss: SourceSampling,
+        line: str,
+        c: str,
+        ts: float | None,
+        bucket: str | None,
+        dp: str,
+        tp: int | None,
+        pp: int | None,
+        new,
+        cached,
+        attrs: frozenset[str] | None,
+        parsed: ev.Line | None,
+    ) -> str:
         with self.flow.lock:
             src.lines[ev.PARSED] += 1
-            if src.last_ts is None or ts > src.last_ts:
+            if ts is not None and (src.last_ts is None or ts > src.last_ts):
                 src.last_ts = ts
             src.runtime_seen = True
             srv = src.servers.get(dp)
@@ -297,18 +357,17 @@ class Sampler:
                 return ev.PARSED
             srv.count_batches(c == "D", 1.0, new, cached)
             sv = ss.servers.get(dp) or ss.server(dp)
-            bucket = ymdhm + sec[0]
-            if bucket != sv.bucket:
+            if bucket is not None and bucket != sv.bucket:
                 if sv.pending:
                     self._commit_server(src, ss, sv)  # the last bucket's lines become samples
                 sv.bucket = bucket
             self._seq += 1
             pend = sv.pending.get(c)
             if pend is None:
-                sv.pending[c] = Pending(self._seq, line, None, attrs)
+                sv.pending[c] = Pending(self._seq, line, parsed, attrs)
                 ss.pending_count = 1
             else:
-                new_p = Pending(self._seq, line, None, attrs)
+                new_p = Pending(self._seq, line, parsed, attrs)
                 if pend.attrs is None or attrs is None or not pend.attrs <= attrs:
                     new_p.held = self._displaced(src, ss, pend, new_p)
                 else:

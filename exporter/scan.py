@@ -18,8 +18,9 @@ its indices are the offsets where lines start.
 Two implementations with one contract: the C extension ``exporter._scan`` (built by ``pip
 install`` when a compiler is there, ~20x faster) and :func:`scan_py`, a per-line loop used when
 the extension is missing and as the oracle in the tests. ``HCE_PURE_PYTHON=1`` forces the pure
-one. Both stop at a line that is not a one-byte (Latin-1) string and before a prefill value of
-more than 9 digits (``parsers.numbers.MAX_COUNT``: the line path makes such a line ``unrecognized``,
+one. Both take only the values the line templates admit (``parsers.shapes.VALUE_PATTERNS``: a
+ratio in 0..1, a count or rate that is not negative), and stop at a line that is not a one-byte
+(Latin-1) string and before a prefill value of more than 9 digits (``parsers.numbers.MAX_COUNT``: the line path makes such a line ``unrecognized``,
 or counts it when leading zeros made it long) or one that takes the call's sum past 2**63 - 1,
 which the line path handles instead.
 """
@@ -32,9 +33,10 @@ from collections.abc import Iterator
 from itertools import islice
 
 from parsers.numbers import MAX_COUNT_DIGITS
-from parsers.shapes import LINE_HEADER, LineShapes
+from parsers.shapes import LINE_HEADER, VALUE_PATTERNS, LineShapes
 
-Template = tuple[str, tuple[str, ...], "int | None", "int | None"]  # (head, keys, i_new, i_cached)
+# (head, keys, i_new, i_cached[, value checks: one VALUE_PATTERNS code per key, '-' if absent])
+Template = tuple
 Spec = tuple[Template, Template]  # (decode, prefill)
 ScanResult = tuple[int, int, "tuple[str, str, str] | None", dict, dict, dict, dict, dict]
 
@@ -64,13 +66,14 @@ def _regex(sp: Spec) -> re.Pattern[str]:
     if rx is None:
 
         def body(t: Template) -> str:
-            head, keys, i_new, i_cached = t
+            head, keys, i_new, i_cached = t[:4]
+            codes = t[4] if len(t) > 4 else "-" * len(keys)
             vals = []
             for i, k in enumerate(keys):
                 if i in (i_new, i_cached):
                     v = f"(?P<new>[0-9]{{1,{MAX_COUNT_DIGITS}}})" if i == i_new else f"(?P<cached>[0-9]{{1,{MAX_COUNT_DIGITS}}})"
                 else:
-                    v = "[^,\n]*"
+                    v = VALUE_PATTERNS[codes[i]]
                 vals.append(re.escape(k) + ": " + v)
             return re.escape(head[1:]) + ", ".join(vals) + "(?:, )?"
 

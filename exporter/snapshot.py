@@ -136,9 +136,13 @@ def _server(rank: str, d: object) -> ServerState:
         raise SnapshotError("bad findings")
     s.findings = {_str(k): int(v) for k, v in f.items()}
     recs = d.get("recommendations", [])
-    if not isinstance(recs, list) or len(recs) > MAX_KEYS or not all(isinstance(r, list) and len(r) == 3 for r in recs):
+    if not isinstance(recs, list) or len(recs) > MAX_KEYS or not all(isinstance(r, list) and len(r) in (3, 4) for r in recs):
         raise SnapshotError("bad recommendations")
-    s.recommendations = [(_str(a), _str(b), _str(c)) for a, b, c in recs]
+    # (rule, flag, value, rank); a snapshot written before the rank label: each finding's in the order kept
+    s.recommendations = []
+    for r in recs:
+        rank = _str(r[3]) if len(r) == 4 else str(1 + sum(1 for x in s.recommendations if x[0] == _str(r[0])))
+        s.recommendations.append((_str(r[0]), _str(r[1]), _str(r[2]), rank))
     rr = d.get("recommended_ratio")
     s.recommended_ratio = None if rr is None else _num(rr)
     kl = d.get("kv_lines", 0)

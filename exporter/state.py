@@ -23,6 +23,7 @@ from parsers import events as ev
 
 from . import contract
 from .memory import ServerMemory, SourceMemory
+from .version import parse_version
 
 # runtime gauges: BatchStats field -> state key (the metric of that key: exporter/contract.py)
 BATCH_GAUGES: tuple[tuple[str, str], ...] = tuple((m.event_field, m.key) for m in contract.RUNTIME)
@@ -45,6 +46,8 @@ BOOT_EVENTS = (
     ev.KVCapacity,
     ev.KVMemory,
     ev.HybridLayout,
+    ev.KVCacheGroups,
+    ev.GDNPrefillKernel,
 )
 BOOT_CONFIG_KINDS = ("server_args", "non_default_args", "engine_config")
 
@@ -101,7 +104,24 @@ CONFIG_KEYS = (
     "quantization",
     "page_size",
     "chunked_prefill_size",
+    # what the unified-memory gates read (exporter/flags.py: the backends and features each release refuses)
+    "attention_backend",
+    "linear_attn_backend",
+    "mamba_backend",
+    "enable_lmcache",
+    "enable_two_batch_overlap",
+    "disaggregation_transfer_backend",
+    "speculative_eagle_topk",
+    "device_config",
 )
+
+# the server's life, as its own lines tell it (hybrid_cache_server_state; docs/rules.md#quiet-and-death).
+# starting: boot lines, not ready yet; serving: the last sample had requests running or waiting; idle:
+# ready, or the last sample had none (vLLM prints no stats line after an idle one); stalled: the last
+# vLLM stats line had requests but no progress (no throughput; vLLM prints nothing more until one
+# moves); stopped: a shutdown was logged; dead: the engine died (EngineDeadError, a fatal error).
+SERVER_STATES = ("starting", "serving", "idle", "stalled", "stopped", "dead")
+ENDED = ("stopped", "dead")
 
 
 def _gauge_setter(gauges: tuple[tuple[str, str], ...]) -> Callable[[ServerState, ev.BatchStats], None]:
@@ -204,6 +224,31 @@ class SourceState:
     rule_memory: SourceMemory = field(default_factory=SourceMemory)  # the diagnosis' per-boot memory
     max_dp_ranks: int = 0  # distinct dp_rank values kept (0 = DEFAULT_MAX_DP_RANKS); see admits()
     dp_dropped: int = 0  # lines of dp ranks beyond the limit: counted here, not stored
+    life: str | None = None  # one of SERVER_STATES; None until a line tells (see set_life)
+    life_since: float | None = None  # log time the source entered ``life``
+    life_cause: str | None = None  # the bounded cause of a stop or a death (ev.Lifecycle.cause)
+    deaths: int = 0  # transitions into 'dead' (hybrid_cache_server_deaths_total)
+
+    def set_life(self, state: str, ts: float | None, cause: str | None = None) -> bool:
+        """Move to ``state`` (one of SERVER_STATES); True when it changed. An ended server stays
+        ended until its next boot: a death is not undone by the shutdown lines that follow it, and
+        the ``EngineDeadError`` a requested shutdown prints (the engine core is stopped first) is not
+        a death; a fatal error of the engine is, even during a shutdown."""
+        cur = self.life
+        if cur == state:
+            return False
+        if cur == "dead" and state != "starting":
+            return False
+        if cur == "stopped" and state not in ("starting", "dead"):
+            return False
+        if cur == "stopped" and state == "dead" and cause == "engine_dead":
+            return False
+        self.life = state
+        self.life_since = ts if ts is not None else self.last_ts
+        self.life_cause = cause
+        if state == "dead":
+            self.deaths += 1
+        return True
 
     def admits(self, dp_rank: str) -> bool:
         """Whether lines of ``dp_rank`` are stored: the rank is known, or fewer than the limit are.
@@ -246,8 +291,11 @@ class SourceState:
             if not self.admits(line.dp_rank):
                 return None
             srv = self.server(line.dp_rank)
-        if not batch and self.runtime_seen and _is_boot(e):
-            self.restart()
+        if not batch and _is_boot(e):
+            if self.runtime_seen or self.life in ENDED:
+                self.restart()
+            if self.life is None:
+                self.set_life("starting", ts)
         tp, pp = line.tp_rank, line.pp_rank
         if tp is not None or pp is not None:
             rank = (pp or 0, tp or 0)
@@ -255,6 +303,10 @@ class SourceState:
                 return None
         if batch or isinstance(e, RUNTIME_EVENTS):
             self.runtime_seen = True
+            # the usual sample (serving, busy, making progress) changes no state: three reads
+            life = self.life
+            if batch and (life != "serving" or not (e.running or e.queued) or e.gen_throughput == 0.0) and life not in ENDED and e.kind != "prefix_cache":
+                _life_of_sample(self, e, ts)
         if counted:
             srv.set_gauges(e)
             return srv
@@ -266,6 +318,7 @@ class SourceState:
     def restart(self) -> None:
         """A new server boot in the same log: forget what the old one said about capacity."""
         self.restarts += 1
+        self.life = None
         self.runtime_seen = False
         self.config.clear()
         self.version = None
@@ -288,6 +341,36 @@ def _batch(src: SourceState, srv: ServerState, e: ev.BatchStats) -> None:
         srv.inc("stats_lines")
     if e.preemptions is not None:  # absent, not 0, until a line carries it
         srv.inc("preempted_requests", e.preemptions)
+
+
+def _life_of_sample(src: SourceState, e: ev.BatchStats, ts: float | None) -> None:
+    """serving / idle / stalled from one sample (the newest line; the servers of a source share it)."""
+    # a prefill line prints the running batch before its new requests join it
+    busy = bool(e.running) or bool(e.queued) or (e.kind == "prefill" and bool(e.new_seqs))
+    if not busy:
+        state = "idle"
+    elif e.kind == "stats" and e.gen_throughput == 0.0 and e.input_throughput == 0.0:
+        state = "stalled"
+    else:
+        state = "serving"
+    if src.life != state:
+        src.set_life(state, ts)
+
+
+def life_of_line(src: SourceState, e: object, ts: float | None) -> None:
+    """The life events that are not samples: the ready line, a shutdown, a death."""
+    if isinstance(e, ev.Lifecycle):
+        src.set_life("dead" if e.state == "dead" else "stopped", ts, e.cause)
+    elif isinstance(e, ev.ServerReady) and src.life in (None, "starting"):
+        src.set_life("idle", ts)
+
+
+def _lifecycle(src: SourceState, srv: ServerState, e: ev.Lifecycle) -> None:
+    life_of_line(src, e, src.last_ts)
+
+
+def _ready(src: SourceState, srv: ServerState, e: ev.ServerReady) -> None:
+    life_of_line(src, e, src.last_ts)
 
 
 def _retraction(src: SourceState, srv: ServerState, e: ev.Retraction) -> None:
@@ -431,6 +514,12 @@ def _config(src: SourceState, srv: ServerState, e: ev.ServerConfig) -> None:
             src.config[k] = v
     if e.kind == "max_num_seqs_default":
         src.config["_max_num_seqs_default"] = e.args.get("max_num_seqs")
+    if e.kind == "server_args":
+        # the requested value, until the scheduler summary says the effective one (a server that
+        # dies before its summary still shows it); -1 / None: chunked prefill off or not resolved
+        v = e.args.get("chunked_prefill_size")
+        if type(v) is int and v > 0:
+            srv.capacity.setdefault("chunked_prefill_size_tokens", v)
 
 
 def _weights(src: SourceState, srv: ServerState, e: ev.WeightsLoaded) -> None:
@@ -449,6 +538,8 @@ def _starting(src: SourceState, srv: ServerState, e: ev.ServerStarting) -> None:
 
 def _kvcap(src: SourceState, srv: ServerState, e: ev.KVCapacity) -> None:
     c = srv.capacity
+    if e.device:
+        src.config["_device"] = e.device.lower()
     if e.tokens is not None:
         c["kv_capacity_tokens"] = e.tokens
     if e.max_concurrency is not None:
@@ -467,12 +558,26 @@ def _layout(src: SourceState, srv: ServerState, e: ev.HybridLayout) -> None:
     c = srv.capacity
     if e.block_size is not None:
         c["attention_block_size_tokens"] = e.block_size
+        cfg = src.config
+        v = parse_version(src.version)
+        if "mamba_cache_mode" not in cfg and cfg.get("enable_prefix_caching") is False and v is not None and v >= (0, 15, 0, 0):
+            # a hybrid with prefix caching off logs no 'Mamba cache mode is set' line: its mode is none (0.15+)
+            cfg["mamba_cache_mode"] = "none"
     if e.padding_ratio is not None:
         c["mamba_page_padding_ratio"] = e.padding_ratio
     if e.mamba_cache_mode:
         src.config["mamba_cache_mode"] = e.mamba_cache_mode
     if e.mamba_ssm_dtype:
         src.config["mamba_ssm_cache_dtype"] = e.mamba_ssm_dtype
+
+
+def _kv_groups(src: SourceState, srv: ServerState, e: ev.KVCacheGroups) -> None:
+    if e.block_sizes:
+        srv.capacity["kv_cache_groups"] = len(e.block_sizes)
+
+
+def _gdn_kernel(src: SourceState, srv: ServerState, e: ev.GDNPrefillKernel) -> None:
+    src.config["_gdn_prefill_kernel"] = e.kernel
 
 
 def _blocks_exceeded(src: SourceState, srv: ServerState, e: ev.MambaBlocksExceeded) -> None:
@@ -503,12 +608,18 @@ _HANDLERS = {
     ev.KVMemory: _kvmem,
     ev.HybridLayout: _layout,
     ev.MambaBlocksExceeded: _blocks_exceeded,
+    ev.KVCacheGroups: _kv_groups,
+    ev.GDNPrefillKernel: _gdn_kernel,
+    ev.Lifecycle: _lifecycle,
+    ev.ServerReady: _ready,
 }
 
 
 # vLLM's max_num_seqs when neither the args nor the (DEBUG) defaulting line say it: the V0
 # default, and the V1 fallback for GPUs under 70 GiB. 0.8.0-0.8.4 always used 1024.
 VLLM_DEFAULT_MAX_NUM_SEQS = 256
+# the CPU backend's default for the API server, per TP x PP rank (0.30-0.33)
+VLLM_CPU_DEFAULT_MAX_NUM_SEQS = 128
 
 
 def effective_max_running(src: SourceState, srv: ServerState) -> tuple[float | None, str]:
@@ -524,4 +635,12 @@ def effective_max_running(src: SourceState, srv: ServerState) -> tuple[float | N
             return float(a), "args" if key == "max_num_seqs" else "log"
     if src.version and src.version.startswith(("0.8.0", "0.8.1", "0.8.2", "0.8.3", "0.8.4")):
         return 1024.0, "default"
+    if src.config.get("_device") == "cpu" or src.config.get("device_config") == "cpu":
+        # engine/arg_utils.py::get_batch_defaults: the CPU backend serves 128 x (TP x PP) by default
+        world = 1
+        for k in ("tensor_parallel_size", "pipeline_parallel_size"):
+            v = src.config.get(k)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                world *= v
+        return float(VLLM_CPU_DEFAULT_MAX_NUM_SEQS * world), "default"
     return float(VLLM_DEFAULT_MAX_NUM_SEQS), "default"

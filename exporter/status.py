@@ -100,7 +100,7 @@ class StatusPages:
                 for dp in sorted(src.servers, key=_rank_key):
                     srv = src.servers[dp]
                     # like a scrape: the newest batch lines through the sampler's view, nothing written
-                    st = server_status(src, srv, cfg, gauges=self.pipe.gauges_of(src, srv))
+                    st = server_status(src, srv, cfg, gauges=self.pipe.gauges_of(src, srv), now=time.time())
                     chart = drawing.chart_data(self.history.timeline(name, dp), since)
                     out.append({"status": st, "chart": chart, "engine": src.engine})
         for s in out:  # the HTML outside the lock: tailers keep feeding meanwhile

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from parsers import events as ev
+
 Version = tuple[int, int, int, int]
 
 _RE = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.?post(\d+))?")
@@ -103,3 +105,63 @@ class VersionRange:
         if self.floor is None:
             return "<=" + fmt_version(self.ceiling)
         return f"{fmt_version(self.floor)}..{fmt_version(self.ceiling)}"
+
+
+# --------------------------------------------------------------------------------------------
+# the release an SGLang log proves (SGLang prints no version line): its formats and keys
+
+
+# server_args keys that exist only from / until a release (docs/formats/sglang.md#server_args, #flags)
+_SGL_KEY_FLOOR = (
+    ("mamba_track_interval", "0.5.7"),
+    ("mamba_backend", "0.5.9"),
+    ("linear_attn_backend", "0.5.10"),
+    ("mamba_radix_cache_strategy", "0.5.14"),
+    ("enable_int8_mamba_checkpoint", "0.5.14"),
+    ("enable_unified_memory", "0.5.15"),
+    ("enable_linear_replayssm", "0.5.15"),
+    ("enable_linear_replayssm_spec", "0.5.17"),
+    ("mamba_max_states_per_path", "0.5.17"),
+)
+
+
+def sglang_features(vr: VersionRange, e: object, raw: str) -> None:
+    """Narrow the SGLang release range from one event and its raw line."""
+    if isinstance(e, ev.ServerConfig) and e.kind == "server_args":
+        if "server_args={" in raw:
+            vr.raise_floor("0.5.19", "server_args printed as a dict")
+        elif "server_args=ServerArgs(" in raw:
+            vr.lower_ceiling("0.5.18", "server_args printed as ServerArgs(...)")
+        for key, v in _SGL_KEY_FLOOR:
+            if key in e.args:
+                vr.raise_floor(v, f"server_args has {key}")
+        if "mamba_scheduler_strategy" in e.args and "mamba_radix_cache_strategy" not in e.args:
+            vr.raise_floor("0.5.7", "server_args has mamba_scheduler_strategy")
+            vr.lower_ceiling("0.5.13", "mamba_scheduler_strategy without mamba_radix_cache_strategy")
+    elif isinstance(e, ev.MambaCap):
+        if "state slots per request" in raw:
+            vr.raise_floor("0.5.17", "'max_running_requests is capped ... by the mamba state cache'")
+    elif isinstance(e, ev.KVCacheAllocated):
+        if e.upper_bound:
+            vr.raise_floor("0.5.18", "'KV Cache VA upper bound'")
+        elif e.dtype:
+            vr.raise_floor("0.5.13", "KV Cache line carries dtype")
+    elif isinstance(e, ev.MambaCacheAllocated):
+        if e.slots is not None:
+            vr.raise_floor("0.5.3.post3", "Mamba Cache line carries max_mamba_cache_size")
+    elif isinstance(e, ev.WeightsLoaded):
+        if "elapsed=" in raw:
+            if "dtype=" in raw:
+                vr.raise_floor("0.5.9", "'Load weight end. elapsed=' with dtype")
+                vr.lower_ceiling("0.5.9", "'Load weight end. elapsed=' with dtype")
+            else:
+                vr.raise_floor("0.5.10", "'Load weight end. elapsed=' without dtype")
+    elif isinstance(e, ev.BatchStats):
+        if e.pending_tokens is not None:
+            vr.raise_floor("0.5.11", "prefill line has #pending-token")
+        elif e.mamba_usage is not None:
+            vr.raise_floor("0.5.3.post3", "batch line has mamba usage")
+    elif isinstance(e, ev.ReplaySSMBuffers):
+        vr.raise_floor("0.5.15", "ReplaySSM ring buffers")
+    elif isinstance(e, ev.UnifiedMemory):
+        vr.raise_floor("0.5.15", "unified memory pool")

@@ -261,6 +261,41 @@ class ServerReady:
 
 
 @dataclass(slots=True)
+class Lifecycle:
+    """The end of a server's life, from its own lines. ``state``: ``stopping`` (a shutdown was asked:
+    vLLM ``[shutdown] API server: shutdown triggered``, ``[shutdown] EngineCore: trigger received
+    signal=SIGTERM``, uvicorn's ``Shutting down``), ``stopped`` (uvicorn ``Finished server process``),
+    ``dead`` (the engine died: ``EngineCore encountered a fatal error.``, ``EngineDeadError``,
+    ``Engine core initialization failed``). ``cause`` is a bounded word for the report (never a label
+    taken from the line): ``signal``, ``api_server``, ``uvicorn``, ``fatal_error``, ``engine_dead``,
+    ``init_failed``."""
+
+    state: str
+    cause: str | None = None
+
+
+@dataclass(slots=True)
+class KVCacheGroups:
+    """vLLM ``kv cache group sizes (384, 384, 384, 384)``: the block size of each KV cache group of
+    the shared pool (one group per attention layer set and per mamba layer set), and ``kv lcm block
+    sizes N`` (the scheduler's block)."""
+
+    block_sizes: tuple[int, ...] = ()
+    lcm_block_size: int | None = None
+
+
+@dataclass(slots=True)
+class GDNPrefillKernel:
+    """vLLM ``Using <kernel> GDN prefill kernel (requested=<r>, head_k_dim=<d>).`` (0.33.0; 0.32.0
+    on CPU: ``Using CPU GDN prefill kernel (head_k_dim=128).``). ``kernel`` is normalised to one of
+    ``flashinfer``, ``triton``, ``cutedsl``, ``aiter_flydsl``, ``sycl``, ``cpu`` (else ``other``)."""
+
+    kernel: str
+    requested: str | None = None
+    head_k_dim: int | None = None
+
+
+@dataclass(slots=True)
 class KVCapacity:
     """vLLM ``GPU KV cache size: N tokens`` and/or ``Maximum concurrency for X tokens per request:
     Y.YYx`` (separate or merged lines), ``# GPU blocks``, ``num_gpu_blocks is: N``."""

@@ -81,3 +81,49 @@ def bad_count(event: object) -> str | None:
         if x is not None and not (type(x) is int and -MAX_COUNT <= x <= MAX_COUNT):
             return f
     return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Values that feed gauges. A usage or hit ratio an engine prints lies in 0..1 (SGLang prints
+# '0.80', vLLM '80.0%'); a request or token count is never negative; a throughput or acceptance
+# length is a non-negative finite number. A line that says otherwise (NaN, +-Inf, -3, 1.7) was
+# not printed by an engine: it is `unrecognized` (format drift or a damaged line), and no gauge
+# takes its values (docs/reading.md#values-gauges-take).
+
+RATIO_FIELDS: dict[str, tuple[str, ...]] = {
+    "BatchStats": ("kv_usage", "mamba_usage", "swa_usage", "accept_rate", "prefix_hit_ratio", "cpu_kv_usage"),
+    "SpecDecoding": ("accept_rate",),
+}
+NONNEGATIVE_FIELDS: dict[str, tuple[str, ...]] = {
+    "BatchStats": (
+        "running", "queued", "kv_used_tokens", "mamba_used", "swa_used_tokens", "gen_throughput",
+        "input_throughput", "accept_length", "new_seqs", "pending_tokens", "swapped", "deferred",
+    ),
+    "SpecDecoding": ("mean_accept_length",),
+}  # fmt: skip
+
+
+def is_ratio(x: object) -> bool:
+    """A ratio a gauge may take: 0 <= x <= 1 (NaN fails). None (absent) is fine."""
+    return x is None or (type(x) is not bool and 0.0 <= x <= 1.0)  # type: ignore[operator]
+
+
+def is_nonnegative(x: object) -> bool:
+    """A count or rate a gauge may take: finite and >= 0 (NaN fails). None (absent) is fine."""
+    return x is None or (type(x) is not bool and 0.0 <= x < float("inf"))  # type: ignore[operator]
+
+
+def bad_value(event: object) -> str | None:
+    """Why ``event`` is not something an engine printed, or None: a count out of range
+    (:func:`bad_count`), a ratio outside 0..1, a negative or non-finite count or rate."""
+    f = bad_count(event)
+    if f is not None:
+        return f"count out of range: {f}"
+    name = type(event).__name__
+    for f in RATIO_FIELDS.get(name, ()):
+        if not is_ratio(getattr(event, f)):
+            return f"ratio out of range: {f}"
+    for f in NONNEGATIVE_FIELDS.get(name, ()):
+        if not is_nonnegative(getattr(event, f)):
+            return f"negative or not finite: {f}"
+    return None

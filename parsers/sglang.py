@@ -608,6 +608,44 @@ def _dispatch(msg: str) -> Result:
     return None
 
 
+# Where an SGLang message begins: the starts ``_dispatch`` tests (each ``msg.startswith`` there),
+# the labelled ReplaySSM line and the pool-exhaustion messages. ``parsers.preamble`` asks
+# :func:`starts_message` to find a message behind a header it does not know (a logging config's,
+# a pasted bug report's); tests/parsers/test_preamble.py checks that every start ``_dispatch``
+# tests is here.
+MESSAGE_STARTS: tuple[str, ...] = (
+    "INFO:",
+    "Decode batch",
+    "Decode out of memory happened",
+    "Prefill batch",
+    "Post-capture KV sizing",
+    "KV cache pool is full",
+    "Testing retraction",
+    "The server is fired up",
+    "Mamba Cache is allocated",
+    "max_total_num_tokens=",
+    "max_running_requests",
+    "server_args=",
+    "SWAKVPool",
+    "Use sliding window memory",
+    "Use Sliding window memory",
+    "Using KV cache dtype: ",
+    "Load weight end",
+    "Load weight begin",
+    "[unified-memory-pool]",
+    "KV Cache is allocated",
+    "KV Cache VA upper bound",
+    "ReplaySSM ring buffers",
+    *(marker for marker, _, _ in _EXHAUSTED),
+)
+_REPLAY_LABELLED_RE = re.compile(r"\w+ ReplaySSM ring buffers")
+
+
+def starts_message(msg: str, pos: int = 0) -> bool:
+    """Whether an SGLang message this parser reads may begin at ``msg[pos]``."""
+    return msg.startswith(MESSAGE_STARTS, pos) or (msg[pos : pos + 1].isupper() and _REPLAY_LABELLED_RE.match(msg, pos) is not None)
+
+
 def parse_message(msg: str) -> Result:
     """Parse the message part of one SGLang line.
 

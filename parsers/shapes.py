@@ -23,8 +23,9 @@ from collections.abc import Callable
 from dataclasses import MISSING, fields
 
 from . import events as ev
-from .numbers import MAX_COUNT, bad_count, count_fields, is_count
-from .prefix import sglang_tags, sglang_ts
+from .clock import sglang_ts
+from .numbers import MAX_COUNT, NONNEGATIVE_FIELDS, RATIO_FIELDS, bad_value, count_fields, is_count
+from .prefix import sglang_tags
 from .sglang import BATCH_HEAD_RE, BATCH_KEYS, HISPARSE_KEYS, MAX_LINE, graph_flag, parse_message
 
 _NO_TAGS: tuple[str, int | None, int | None] = ("0", None, None)  # dp, tp, pp of an untagged header
@@ -34,8 +35,36 @@ LINE_HEADER = r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}):(\d{2})(?:\.(\d{3}))?([^\]\[\n
 Steps = tuple[tuple[int, str, Callable[[str], object]], ...]  # (group index, attribute, converter)
 Build = Callable[[tuple[str, ...]], "ev.Line | None"]  # match groups -> parsed Line (Shape.sample)
 # what the bulk scanner (exporter/scan.py) accepts per kind: (head, keys, index of #new-token,
-# index of #cached-token)
-ScanShape = tuple[str, tuple[str, ...], "int | None", "int | None"]
+# index of #cached-token, the value check of each key: VALUE_PATTERNS' codes)
+ScanShape = tuple[str, tuple[str, ...], "int | None", "int | None", str]
+
+# The values a learned shape admits for the fields a gauge takes (parsers.numbers.bad_value): a
+# ratio 0..1 ('r'), a count ('n') or a rate ('f') that is not negative and finite, each with an
+# optional '\r' (a CRLF log's last value; int() and float() read it); other values ('-') as the
+# generic split cuts them. A value outside its pattern (nan, -3, 1.7, an empty one) sends the
+# line to the generic parser, which makes it `unrecognized`. The C scanner (exporter/_scan.c,
+# value_ok) checks the same codes the same way.
+VALUE_PATTERNS = {
+    "r": r"(?:0(?:\.[0-9]*)?|1(?:\.0*)?|\.[0-9]+)\r?",
+    "n": r"[0-9]{1,18}\r?",
+    "f": r"[0-9]{1,15}(?:\.[0-9]*)?\r?",
+    "-": r"[^,\n]*",
+}
+_RATIOS = frozenset(RATIO_FIELDS["BatchStats"])
+_NONNEGATIVE = frozenset(NONNEGATIVE_FIELDS["BatchStats"]) | frozenset(count_fields("BatchStats"))
+
+
+def value_code(spec: tuple[str, object] | None) -> str | None:
+    """The VALUE_PATTERNS code of a planned key (None: a checked field whose converter no pattern
+    describes, so the shape is not learned and its lines stay generic)."""
+    if spec is None:
+        return "-"
+    attr, conv = spec
+    if attr in _RATIOS:
+        return "r" if conv is float else None
+    if attr in _NONNEGATIVE:
+        return "n" if conv is int else "f" if conv is float else None
+    return "-"
 
 
 class Shape:
@@ -55,13 +84,14 @@ class Shape:
         self.plan = tuple(plan)
         self.i_new = attrs.index("new_tokens") if "new_tokens" in attrs else None
         self.i_cached = attrs.index("cached_tokens") if "cached_tokens" in attrs else None
-        body = re.escape(head) + ", ".join(re.escape(k) + r": ([^,\n]*)" for k in keys) + r"(?:, )?"
+        codes = "".join(value_code(p) or "-" for p in plan)
+        body = re.escape(head) + ", ".join(re.escape(k) + f": ({VALUE_PATTERNS[c]})" for k, c in zip(keys, codes, strict=True)) + r"(?:, )?"
         self.body = re.compile(body)
         self.line = re.compile(LINE_HEADER + body)
         self.line_new = None if self.i_new is None else self.i_new + 4
         self.line_cached = None if self.i_cached is None else self.i_cached + 4
         self.attrs = frozenset(a for a in attrs if a is not None)
-        self.scan: ScanShape = (head, keys, self.i_new, self.i_cached)
+        self.scan: ScanShape = (head, keys, self.i_new, self.i_cached, codes)
         self._sample: tuple[Callable[[str], re.Match | None], Build] | None = None
 
     def sample(self) -> tuple[Callable[[str], re.Match | None], Build]:
@@ -101,7 +131,8 @@ def _sample_body(keys: tuple[str, ...], plan: tuple) -> tuple[str, Steps]:
             parts.append(re.escape(k) + r": [^,:]*")
             continue
         attr, conv = spec
-        parts.append(re.escape(k) + (r": ([^,]*)" if conv is int or conv is float else r": ([^,:]*)"))
+        code = value_code(spec)
+        parts.append(re.escape(k) + (f": ({VALUE_PATTERNS[code]})" if code != "-" else r": ([^,:]*)"))
         steps.append((4 + len(steps), attr, conv))
     return ", ".join(parts) + r"(?:, )?", tuple(steps)
 
@@ -214,6 +245,8 @@ def _shape_key(msg: str) -> tuple[str, tuple[str, ...], list] | None:
     for k in keys:
         spec = BATCH_KEYS.get(k)
         if spec is not None:
+            if value_code(spec) is None:
+                return None  # FreeToken's 'used/total' counts: no pattern checks them, keep them generic
             plan.append(spec)
         elif k.endswith(" graph"):
             plan.append(("cuda_graph", graph_flag))
@@ -229,11 +262,12 @@ class LineShapes:
     from its lines, and the fast paths that use them. One object per source (the pipeline's
     sampler keeps it), so sources of different releases never overwrite each other's shapes."""
 
-    __slots__ = ("current", "_known")
+    __slots__ = ("current", "_known", "checked")
 
     def __init__(self) -> None:
         self.current: dict[str, Shape] = {}  # kind -> the shape of the last learned line of that kind
         self._known: dict[tuple, Shape] = {}  # every shape learned so far (at most _MAX_TEMPLATES)
+        self.checked: frozenset[str] | None = None  # the attributes of the shape check_batch last read a line with
 
     def learn(self, msg: str) -> None:
         """Make the shape of this well-formed batch message the current one of its kind."""
@@ -283,6 +317,7 @@ class LineShapes:
         for a well-formed line, ``Unrecognized`` for a malformed one, None if not a batch line. A
         line of the current shape costs one ``fullmatch``; other lines take the generic parser,
         and their shape is learned."""
+        self.checked = None
         if len(msg) > MAX_LINE or not msg.startswith(("Decode batch", "Prefill batch")):
             return None
         t = self.current.get(msg[0])
@@ -293,14 +328,15 @@ class LineShapes:
                 try:
                     r = (int(g[t.i_new]) if t.i_new is not None else None, int(g[t.i_cached]) if t.i_cached is not None else None)
                     if is_count(r[0]) and is_count(r[1]):
+                        self.checked = t.attrs
                         return r
                 except ValueError:
                     pass
         b = parse_message(msg)
         if type(b) is ev.BatchStats:
-            bad = bad_count(b)
-            if bad is not None:  # counters only count (numbers.MAX_COUNT)
-                return ev.Unrecognized(f"count out of range: {bad}")
+            bad = bad_value(b)
+            if bad is not None:  # counters only count, gauges take what an engine prints (parsers.numbers)
+                return ev.Unrecognized(bad)
             self.learn(msg)
             return (b.new_tokens, b.cached_tokens)
         return b if type(b) is ev.Unrecognized else None

@@ -115,6 +115,12 @@ RESERVED_KV_RE = re.compile(
 WEIGHTS_V0_RE = re.compile(r"Loading model weights took (?P<gb>\d+(?:\.\d+)?) GB")
 WEIGHTS_RE = re.compile(r"Model loading took (?P<gb>\d+(?:\.\d+)?) Gi?B(?: memory)? and (?P<s>\d+(?:\.\d+)?) seconds")
 
+# CPU worker (0.30+): 'Explicitly set (1.0/20.84) GiB for KV cache on node 0.' (VLLM_CPU_KVCACHE_SPACE or
+# --kv-cache-memory-bytes) / 'Auto set (X/Y) GiB for KV cache on node N, with ...' (v1/worker/cpu_worker.py)
+CPU_KV_SET_RE = re.compile(r"(?:Explicitly|Auto) set \((?P<gib>\d+(?:\.\d+)?)/\d+(?:\.\d+)? ?\) GiB for KV cache on node \d+")
+KV_GROUPS_RE = re.compile(r"kv cache group sizes [(\[](?P<sizes>\d+(?:, ?\d+)*),?[)\]]\s*\Z")  # a tuple (0.32+) or a list (0.30)
+KV_LCM_RE = re.compile(r"kv lcm block sizes (?P<n>\d+)\s*\Z")
+
 # --------------------------------------------------------------------------------------------
 # startup: hybrid layout and mamba limits
 
@@ -132,6 +138,22 @@ QWEN35_DTYPE_RE = re.compile(
     r"Qwen3\.5 model specifies mamba_ssm_dtype='\w+' in its config, "
     r"but --mamba-ssm-cache-dtype='(?P<dt>\w+)' was passed"
 )
+# platforms/cpu.py (0.32-0.33): the CPU accelerated GDN backend's SSM state dtype
+SSM_RESET_RE = re.compile(r"Reset SSM cache type to (?P<dt>\w+) for accelerated GDN mamba backend ")
+SSM_STORAGE_RE = re.compile(r"Using (?P<dt>\w+) SSM state storage for the CPU accelerated GDN backend")
+# layers/mamba/gdn/qwen_gdn_linear_attn.py::_log_gdn_backend_decision (0.33.0; 0.32.0 CPU form without requested=)
+GDN_KERNEL_RE = re.compile(
+    r"Using (?P<k>[\w/ ]+?) GDN prefill kernel \((?:requested=(?P<req>\w+), )?head_k_dim=(?P<hk>\w+)\)"
+)
+GDN_KERNELS = {
+    "flashinfer": "flashinfer",
+    "triton/fla": "triton",
+    "triton": "triton",
+    "cutedsl": "cutedsl",
+    "aiter flydsl": "aiter_flydsl",
+    "sycl": "sycl",
+    "cpu": "cpu",
+}
 EXCEEDS_RE = re.compile(r"max_num_seqs \((?P<seqs>\d+)\) exceeds available Mamba cache blocks \((?P<blocks>\d+)\)")
 CAPPING_RE = re.compile(
     r"Capping cudagraph capture sizes from max \d+ to \d+ to fit Mamba cache blocks "
@@ -185,6 +207,10 @@ MARKERS = (
     "LLM engine (v",
     "reserved for KV Cache",
     "kv cache memory in use",
+    "GiB for KV cache on node",
+    "kv cache group sizes",
+    "GDN prefill kernel",
+    "SSM cache type",
 )
 
 
@@ -509,6 +535,11 @@ def _using(msg: str) -> object:
     m = KV_DTYPE_RE.match(msg)
     if m is not None:
         return ev.ServerConfig(kind="kv_cache_dtype", args={"kv_cache_dtype": m.group("dt")})
+    if "GDN prefill kernel" in msg:
+        return _gdn_kernel(msg)
+    m = SSM_STORAGE_RE.match(msg)
+    if m is not None:
+        return ev.HybridLayout(mamba_ssm_dtype=m.group("dt"))
     return _fallback(msg)
 
 
@@ -536,6 +567,10 @@ def _uvicorn(msg: str) -> object:
     """Uvicorn's own lines (``INFO:     ...``): access lines, and the startup-complete one."""
     if msg.endswith("Application startup complete.") or msg.endswith("Application startup complete.\n"):
         return ev.ServerReady()
+    if msg.endswith("Shutting down") and msg.startswith("INFO:     Shutting"):
+        return ev.Lifecycle("stopping", "uvicorn")
+    if msg.startswith("INFO:     Finished server process"):
+        return ev.Lifecycle("stopped", "uvicorn")
     return None
 
 
@@ -558,6 +593,68 @@ def _logo(msg: str) -> object:
     return _fallback(msg)
 
 
+def _kv_set(msg: str) -> object:
+    """CPU worker: ``Explicitly set (1.0/20.84) GiB for KV cache on node 0.`` (the KV pool's bytes)."""
+    m = CPU_KV_SET_RE.match(msg)
+    if m is None:
+        return _fallback(msg)
+    return ev.KVMemory(kv_bytes=float(m.group("gib")) * GIB)
+
+
+def _kv_word(msg: str) -> object:
+    """``kv cache group sizes (384, 384, 384, 384)`` / ``kv lcm block sizes 384``."""
+    m = KV_GROUPS_RE.match(msg)
+    if m is not None:
+        return ev.KVCacheGroups(block_sizes=tuple(int(x) for x in m.group("sizes").split(",")))
+    m = KV_LCM_RE.match(msg)
+    if m is not None:
+        return ev.KVCacheGroups(lcm_block_size=int(m.group("n")))
+    return _fallback(msg)
+
+
+def _reset(msg: str) -> object:
+    m = SSM_RESET_RE.match(msg)
+    if m is None:
+        return _fallback(msg)
+    return ev.HybridLayout(mamba_ssm_dtype=m.group("dt"))
+
+
+def _gdn_kernel(msg: str) -> object:
+    m = GDN_KERNEL_RE.match(msg)
+    if m is None:
+        return ev.Unrecognized("GDN prefill kernel")
+    hk = m.group("hk")
+    return ev.GDNPrefillKernel(
+        kernel=GDN_KERNELS.get(m.group("k").strip().lower(), "other"),
+        requested=m.group("req"),
+        head_k_dim=int(hk) if hk.isdigit() else None,
+    )
+
+
+def _shutdown(msg: str) -> object:
+    """vLLM's ``[shutdown] ...`` lines (0.30+): the two that start a shutdown are read, the rest of the
+    sequence (also printed after an engine death) is not."""
+    if msg.startswith("[shutdown] API server: shutdown triggered"):
+        return ev.Lifecycle("stopping", "api_server")
+    if msg.startswith("[shutdown] EngineCore: trigger received signal"):
+        return ev.Lifecycle("stopping", "signal")
+    return None
+
+
+def _shutting(msg: str) -> object:
+    """``Shutting down FastAPI HTTP server.`` (launcher.py before 0.30)."""
+    if msg.startswith("Shutting down FastAPI HTTP server"):
+        return ev.Lifecycle("stopping", "api_server")
+    return _fallback(msg)
+
+
+def _engine_core(msg: str) -> object:
+    """``EngineCore encountered a fatal error.`` (v1/engine/core.py): the engine died."""
+    if msg.startswith("EngineCore encountered a fatal error"):
+        return ev.Lifecycle("dead", "fatal_error")
+    return _fallback(msg)
+
+
 def _ignore(msg: str) -> None:
     return None
 
@@ -576,6 +673,10 @@ def _fallback(msg: str) -> object:
         return ev.PoolExhausted(pool="kv", fatal=True)
     if NO_MEMORY_ERR in msg:
         return ev.PoolExhausted(pool="kv", fatal=True)
+    if "EngineDeadError" in msg:
+        return ev.Lifecycle("dead", "engine_dead")
+    if "Engine core initialization failed" in msg:
+        return ev.Lifecycle("dead", "init_failed")
     return _unrec(msg)
 
 
@@ -634,12 +735,33 @@ _DISPATCH: dict[str, Callable[[str], object]] = {
     "Finished": _ignore,
     "Aborted": _ignore,
     "Multiplying": _ignore,
+    # the engine's dump of a failed step (dump_input.py): its config echo is not a boot, nor drift
+    "Dumping": _ignore,
+    "Explicitly": _kv_set,
+    "Auto": _kv_set,
+    "kv": _kv_word,
+    "Reset": _reset,
+    "[shutdown]": _shutdown,
+    "Shutting": _shutting,
+    "EngineCore": _engine_core,
 }
 
 
 # a logo line may start with U+FFFD: Docker's json-file driver splits long output into records on
 # byte counts and replaces a multi-byte character cut in two by U+FFFD
 _LOGO_CHARS = ("▄", "█", "▀", "\ufffd")
+
+
+def starts_message(msg: str, pos: int = 0) -> bool:
+    """Whether a vLLM message this parser reads may begin at ``msg[pos]``: its first word
+    has a handler of its own in ``_DISPATCH`` (request echoes and uvicorn's other lines included:
+    they are vLLM's lines, read as nothing), or it is ``N Engines ...`` or a logo line.
+    ``parsers.preamble`` asks it to find a message behind a header it does not know."""
+    sp = msg.find(" ", pos, pos + 64)
+    word = msg[pos:sp] if sp >= 0 else msg[pos:]
+    if word:
+        return word in _DISPATCH or (word.isdigit() and msg.startswith(" Engines", pos + len(word)))
+    return msg[pos : pos + 1] in _LOGO_CHARS or (sp == pos and msg[pos:].lstrip(" ")[:1] in _LOGO_CHARS)
 
 
 def parse_message(msg: str) -> object:

@@ -11,10 +11,19 @@ and real logrotate), which this file puts on ``sys.path``; the golden exposition
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
+
+# The zone zone-less log times are read in is the exporter's local zone by default
+# (docs/formats/README.md#time); the goldens and every timestamp a test expects are UTC's. Pin it
+# for this process and every command it starts, so a developer in any zone gets the same results
+# (tests/cli/test_timezone.py proves --log.timezone itself, under other zones).
+os.environ["TZ"] = "UTC"
+time.tzset()
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent

@@ -34,9 +34,18 @@ class Effect:
     cap_before: int | None = None
     cap_after: int | None = None
     notes: tuple[str, ...] = ()
+    model_gap: float | None = None  # how far the model's pool for the logged configuration is from the logged pool (0.1: 10 %)
+    scaled: bool = False  # the prediction is scaled from the logged pools (the model disagrees by more than MODEL_TOLERANCE)
 
     def __str__(self) -> str:
         return self.summary
+
+    @property
+    def changes_nothing(self) -> bool:
+        """No figure it knows moves (``max-num-seqs 4: cap 4 → 4``): ``plan`` does not print such an effect."""
+        pairs = [(getattr(self, k + "_before"), getattr(self, k + "_after")) for k in ("mamba_slots", "slots_per_request", "kv_tokens", "cap")]
+        known = [(a, b) for a, b in pairs if a is not None or b is not None]
+        return bool(known) and all(a == b for a, b in known)
 
     @property
     def cap_gain(self) -> int | None:
@@ -60,7 +69,15 @@ def _arrow(label: str, a: int | None, b: int | None) -> str | None:
 
 
 def _make_effect(
-    flag: str, value: str | None, head: str, *, notes: tuple[str, ...] = (), slot_label: str = "mamba slots", **ba: int | None
+    flag: str,
+    value: str | None,
+    head: str,
+    *,
+    notes: tuple[str, ...] = (),
+    slot_label: str = "mamba slots",
+    model_gap: float | None = None,
+    scaled: bool = False,
+    **ba: int | None,
 ) -> Effect:
     parts = []
     for label, key in (
@@ -78,7 +95,7 @@ def _make_effect(
     summary = f"{head}: " + ", ".join(parts) if parts else head
     if notes:
         summary += " (" + "; ".join(notes) + ")"
-    return Effect(flag=flag, value=value, summary=summary, notes=notes, **ba)  # type: ignore[arg-type]
+    return Effect(flag=flag, value=value, summary=summary, notes=notes, model_gap=model_gap, scaled=scaled, **ba)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -112,6 +129,10 @@ class ObservedCapacity:
     engine: str = "sglang"
     padding_slots: int = 1
     context_len: int | None = None  # tokens one request may reach: a KV pool below it cannot hold one
+    # what the log shows the server has that the ratio arithmetic leaves out (pre-capture reserve, ReplaySSM rings,
+    # a speculative draft pool, an explicit --max-mamba-cache-size ...): said when model and log disagree
+    unmodelled: tuple[str, ...] = ()
+    explicit_mamba_size: bool = False  # --max-mamba-cache-size set: the ratio does not size the mamba pool
 
     @property
     def state_bytes(self) -> float | None:
@@ -258,15 +279,79 @@ def _log_split(o: ObservedCapacity, flag: str, S1: int, shown: str, head: str) -
     return _log_state(o, flag, shown, head, S1, o.slots_per_request, notes, kv_moves=True, kv1=kv1)
 
 
+MODEL_TOLERANCE = 0.05  # the model's pool for the logged configuration within 5 % of the logged pool: predict from the model
+MODEL_WITHHOLD = 0.5  # 50 % or more apart: the model does not describe this server; no prediction
+
+
+def _ratio_slots(o: ObservedCapacity, r: float) -> int | None:
+    """Mamba slots the ratio arithmetic gives for ratio ``r`` on the logged pool memory."""
+    slot, sb = o.bytes_per_slot, o.state_bytes
+    if slot is None or sb is None or o.kv_bytes is None or r <= 0:
+        return None
+    return max(0, int((sb + o.kv_bytes) * r / (1 + r) // slot) - o.padding_slots)
+
+
+def ratio_model_check(o: ObservedCapacity) -> dict | None:
+    """The capacity model against the log: the mamba slots the ratio arithmetic gives for the logged ratio, the
+    logged slots, how far apart (relative to the model) and what the model leaves out. None: not computable."""
+    r0 = o.mamba_full_memory_ratio
+    model = _ratio_slots(o, r0) if r0 else None
+    if model is None or not o.mamba_slots or o.engine != "sglang":
+        return None
+    gap = (o.mamba_slots - model) / model if model else None
+    return {
+        "ratio": r0,
+        "model_slots": model,
+        "logged_slots": o.mamba_slots,
+        "gap": None if gap is None else round(gap, 4),
+        "agrees": gap is not None and abs(gap) <= MODEL_TOLERANCE and not o.explicit_mamba_size,
+        "leaves_out": o.unmodelled,
+    }
+
+
+def ratio_moves_pools(o: ObservedCapacity) -> bool:
+    """Whether a prediction for another ``--mamba-full-memory-ratio`` can be made for this log: the ratio sizes the
+    pools (no ``--max-mamba-cache-size``) and the ratio arithmetic is within MODEL_WITHHOLD of the logged pools."""
+    if o.explicit_mamba_size:
+        return False
+    check = ratio_model_check(o)
+    return check is None or check["gap"] is None or abs(check["gap"]) < MODEL_WITHHOLD
+
+
 def log_ratio(o: ObservedCapacity, value: str | None, flag: str = "--mamba-full-memory-ratio") -> Effect | None:
+    """The pools at ratio ``value``: the ratio arithmetic on the logged pool memory where it gives the logged pool
+    for the logged ratio (within MODEL_TOLERANCE); else the logged pools scaled by the model's ratio of the new to
+    the old split, said in a note, or nothing where the model misses by MODEL_WITHHOLD or more (or where
+    ``--max-mamba-cache-size`` sizes the pool, not the ratio)."""
     slot, sb = o.bytes_per_slot, o.state_bytes
     if slot is None or sb is None or o.kv_bytes is None:
         return None
     R = float(value) if value is not None else balanced_mamba_full_memory_ratio(o)
     if R is None or R <= 0:
         return None
-    S1 = max(0, int((sb + o.kv_bytes) * R / (1 + R) // slot) - o.padding_slots)
-    return _log_split(o, flag, S1, f"{R:g}", f"mamba-full-memory-ratio {_fmt(o.mamba_full_memory_ratio)} → {_fmt(R)}")
+    head = f"mamba-full-memory-ratio {_fmt(o.mamba_full_memory_ratio)} → {_fmt(R)}"
+    S1 = _ratio_slots(o, R)
+    check = ratio_model_check(o)
+    if o.explicit_mamba_size or check is None or check["agrees"] or check["gap"] is None:
+        if o.explicit_mamba_size:
+            return None
+        eff = _log_split(o, flag, S1, f"{R:g}", head)  # type: ignore[arg-type]
+        return replace(eff, model_gap=check["gap"]) if check else eff
+    gap = check["gap"]
+    if abs(gap) >= MODEL_WITHHOLD:
+        return None
+    # scaled: S1 = S0 * model(R1) / model(R0); the KV pool by its share of the memory the same way
+    S0, m0 = o.mamba_slots, check["model_slots"]
+    S1s = int(round(S0 * (S1 or 0) / m0)) if m0 else None
+    r0 = o.mamba_full_memory_ratio or 0.9
+    kv1 = int(o.kv_tokens * (1 + r0) / (1 + R)) if o.kv_tokens else None
+    leaves = "; it leaves out " + ", ".join(o.unmodelled) if o.unmodelled else ""
+    note = (
+        f"model and log disagree by {gap * 100:+.0f} % (the model gives {m0:,} mamba slots for ratio {r0:g}, the log {S0:,}): "
+        f"scaled from the logged pools{leaves}"
+    )
+    eff = _log_state(o, flag, f"{R:g}", head, S1s, o.slots_per_request, (note, *_below_context(kv1, o.context_len)), kv_moves=True, kv1=kv1)
+    return replace(eff, model_gap=gap, scaled=True)
 
 
 def log_max_mamba_cache_size(o: ObservedCapacity, value: str | None, flag: str = "--max-mamba-cache-size") -> Effect | None:
@@ -359,11 +444,14 @@ def balanced_mamba_full_memory_ratio(observed: ObservedCapacity) -> float | None
     um, uk = observed.mamba_usage, observed.kv_usage
     if um is None or uk is None or uk <= 0 or um < 0:
         return None
-    M, K = observed.state_bytes, observed.kv_bytes
-    if M and K:
+    M, K, r0 = observed.state_bytes, observed.kv_bytes, observed.mamba_full_memory_ratio
+    if not ratio_moves_pools(observed):
+        return None
+    check = ratio_model_check(observed)
+    if M and K and (check is None or check["agrees"] or not r0):
         return (um * M) / (uk * K)
-    if observed.mamba_full_memory_ratio:
-        return observed.mamba_full_memory_ratio * um / uk
+    if r0:  # the model misses the logged split: the ratio scales like the pools do in log_ratio's scaled prediction
+        return r0 * um / uk
     return None
 
 

@@ -11,10 +11,11 @@ from .sizing import (
     _norm_strategy,
     kv_bytes_per_token,
     linear_state,
+    sglang_page_size,
     sglang_pool,
     sglang_slots_per_request,
 )
-from .vllm import VLLMPool, vllm_default_mode, vllm_pool
+from .vllm import VLLMPool, vllm_default_mode, vllm_gdn_prefill_kernel, vllm_pool, vllm_ssm_dtype
 
 # --------------------------------------------------------------------------------------------------------------
 # config-driven plan and its flag effects
@@ -42,17 +43,11 @@ class PlanInputs:
     vllm_mode: str | None = None  # None/"auto": follows prefix caching (align by default for hybrids, 0.26+)
     language_model_only: bool = False
     notes: tuple[str, ...] = field(default=())
-    platform: str = "hopper"  # hopper | blackwell: vLLM block alignment, SGLang page size
+    platform: str = "hopper"  # hopper | blackwell | cpu: vLLM block alignment, SGLang page size
+    gdn_backend: str = "auto"  # vLLM --gdn-prefill-backend: auto | flashinfer | triton (capacity/vllm.py::GDN_BACKENDS)
     prefix_caching: bool | None = None  # vLLM --enable-prefix-caching / --no-enable-prefix-caching (None: default)
     vllm_version: str | None = None  # vLLM release for the version table (default 0.33.0)
     num_gpu_blocks_override: int | None = None
-
-    @property
-    def sglang_page_size(self) -> int:
-        """SGLang 0.5.23 defaults ``page_size`` to 1 on Hopper; the Blackwell TRT-LLM MHA/MLA backends it picks for
-        these models take 64 (``arg_groups/overrides.py::_mla_backend_page_constraints``,
-        ``model_overrides/qwen3_5.py``)."""
-        return 64 if self.platform == "blackwell" else 1
 
     @property
     def resolved_vllm_mode(self) -> str:
@@ -111,12 +106,15 @@ def make_plan(model: ModelSpec, inputs: PlanInputs) -> Plan:
             mode=inputs.resolved_vllm_mode,
             spec_tokens=inputs.spec_draft_tokens,
             max_model_len=inputs.context_len or model.context_length,
-            max_num_seqs=inputs.max_running_requests,
+            # the CPU backend's default for the API server (engine/arg_utils.py::get_batch_defaults): 128 x world
+            max_num_seqs=inputs.max_running_requests or (128 * tp if inputs.platform == "cpu" else None),
             version=inputs.vllm_version,
             platform=inputs.platform,
             num_gpu_blocks_override=inputs.num_gpu_blocks_override,
+            gdn_backend=inputs.gdn_backend,
         )
-        st = linear_state(model, tp, inputs.ssm_dtype, engine="vllm", conv_extra_tokens=inputs.spec_draft_tokens)
+        ssm = vllm_ssm_dtype(inputs.platform, inputs.ssm_dtype)
+        st = linear_state(model, tp, ssm, engine="vllm", conv_extra_tokens=inputs.spec_draft_tokens)
         return Plan(model, inputs, kvt, kvt * tp, st, vp.n_mamba_groups * vp.blocks_per_request or None, vllm=vp)
     st = linear_state(model, tp, inputs.ssm_dtype, engine="sglang")
     strat = _norm_strategy(inputs.radix_strategy, inputs.overlap)
@@ -139,7 +137,7 @@ def make_plan(model: ModelSpec, inputs: PlanInputs) -> Plan:
         spec_draft_tokens=inputs.spec_draft_tokens,
         context_len=inputs.context_len or model.context_length,
         version=inputs.sglang_version,
-        page_size=inputs.sglang_page_size,
+        page_size=sglang_page_size(model, inputs.platform, strat, inputs.spec_draft_tokens > 0, inputs.sglang_version),
     )
     return Plan(model, inputs, kvt, kvt * tp, st, spr if model.is_hybrid else None, sglang=sp)
 
@@ -170,4 +168,20 @@ def unmodelled_notes(model: ModelSpec, inputs: PlanInputs, *, gpu_memory: bool =
         )
     if inputs.platform == "blackwell":
         out.append("blackwell: page/block sizes from the engines' default backends, not checked against a real log")
+    if inputs.engine == "vllm" and model.is_hybrid and model.linear_kind == "gdn":
+        kernel = vllm_gdn_prefill_kernel(model, inputs.platform, inputs.gdn_backend)
+        out.append(
+            f"GDN prefill kernel: {kernel}"
+            + (" (one prefill-checkpoint block per request in align mode, 64-token block alignment)" if kernel == "flashinfer" else "")
+            + ("; on Blackwell this assumes a CUDA 13 runtime (CUDA 12: --gdn-prefill-backend triton)" if inputs.platform == "blackwell" and kernel == "flashinfer" else "")
+        )
+    if inputs.platform == "cpu":
+        if inputs.engine == "sglang":
+            out.append("cpu: SGLang 0.5.23 has no CPU path for these models; the SGLang numbers assume its GPU defaults")
+        else:
+            out.append(
+                "cpu: vLLM's CPU build (128-token default blocks, SSM state float32 on AVX512-BF16/AMX CPUs, "
+                "KV cache dtype auto/bfloat16/float16 only, default max_num_seqs 128 x TP x PP); "
+                "the budget is VLLM_CPU_KVCACHE_SPACE / --kv-cache-memory-bytes"
+            )
     return out

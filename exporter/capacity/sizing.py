@@ -378,6 +378,31 @@ def sglang_pool(
     )
 
 
+def sglang_page_size(model: ModelSpec, platform: str, strategy: str, spec: bool, version: str | tuple[int, ...] | None = None) -> int:
+    """The ``page_size`` SGLang (0.5.15-0.5.23) picks for a hybrid model when none is given, as its released code
+    does: 1 on Hopper; on Blackwell (SM100) it follows the attention backend the model's override picks
+    (``arg_groups/model_overrides/qwen3_5.py``, ``nemotron_h.py``, ``kimi_k3.py``; before 0.5.19
+    ``arg_groups/overrides.py``) and ``_mla_backend_page_constraints`` (TRT-LLM MHA / MLA: 64):
+
+    * Qwen3-Next / Qwen3.5+ (GDN): Triton and page 1 when the mamba radix cache is on without an extra buffer
+      (``no_buffer``) and there is no speculative decoding, else TRT-LLM MHA and page 64;
+    * Nemotron-H: TRT-LLM MHA (page 64) from 0.5.19; before, FlashInfer (page 1) unless speculative decoding;
+    * kimi-k3 (MLA): TRT-LLM MLA, page 64; other MLA models FlashInfer MLA, page 1;
+    * any other: TRT-LLM MHA, page 64.
+    """
+    if platform != "blackwell":
+        return 1
+    arch = f"{model.architecture} {model.model_type}".lower()
+    v = require_version(version, LATEST_SGLANG)
+    if "qwen3next" in arch or "qwen3_5" in arch or "qwen3_next" in arch or "qwen4" in arch:
+        return 1 if strategy == "no_buffer" and not spec else 64
+    if "nemotronh" in arch or "nemotron_h" in arch:
+        return 64 if v >= (0, 5, 19, 0) or spec else 1
+    if model.attention == "mla":
+        return 64 if "kimi_k3" in arch or "kimik3" in arch else 1
+    return 64
+
+
 def balanced_ratio_for_context(per_req: int, slots_per_request: int, kv_bytes_per_tok: int, context_len: int) -> float:
     """``--mamba-full-memory-ratio`` at which the mamba cap equals the number of ``context_len``-token requests the
     KV pool holds: ``R = spr·per_req / (context_len·kv_bytes_per_token)`` (mamba bytes per request over KV bytes

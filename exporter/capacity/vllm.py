@@ -16,7 +16,16 @@ from .sizing import kv_bytes_per_token_per_layer, linear_state
 
 
 VLLM_LATEST = (0, 33, 0, 0)
-PLATFORMS = ("hopper", "blackwell")
+PLATFORMS = ("hopper", "blackwell", "cpu")
+# --gdn-prefill-backend (0.33.0 engine/arg_utils.py; additional_config["gdn_prefill_backend"]): what ``plan`` takes
+GDN_BACKENDS = ("auto", "flashinfer", "triton")
+# the default --block-size: CacheConfig.DEFAULT_BLOCK_SIZE (config/cache.py) on GPUs; the CPU backend's 128
+# (0.32.0 platforms/cpu.py::CpuPlatform.check_and_update_config, 0.33.0 ::update_block_size_for_backend)
+DEFAULT_BLOCK_SIZE = {"hopper": 16, "blackwell": 16, "cpu": 128}
+# the smallest kernel block of the default GQA attention backend: FLASH_ATTN (Hopper) and FLASHINFER (Blackwell,
+# SM100: v1/attention/backends/flashinfer.py::get_supported_kernel_block_sizes [16, 32, 64, ...]) take 16;
+# CPU_ATTN MultipleOf(32) (v1/attention/backends/cpu_attn.py)
+KERNEL_BLOCK = {"hopper": 16, "blackwell": 16, "cpu": 32}
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,15 @@ class VLLMRelease:
     @property
     def checkpoint_blocks(self) -> bool:
         """``kv_cache_interface.py::MambaSpec.max_memory_usage_bytes`` adds ``num_prefill_checkpoint_blocks`` in
-        align mode (0.33.0)."""
+        align mode: Mamba2 (``mamba_mixer2.py::MambaMixer2.get_kv_cache_spec``) and KDA already in 0.32.0 (its
+        wheel; a real Nemotron-H log of the CPU build: 585.14x = 8192 blocks / (8 + 2 groups x 3 blocks));
+        earlier releases not re-verified."""
+        return self.version >= (0, 32, 0, 0)
+
+    @property
+    def gdn_checkpoint_blocks(self) -> bool:
+        """GDN exports prefill checkpoints (with the FlashInfer prefill) from 0.33.0
+        (``layers/mamba/gdn/qwen_gdn_linear_attn.py::QwenGatedDeltaNetAttention.get_kv_cache_spec``; 0.32.0 has none)."""
         return self.version >= (0, 33, 0, 0)
 
     @property
@@ -68,12 +85,42 @@ def vllm_default_mode(version: str | tuple[int, ...] | None = None, prefix_cachi
     return "align" if pc and rel.has_modes else "none"
 
 
-def vllm_checkpoint_blocks(model: ModelSpec, mode: str, version: str | tuple[int, ...] | None = None, platform: str = "hopper") -> int:
+def vllm_gdn_prefill_kernel(model: ModelSpec, platform: str = "hopper", requested: str = "auto") -> str:
+    """The GDN prefill kernel vLLM 0.33.0 runs (``layers/mamba/gdn/qwen_gdn_linear_attn.py::
+    _resolve_gdn_prefill_backend``, logged by ``_log_gdn_backend_decision`` as ``Using <kernel> GDN prefill kernel``):
+    ``cpu`` on the CPU build; FlashInfer (``requested`` auto or flashinfer) on Hopper (SM90) with no further
+    constraint, on Blackwell (SM10x/SM12x) only with ``head_k_dim == 128`` and a CUDA 13 runtime (assumed here;
+    pass ``triton`` for CUDA 12); else Triton/FLA, also when ``--gdn-prefill-backend triton``."""
+    if platform == "cpu":
+        return "cpu"
+    req = (requested or "auto").lower()
+    if req not in GDN_BACKENDS:
+        raise ValueError(f"unknown GDN prefill backend {requested!r} (one of {', '.join(GDN_BACKENDS)})")
+    if req == "triton":
+        return "triton"
+    if platform == "hopper" or (platform == "blackwell" and model.lin_k_dim == 128):
+        return "flashinfer"
+    return "triton"
+
+
+def vllm_ssm_dtype(platform: str, ssm_dtype: str | None) -> str | None:
+    """The SSM state dtype the engine stores: on the CPU build, ``auto`` (None) becomes float32 (0.32.0-0.33.0
+    ``platforms/cpu.py::CpuPlatform.check_and_update_config``: ``Reset SSM cache type to float32 for accelerated
+    GDN mamba backend ...`` on CPUs with AVX512-BF16 / AMX, the ones its accelerated GDN runs on); float16 /
+    bfloat16 asked for a GDN model are kept. GPUs: as asked (None: the model's own)."""
+    if platform == "cpu" and ssm_dtype in (None, "auto"):
+        return "float32"
+    return ssm_dtype
+
+
+def vllm_checkpoint_blocks(
+    model: ModelSpec, mode: str, version: str | tuple[int, ...] | None = None, platform: str = "hopper", gdn_backend: str = "auto"
+) -> int:
     """Prefill checkpoint blocks a mamba group holds per request in align mode (0.33.0):
 
     * Mamba2: always 1 (``layers/mamba/mamba_mixer2.py::MambaMixer2.get_kv_cache_spec``);
-    * GDN: 1 when the FlashInfer GDN prefill runs (``layers/mamba/gdn/qwen_gdn_linear_attn.py``:
-      ``_resolve_gdn_prefill_backend`` picks it on Hopper, and on Blackwell with ``head_k_dim == 128``);
+    * GDN: 1 when the FlashInfer GDN prefill runs (:func:`vllm_gdn_prefill_kernel`;
+      ``qwen_gdn_linear_attn.py::QwenGatedDeltaNetAttention.get_kv_cache_spec``), none with Triton or on the CPU;
     * KDA: 1 only with FlashKDA, which needs a bounded gate (``gate_lower_bound`` in ``linear_attn_config``;
       ``models/kimi_k3/nvidia/kda.py::is_flashkda_supported``).
     """
@@ -82,18 +129,22 @@ def vllm_checkpoint_blocks(model: ModelSpec, mode: str, version: str | tuple[int
     if model.linear_kind == "mamba2":
         return 1
     if model.linear_kind == "gdn":
-        return 1 if (platform == "hopper" or model.lin_k_dim == 128) else 0
+        if not vllm_release(version).gdn_checkpoint_blocks:
+            return 0
+        return 1 if vllm_gdn_prefill_kernel(model, platform, gdn_backend) == "flashinfer" else 0
     if model.linear_kind == "kda":
         return 1 if model.kda_bounded_gate and model.lin_v_dim == 128 else 0
     return 0
 
 
-def vllm_checkpoint_alignment(model: ModelSpec, mode: str, version: str | tuple[int, ...] | None = None, platform: str = "hopper") -> int:
+def vllm_checkpoint_alignment(
+    model: ModelSpec, mode: str, version: str | tuple[int, ...] | None = None, platform: str = "hopper", gdn_backend: str = "auto"
+) -> int:
     """Token alignment of those checkpoints, ``lcm``-ed into the block size in align mode
     (``layers/mamba/abstract.py::get_mamba_prefill_checkpoint_alignment``): FlashInfer GDN 64
     (``v1/attention/backends/gdn_attn.py::FLASHINFER_GDN_CHECKPOINT_ALIGNMENT``), FlashKDA 16
     (``layers/mamba/kda_checkpoint.py``); Mamba2 declares none (1)."""
-    if not vllm_checkpoint_blocks(model, mode, version, platform):
+    if not vllm_checkpoint_blocks(model, mode, version, platform, gdn_backend):
         return 1
     return {"gdn": 64, "kda": 16}.get(model.linear_kind or "", 1)
 
@@ -102,7 +153,7 @@ def vllm_blocks_per_request(
     mode: str = "none", spec_tokens: int = 0, version: str | tuple[int, ...] | None = None, checkpoint_blocks: int = 0
 ) -> int:
     """Mamba blocks per request per mamba group (``MambaSpec.max_memory_usage_bytes / page_size``): none →
-    ``1 + spec`` (0.10–0.14: 1), align → ``2 + spec + checkpoint blocks``. ``all`` mode depends on the length;
+    ``1 + spec`` (0.10–0.14: 1), align → ``2 + spec + checkpoint blocks`` (0.32+). ``all`` mode depends on the length;
     not modelled (raises)."""
     rel = vllm_release(version)
     m = (mode or "none").lower()
@@ -114,19 +165,26 @@ def vllm_blocks_per_request(
 
 
 def vllm_kernel_alignment(
-    model: ModelSpec, mode: str, version: str | tuple[int, ...] | None = None, platform: str = "hopper", block_size: int = 16
+    model: ModelSpec,
+    mode: str,
+    version: str | tuple[int, ...] | None = None,
+    platform: str = "hopper",
+    block_size: int = 16,
+    gdn_backend: str = "auto",
 ) -> int:
     """The ``A`` of ``attn_block = A × cdiv(mamba_page, A × attn_page_per_token)``.
 
     0.20+ (``platforms/interface.py::_align_hybrid_block_size``): the attention backend's smallest kernel block
-    raised to the configured block size (16; the Blackwell default backends prefer 128-token blocks), at least
-    128 for MLA, ``lcm``-ed with the checkpoint alignment in align mode. Before 0.20: 16, or 64 for MLA."""
+    (:data:`KERNEL_BLOCK`: 16 for the GPU GQA backends, Blackwell's FlashInfer included; 32 on the CPU) raised to
+    the configured block size (16; 128 on the CPU), at least 128 for MLA, ``lcm``-ed with the checkpoint alignment
+    in align mode (64 with the FlashInfer GDN prefill: 16 → 64 on Hopper and Blackwell). Before 0.20: 16, or 64
+    for MLA."""
     if not vllm_release(version).backend_alignment:
         return 64 if model.attention == "mla" else 16
-    a = max(128 if platform == "blackwell" else 16, block_size)
+    a = max(KERNEL_BLOCK[platform], block_size)
     if model.attention == "mla":
         a = max(a, 128)
-    return math.lcm(a, vllm_checkpoint_alignment(model, mode, version, platform))
+    return math.lcm(a, vllm_checkpoint_alignment(model, mode, version, platform, gdn_backend))
 
 
 def vllm_group_size(n_attn: int, n_mamba: int) -> int:
@@ -176,11 +234,12 @@ def vllm_pool(
     spec_tokens: int = 0,
     max_model_len: int | None = None,
     max_num_seqs: int | None = None,
-    user_block_size: int = 16,
+    user_block_size: int | None = None,
     version: str | tuple[int, ...] | None = None,
     platform: str = "hopper",
     prefix_caching: bool | None = None,
     num_gpu_blocks_override: int | None = None,
+    gdn_backend: str = "auto",
 ) -> VLLMPool:
     """vLLM V1 hybrid pool: page unification, grouping, blocks, concurrency (docs/sizing.md, "vLLM").
 
@@ -192,15 +251,15 @@ def vllm_pool(
     if platform not in PLATFORMS:
         raise ValueError(f"unknown platform {platform!r} (one of {', '.join(PLATFORMS)})")
     m = (mode or vllm_default_mode(version, prefix_caching)).lower()
-    st = linear_state(model, tp, ssm_dtype, engine="vllm", conv_extra_tokens=spec_tokens)
+    st = linear_state(model, tp, vllm_ssm_dtype(platform, ssm_dtype), engine="vllm", conv_extra_tokens=spec_tokens)
     attn_tok = kv_bytes_per_token_per_layer(model, kv_dtype, tp)
     mamba_page = st.page_bytes
-    block = user_block_size
-    if platform == "blackwell" and vllm_release(version).backend_alignment:
-        block = max(block, 128)
+    block = user_block_size or DEFAULT_BLOCK_SIZE[platform]
     if model.is_hybrid and attn_tok:
-        A = vllm_kernel_alignment(model, m, version, platform, block)
+        A = vllm_kernel_alignment(model, m, version, platform, block, gdn_backend)
         attn_block = A * math.ceil(mamba_page / (A * attn_tok))
+        if vllm_release(version).backend_alignment:  # a multiple of every backend's smallest kernel block
+            attn_block = KERNEL_BLOCK[platform] * math.ceil(attn_block / KERNEL_BLOCK[platform])
         block = max(block, attn_block)
     P = block * attn_tok
     pad_pct = 100.0 * (P - mamba_page) / mamba_page if model.is_hybrid and mamba_page else 0.0
@@ -212,7 +271,7 @@ def vllm_pool(
     num_blocks = budget // (P * gs) if P else 0
     if num_gpu_blocks_override is not None:
         num_blocks = int(num_gpu_blocks_override)  # kv_cache_planning.py::may_override_num_blocks
-    ckpt = vllm_checkpoint_blocks(model, m, version, platform) if g_mamba else 0
+    ckpt = vllm_checkpoint_blocks(model, m, version, platform, gdn_backend) if g_mamba else 0
     bpg = vllm_blocks_per_request(m, spec_tokens, version, ckpt) if g_mamba else 0
     state = g_mamba * gs * P * bpg
     mamba_bound = num_blocks // (g_mamba * bpg) if g_mamba else 10**9

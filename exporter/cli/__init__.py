@@ -18,8 +18,10 @@ no other.
 from __future__ import annotations
 
 import argparse
+import difflib
 import gc
 import importlib
+import re
 import sys
 from collections.abc import Collection, Sequence
 
@@ -46,11 +48,41 @@ class VersionAction(argparse.Action):
         parser.exit()
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, and a mistyped option gets the close one suggested (``--kv-budgte: did you mean --kv-budget?``),
+    on every subcommand: their parsers are of this class too (``add_subparsers`` makes them so)."""
+
+    def error(self, message: str):  # noqa: D102 - argparse's
+        m = re.match(r"unrecognized arguments: (.*)", message)
+        if m:
+            known = sorted(self._options())
+            hints = []
+            for tok in m.group(1).split():
+                if tok.startswith("-"):
+                    name = tok.split("=", 1)[0]
+                    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+                    if close:
+                        hints.append(f"{name}: did you mean {close[0]}?")
+            if hints:
+                message += " (" + "; ".join(hints) + ")"
+        super().error(message)
+
+    def _options(self) -> set[str]:
+        """The option strings of this parser and of its subcommands' (those whose arguments were added)."""
+        out: set[str] = set()
+        for a in self._actions:
+            out.update(o for o in a.option_strings if o.startswith("--"))
+            if isinstance(a, argparse._SubParsersAction):
+                for sub in a.choices.values():
+                    out |= sub._options() if isinstance(sub, Parser) else set()
+        return out
+
+
 def build_parser(commands: Collection[str] = tuple(COMMANDS)) -> argparse.ArgumentParser:
     """The command line. The subcommands in ``commands`` get their arguments (their module is
     imported); the others are listed by name and help only, which is all that ``--help`` and the
     parse of another subcommand need."""
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="hybrid-cache-exporter",
         description="Prometheus exporter for the KV and mamba-state pools of hybrid models on SGLang and vLLM, read from their logs.",
     )

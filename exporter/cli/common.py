@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from parsers import clock
+
 from ..contract import DP_RANK_LIMIT_LINES
 from ..rules import RulesConfig, load_config
 from ..state import DEFAULT_MAX_DP_RANKS
@@ -43,9 +45,11 @@ def _positive_int(s: str) -> int:
 
 
 def add_pipeline_args(p: argparse.ArgumentParser) -> None:
-    """Options every command that reads logs shares: engine, rule thresholds, the dp_rank bound."""
+    """Options every command that reads logs shares: engine, rule thresholds, the dp_rank bound,
+    the zone of the logs' times."""
     add_engine_args(p)
     add_rules_args(p)
+    add_timezone_args(p)
     p.add_argument(
         "--max-dp-ranks",
         type=_positive_int,
@@ -54,6 +58,33 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
         help=f"distinct dp_rank label values kept per source (default {DEFAULT_MAX_DP_RANKS}); lines of further ranks are "
         f"counted in {DP_RANK_LIMIT_LINES.name} and dropped (docs/reading.md)",
     )
+
+
+def _zone(s: str) -> str:
+    try:
+        clock.zone_of(s)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return s
+
+
+def add_timezone_args(p: argparse.ArgumentParser) -> None:
+    """``--log.timezone``: the zone the logs' zone-less times are read in (docs/formats/README.md#time)."""
+    p.add_argument(
+        "--log.timezone",
+        dest="log_timezone",
+        type=_zone,
+        default=clock.LOCAL,
+        metavar="ZONE",
+        help="time zone of the times the logs write without one (SGLang's and vLLM's headers, asctime): 'local' "
+        "(default: this process's zone, TZ), UTC, an IANA name (Europe/Berlin) or +HH:MM; times with a zone are "
+        "exact anyway (docs/formats/README.md#time)",
+    )
+
+
+def set_log_timezone(args: argparse.Namespace) -> None:
+    """Read the logs' zone-less times in the zone ``--log.timezone`` names, from now on."""
+    clock.set_zone(getattr(args, "log_timezone", clock.LOCAL))
 
 
 def add_file_args(p: argparse.ArgumentParser) -> None:

@@ -8,11 +8,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import fields
+from dataclasses import asdict, fields
 from typing import Any
 
 from .. import capacity as cap
-from ..plan import PlanRequest, UsageError, build, render, to_dict
+from ..app import replay
+from ..plan import PlanRequest, UsageError, build, from_log, render, render_from_log, to_dict
 from . import COMMANDS
 
 
@@ -23,7 +24,15 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help=COMMANDS["plan"],
         description="Capacity plan for a hybrid linear-attention model from its HuggingFace config.json.",
     )
-    p.add_argument("--config", required=True, metavar="PATH", help="HF config.json (top level or nested text_config)")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--config", metavar="PATH", help="HF config.json (top level or nested text_config)")
+    what.add_argument(
+        "--from-log",
+        metavar="FILE",
+        nargs="+",
+        help="plan from what a server's log shows instead: its pools as logged, the model against them, every flag's effect "
+        "started from the logged pools (like report's what-if)",
+    )
     p.add_argument("--engine", choices=("sglang", "vllm"), default="sglang")
     p.add_argument("--tp", type=int, default=1, metavar="N", help="tensor parallel size (default 1)")
     mem = p.add_mutually_exclusive_group()
@@ -64,7 +73,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "--platform",
         choices=cap.PLATFORMS,
         default="hopper",
-        help="GPU generation: vLLM block alignment and SGLang page size (default hopper; blackwell: SGLang 64-token pages, vLLM 128-token blocks)",
+        help="where the engine runs: vLLM block alignment, GDN kernel and SGLang page size (default hopper; blackwell: SGLang "
+        "64-token pages; cpu: vLLM's CPU build, 128-token blocks; docs/sizing.md)",
+    )
+    p.add_argument(
+        "--gdn-prefill-backend",
+        choices=cap.GDN_BACKENDS,
+        default="auto",
+        help="vLLM --gdn-prefill-backend (default auto: FlashInfer on Hopper, and on Blackwell with 128-dim keys; else Triton)",
     )
     p.add_argument("--num-gpu-blocks-override", type=int, default=None, metavar="N", help="vLLM: fixed number of KV blocks")
     p.add_argument("--context-len", type=int, default=None, metavar="TOKENS", help="tokens per request (vLLM: max_model_len)")
@@ -78,6 +94,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.from_log:
+        pipe, failed = replay(args.from_log, None, None, None)
+        if failed:
+            print(f"plan: error: {failed} file(s) could not be read (above)", file=sys.stderr)
+            return 1
+        servers = from_log(pipe)
+        if args.json:
+            print(json.dumps([dict(s, effects=[asdict(e) for e in s["effects"]]) for s in servers], indent=2, ensure_ascii=False, default=str))
+        else:
+            print(render_from_log(servers))
+        return 0
     try:
         plan, effects, notes = build(PlanRequest(**{f.name: getattr(args, f.name) for f in fields(PlanRequest)}))
     except (cap.ConfigError, UsageError) as e:

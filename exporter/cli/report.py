@@ -11,7 +11,7 @@ from ..render import render_html, render_markdown, render_text
 from ..report import build_report
 from ..rules import load_config
 from . import COMMANDS
-from .common import add_file_args, engine_of
+from .common import add_file_args, engine_of, set_log_timezone
 
 
 def register(subparsers) -> None:
@@ -25,12 +25,17 @@ def register(subparsers) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    set_log_timezone(args)
     try:
         cfg = load_config(args.rules_config)
     except (OSError, ValueError) as e:
         print(f"hybrid-cache-exporter: --rules-config: {e}", file=sys.stderr)
         return 2
     pipe, failed = replay(args.files, args.source, engine_of(args), cfg, timelines=args.html, max_dp_ranks=args.max_dp_ranks)
+    if failed:
+        # nothing on stdout: `report --html missing.log > incident.html` must not leave a report of no log behind
+        print(f"hybrid-cache-exporter: report: {failed} file(s) could not be read (above); no report written", file=sys.stderr)
+        return 1
     rep = build_report(pipe, cfg)
     if args.json:
         text = json.dumps(rep, indent=2, default=str) + "\n"
@@ -42,4 +47,4 @@ def cmd_report(args: argparse.Namespace) -> int:
         text = render_text(rep)
     sys.stdout.write(text)
     sys.stdout.flush()
-    return 1 if failed else 0
+    return 0

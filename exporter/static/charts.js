@@ -62,6 +62,20 @@
   /* one row has no width: show ten minutes around it instead of uPlot's default span */
   function xRange(u, lo, hi) { return lo == null ? [0, 1] : hi - lo < 60 ? [lo - 300, hi + 300] : [lo, hi]; }
 
+  function colMax(col) {
+    var m = 0;
+    for (var i = 0; i < col.length; i++) if (col[i] != null && col[i] > m) m = col[i];
+    return m;
+  }
+
+  /* the request axis scales to what was observed (running, queued): a cap far above it (vLLM's default 256 on a
+     server running 20) would flatten the lines, so it is drawn only when it is within reach (then the axis holds it) */
+  function reqRange(u) {
+    var seen = Math.max(colMax(u.data[4]), colMax(u.data[5])), cap = colMax(u.data[3]);
+    var top = cap <= seen * 1.5 + 4 ? Math.max(seen, cap) : seen;
+    return [0, Math.max(1, top) * 1.1];
+  }
+
   function timeline(el, c) {
     timeFormats();
     var opts = {
@@ -70,7 +84,7 @@
       scales: {
         x: { time: true, range: xRange },
         ratio: { auto: false, range: [0, 1] },
-        req: { range: function (u, lo, hi) { return [0, Math.max(1, hi || 0) * 1.1]; } }
+        req: { range: reqRange }
       },
       axes: [
         { values: timeTicks, space: 70 },

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 from pathlib import Path
 
@@ -444,8 +445,15 @@ def test_project_ssm_halving_example():
 
 def test_balanced_ratio_from_usage():
     o = seed_fp8_bf16()
-    r = cap.balanced_mamba_full_memory_ratio(o)
-    assert r == pytest.approx(0.80 * 2.19 / (0.11 * 25.08))
+    # the seed's pools are not the model's for its ratio (80 slots logged at 0.15, the arithmetic gives 130): the
+    # ratio scales like the pools (issue 21.3) ...
+    assert cap.ratio_model_check(o)["model_slots"] == 130 and not cap.ratio_model_check(o)["agrees"]
+    assert cap.balanced_mamba_full_memory_ratio(o) == pytest.approx(0.15 * 0.80 / 0.11)
+    # ... where they are, the bytes give the split
+    total = o.state_bytes + o.kv_bytes
+    agreeing = dataclasses.replace(o, mamba_full_memory_ratio=o.state_bytes / o.kv_bytes)
+    assert cap.ratio_model_check(agreeing)["agrees"] and total
+    assert cap.balanced_mamba_full_memory_ratio(agreeing) == pytest.approx(0.80 * 2.19 / (0.11 * 25.08))
     # fallback without pool bytes: scale the current ratio
     o2 = ObservedCapacity(mamba_full_memory_ratio=0.15, mamba_usage=0.8, kv_usage=0.1)
     assert cap.balanced_mamba_full_memory_ratio(o2) == pytest.approx(1.2)
@@ -466,9 +474,28 @@ def test_project_ratio_balances_usages():
     assert flags.effect_from_log(o, "mamba_full_memory_ratio").mamba_slots_after == e.mamba_slots_after
 
 
+def test_prediction_scaled_from_the_logged_pools_when_model_and_log_disagree():
+    """Issue 21.3: seed 000 logs ratio 0.15 with 80 mamba slots where the ratio arithmetic gives 130; a prediction for
+    another ratio starts from the logged 80 (scaled by the model's ratio of the new to the old split) and says so."""
+    o = seed_fp8_bf16()
+    e = flags.effect_from_log(o, "--mamba-full-memory-ratio", "0.5")
+    unscaled = int(27.27 * GiB * 0.5 / 1.5 // (2.19 * GiB / 81)) - 1  # what the arithmetic alone would say: 335
+    assert e.scaled and e.model_gap == pytest.approx(-50 / 130, abs=0.01)
+    assert e.mamba_slots_after == round(80 * unscaled / 130) and e.mamba_slots_after < unscaled
+    assert e.kv_tokens_after == int(o.kv_tokens * 1.15 / 1.5)
+    assert "model and log disagree by -38 % (the model gives 130 mamba slots for ratio 0.15, the log 80)" in e.summary
+    # 50 % or more apart: withheld
+    far = dataclasses.replace(o, mamba_full_memory_ratio=0.05)  # the arithmetic: 47 slots, the log 80
+    assert flags.effect_from_log(far, "--mamba-full-memory-ratio", "0.5") is None
+    # --max-mamba-cache-size sizes the pool: the ratio moves nothing, no prediction
+    assert flags.effect_from_log(dataclasses.replace(o, explicit_mamba_size=True), "--mamba-full-memory-ratio", "0.5") is None
+
+
 def test_project_ratio_total_preserved():
     o = seed_fp8_bf16()
+    o = dataclasses.replace(o, mamba_full_memory_ratio=o.state_bytes / o.kv_bytes)  # a log the ratio arithmetic agrees with
     e = flags.effect_from_log(o, "--mamba-full-memory-ratio", 0.5)
+    assert not e.scaled
     slot = (2.19 * GiB) / 81
     total = 2.19 * GiB + 25.08 * GiB
     assert e.mamba_slots_after == int(total * 0.5 / 1.5 // slot) - 1
@@ -551,9 +578,12 @@ def test_flag_effect_ssm_bf16_from_config(qwen38):
 def test_flag_effect_vllm(qwen38):
     inp = cap.PlanInputs(engine="vllm", budget_bytes=10 * GiB, context_len=32_768, max_running_requests=256)
     effects = {e.flag: e for e in flags.plan_effects(qwen38, inp)}
-    assert set(effects) == {"--max-num-seqs", "--kv-cache-dtype", "--mamba-ssm-cache-dtype", "--language-model-only"}
+    # --max-num-seqs down to what the pool runs changes nothing: the cap is the pool's already (issue 21.6)
+    assert set(effects) == {"--kv-cache-dtype", "--mamba-ssm-cache-dtype", "--language-model-only"}
     assert effects["--kv-cache-dtype"].kv_tokens_after > effects["--kv-cache-dtype"].kv_tokens_before
-    assert int(effects["--max-num-seqs"].value) < 256
+    nothing = flags.effect_from_plan(qwen38, inp, "--max-num-seqs")
+    assert nothing is not None and nothing.changes_nothing and int(nothing.value) < 256
+    assert not any(e.changes_nothing for e in flags.plan_effects(qwen38, inp))
 
 
 # ---------------------------------------------------------------- engine disagreements (issue 15)
@@ -595,11 +625,16 @@ def test_vllm_defaults_align_with_checkpoint_blocks(qwen38, nemo, kimi):
     assert cap.vllm_default_mode() == "align" and cap.vllm_default_mode("0.25.0") == "none"
     assert cap.vllm_default_mode(prefix_caching=False) == "none"
     assert cap.vllm_pool(nemo, 40 * GiB, max_model_len=8192).blocks_per_request == 3
-    assert cap.vllm_pool(nemo, 40 * GiB, max_model_len=8192, version="0.32.0").blocks_per_request == 2
+    # Mamba2's prefill checkpoint block is in 0.32.0 already (a real Nemotron-H log of the CPU build); GDN's from 0.33
+    assert cap.vllm_pool(nemo, 40 * GiB, max_model_len=8192, version="0.32.0").blocks_per_request == 3
+    assert cap.vllm_pool(nemo, 40 * GiB, max_model_len=8192, version="0.31.0").blocks_per_request == 2
     assert cap.vllm_pool(kimi, 27 * GiB, tp=8, kv_dtype="fp8").blocks_per_request == 2  # triton KDA prefill
     assert cap.vllm_pool(kimi, 27 * GiB, tp=8, kv_dtype="fp8").block_size % 128 == 0
     assert cap.vllm_pool(kimi, 27 * GiB, tp=8, kv_dtype="fp8", version="0.19.0").block_size % 64 == 0
-    assert cap.vllm_pool(qwen38, 10 * GiB, kv_dtype="fp8", platform="blackwell", mode="none").block_size % 128 == 0
+    # Blackwell's GQA backend (FlashInfer) keeps 16-token kernel blocks: the Hopper block in mode none
+    bw = cap.vllm_pool(qwen38, 10 * GiB, kv_dtype="fp8", platform="blackwell", mode="none")
+    assert bw.block_size == cap.vllm_pool(qwen38, 10 * GiB, kv_dtype="fp8", mode="none").block_size
+    assert cap.vllm_pool(qwen38, 10 * GiB, kv_dtype="fp8", platform="blackwell", mode="align").block_size % 64 == 0
 
 
 def test_vllm_group_size_rule():

@@ -243,3 +243,52 @@ def test_oracle_reproduces_the_issue_findings():
     # Mamba2 holds 3 blocks per request in align mode; MLA blocks are multiples of 128
     assert vl.size_pool(raw("nemotron-h-8b"), available_memory=40 * GiB, max_model_len=8192)["blocks_per_request"] == 3
     assert vl.size_pool(kimi, available_memory=27 * GiB, tp=8, cache_dtype="fp8")["block_size"] % 128 == 0
+
+
+# the platforms (issue 19 item 1: the CPU build; issue 21 item 7: Blackwell keeps 16-token GQA blocks, 64 with the
+# FlashInfer GDN prefill in align mode) and the GDN prefill backend, against the oracle
+PLATFORM_GRID = [
+    (name, platform, backend, pc)
+    for name in ("qwen3-next-80b-a3b", "qwen3.8-27b", "nemotron-h-8b", "kimi-k3")
+    for platform in ("hopper", "blackwell", "cpu")
+    for backend in ("auto", "triton")
+    for pc in (True, False)
+    if not (platform == "cpu" and backend == "triton")
+]
+
+
+@pytest.mark.parametrize("case", PLATFORM_GRID, ids=["-".join(map(str, c)) for c in PLATFORM_GRID])
+def test_vllm_platforms_match_oracle(case):
+    name, platform, backend, pc = case
+    cfg = raw(name)
+    tp = 8 if name == "kimi-k3" else 2
+    kv = "fp8" if name == "kimi-k3" and platform != "cpu" else "bfloat16"
+    avail = int(30 * GiB)
+    want = vl.size_pool(
+        cfg, available_memory=avail, tp=tp, cache_dtype=kv, enable_prefix_caching=pc, max_model_len=32768, platform=platform, gdn_backend=backend
+    )
+    plan = cap.make_plan(
+        model(name),
+        cap.PlanInputs(
+            engine="vllm", tp=tp, budget_bytes=avail, kv_dtype=kv, context_len=32768, prefix_caching=pc, platform=platform, gdn_backend=backend
+        ),
+    )
+    vp = plan.vllm
+    got = {k: getattr(vp, k) for k in ("mode", "mamba_page", "block_size", "page_bytes", "num_blocks", "blocks_per_request", "max_concurrency", "cap")}
+    assert got == {k: want[k] for k in got}
+
+
+def test_blackwell_keeps_small_gqa_blocks():
+    """The Blackwell GQA backend (FlashInfer) keeps 16-token kernel blocks: the attention block is the Hopper one
+    with Triton's GDN prefill or in mode none, a multiple of 64 with FlashInfer's GDN prefill in align mode."""
+    q = model("qwen3.8-27b")  # GDN with 128-dim keys: FlashInfer GDN prefill on Blackwell (CUDA 13)
+    hop = cap.vllm_pool(q, 10 * GiB, mode="none")
+    bw = cap.vllm_pool(q, 10 * GiB, mode="none", platform="blackwell")
+    assert bw.block_size == hop.block_size and bw.block_size % 16 == 0
+    bw_align = cap.vllm_pool(q, 10 * GiB, mode="align", platform="blackwell")
+    assert bw_align.block_size % 64 == 0 and bw_align.checkpoint_blocks == 1
+    tri = cap.vllm_pool(q, 10 * GiB, mode="align", platform="blackwell", gdn_backend="triton")
+    assert tri.checkpoint_blocks == 0 and tri.blocks_per_request == 2
+    assert cap.vllm_gdn_prefill_kernel(q, "blackwell") == "flashinfer"
+    assert cap.vllm_gdn_prefill_kernel(q, "blackwell", "triton") == "triton"
+    assert cap.vllm_gdn_prefill_kernel(q, "cpu") == "cpu"

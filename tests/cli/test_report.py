@@ -41,6 +41,13 @@ def test_text_report_has_capacity_usage_findings_evidence_and_effects():
     assert "effect: ssm bf16: mamba slots 80 → 157, cap 16 → 31" in out
     assert "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1" in out
     assert "balanced --mamba-full-memory-ratio" in out
+    # once per server, in the documented order, a start for each finding, the caveated ones apart
+    assert out.count("--mamba-ssm-dtype bfloat16   [") == 1
+    assert "  1. SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1   [mamba_bound #1, mamba_capped #1]" in out
+    assert "Start here for mamba-bound: SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1" in out
+    assert "Start here for mamba-capped at startup: SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1" in out
+    held = out.split("Not to apply as they are (never in an alert):", 1)[1]
+    assert "--mamba-full-memory-ratio 7.5" in held and "caveat: shrinks the KV pool 211,360 → 48,925 tokens" in held
 
 
 def test_json_report():
@@ -76,7 +83,10 @@ def test_markdown_report():
     assert "**Diagnosis at the end of the log: mamba-bound, mamba-capped at startup.**" in out
     assert "- **`mamba_bound`** (firing)" in out
     assert "max_running_requests is capped to 16" in out
-    assert "| mamba_bound | `--mamba-ssm-dtype` | `bfloat16` | ssm bf16: mamba slots 80 → 157, cap 16 → 31" in out
+    assert "| 3 | `--mamba-ssm-dtype bfloat16` | mamba_bound #3, mamba_capped #3 | ssm bf16: mamba slots 80 → 157, cap 16 → 31" in out
+    # each flag once per server, though two findings list it
+    assert out.count("`--mamba-ssm-dtype bfloat16`") == 1 and out.count("`SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1`") == 1
+    assert "- **Start here for mamba-bound: SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1 (skip decode lock: slots/request 5 → 4, cap 16 → 20" in out
 
 
 def test_balanced_report_has_no_findings():

@@ -15,7 +15,8 @@ import yaml
 
 from dashboards import identity
 from dashboards.metrics import CONTRACT, SYNTHETIC, selectors
-from dashboards.rules import RECORDING, recorded, rules
+from dashboards.rules import RECORDING, advice_template, recorded, rules
+from exporter import rulebook
 
 ROOT = Path(__file__).resolve().parents[2]
 DASH = ROOT / "dashboards"
@@ -101,13 +102,33 @@ def test_alert_metadata_and_runbook_anchors():
         assert url[len(RUNBOOK_URL) :] == name.lower()
 
 
-def test_pool_alerts_carry_recommended_flags():
-    """The pool alerts name the flags to change, from the exporter's recommendation or spelled out."""
+def test_the_alerts_of_the_rule_catalogue_name_its_first_recommendation():
+    """Each alert of a diagnosis rule (exporter/rulebook.py) follows its finding and ends its description with the
+    finding's rank-1 recommendation (dashboards/rules.py::advice_template): no flag or value spelled by hand, which
+    could contradict another alert's or break a request (issue 21.1/21.2)."""
+    by_alert = {r.alert: r.id for r in rulebook.RULES if r.alert}
+    seen = set()
     for r in alert_rules():
-        if r["labels"].get("pool"):
-            desc = r["annotations"]["description"]
-            assert "hybrid_cache_recommendation_info" in desc, r["alert"]
-            assert re.search(r"--[a-z-]+", desc), r["alert"]
+        rule = by_alert.get(r["alert"])
+        if rule is None:
+            continue
+        seen.add(r["alert"])
+        desc = r["annotations"]["description"]
+        tail = advice_template(rule)
+        assert desc.endswith(tail), r["alert"]
+        assert not re.search(r"--[a-z]|SGLANG_", desc[: -len(tail)]), f"{r['alert']}: a flag spelled by hand"
+        assert f'hybrid_cache_finding{{rule="{rule}"}}' in r["expr"], r["alert"]
+    assert seen == set(by_alert)
+
+
+def test_fallbacks_only_where_no_finding_is_exported():
+    """A raw-gauge fallback applies to a server without the rule's finding series (``unless on(...) finding``):
+    with the series, the alert is the finding (tests/dashboards/test_alert_scenarios.py proves it on every scenario)."""
+    for r in alert_rules():
+        expr = r["expr"]
+        m = re.search(r'hybrid_cache_finding\{rule="(\w+)"\}\[5m\]\) == 1\s+or', expr)
+        if m:
+            assert re.search(rf'unless on \([^)]*\) hybrid_cache_finding\{{rule="{m.group(1)}"\}}\s*\)', expr), r["alert"]
 
 
 def _exprs() -> list[tuple[str, str]]:

@@ -26,8 +26,10 @@ Then, via the HTTP API, for **every panel query of both dashboards** (taken from
   * restricted to one exporter (its job/namespace/pod/instance, or its namespace/model, as a user
     picking it in the variables would) it returns exactly that exporter's share of the All result:
     nothing was merged across exporters and nothing is lost.
-It also checks the recording rules per server and per namespace/model, and that
-``HybridCacheMambaBound`` fires for the mamba-bound pod only. Waits are bounded; processes are
+It also checks the recording rules per server and per namespace/model, that
+``HybridCacheMambaBound`` fires for the mamba-bound pod only, and (issue 21.1) that per exporter the alerts
+that fire are exactly its live findings' alerts, each description starting with the finding's first
+recommendation as the exporter ranks it and naming no value that carries a caveat. Waits are bounded; processes are
 killed in ``finally``.
 """
 
@@ -52,6 +54,7 @@ from test_serve_support import free_port
 from dashboards import identity
 from dashboards.metrics import OPTIONAL, metric_names
 from dashboards.rules import RECORDING, rules
+from exporter import rulebook
 
 ROOT = Path(__file__).resolve().parents[2]
 SCEN = ROOT / "fixtures" / "scenarios"
@@ -388,9 +391,61 @@ def test_fleet_dashboards_recording_rules_and_alerts_against_real_prometheus(tmp
         firing = next(a for a in mb if a["state"] == "firing")
         assert firing["labels"]["severity"] == "warning" and firing["labels"]["job"] == "team-a/hybrid-cache-exporter"
         assert firing["annotations"]["summary"].startswith("team-a/sglang-mamba-0 server dp0:"), firing["annotations"]
-        assert "--mamba-full-memory-ratio=" in firing["annotations"]["description"], firing["annotations"]
         assert firing["annotations"]["runbook_url"].endswith("runbook.md#hybridcachemambabound")
         assert not [a for a in alerts_now if a["labels"].get("pod") == "sglang-balanced-0" and a["labels"]["alertname"].endswith("Bound")]
+
+        # ---- issue 21.1: per exporter, the alerts of the rule catalogue that fire are its live findings' alerts,
+        # both directions; each description starts with the finding's rank-1 flag as the exporter exports it
+        # (switches and environment variables as a command line has them) and never names a caveated value
+        def expected_alerts() -> dict[str, set[str]]:
+            out = {}
+            for e in exporters:
+                text = http_get(f"http://127.0.0.1:{e.port}/metrics").decode()
+                live = set(re.findall(r'hybrid_cache_finding\{[^}]*rule="(\w+)"[^}]*\} 1\.0', text))
+                out[e.key] = {rulebook.BY_ID[r].alert for r in live if rulebook.BY_ID[r].alert}
+            return out
+
+        want_alerts = expected_alerts()
+        assert want_alerts == {
+            "mamba": {"HybridCacheMambaBound", "HybridCacheMambaCappedAtStartup"},
+            "balanced": set(),
+            "kv": {"HybridCacheKVBound", "HybridCacheRetractionStorm"},
+            "vm": {"HybridCacheRequestCapBound"},
+        }, want_alerts
+        catalogue = {r.alert for r in rulebook.RULES if r.alert}
+
+        def firing_alerts() -> dict[str, set[str]]:
+            got: dict[str, set[str]] = {e.key: set() for e in exporters}
+            for a in prom.alerts():
+                if a["state"] == "firing" and a["labels"]["alertname"] in catalogue:
+                    got[by_instance[a["labels"]["instance"]].key].add(a["labels"]["alertname"])
+            return got
+
+        by_instance = {e.instance: e for e in exporters}
+        wait_for("the alerts of every live finding firing", lambda: firing_alerts() == want_alerts, 30, procs)
+        time.sleep(3)  # > for (2s) + an evaluation: a contradicting alert would be firing by now
+        assert firing_alerts() == want_alerts
+        for a in prom.alerts():
+            if a["labels"]["alertname"] not in catalogue:
+                continue
+            e = by_instance[a["labels"]["instance"]]
+            rule = next(r.id for r in rulebook.RULES if r.alert == a["labels"]["alertname"])
+            rep = json.loads(
+                subprocess.run(exporter_cmd() + ["report", "--json", str(e.fixture)], capture_output=True, text=True, timeout=120, check=True).stdout
+            )
+            recs = rep["sources"][0]["servers"][0]["status"]["recommendations"]
+            first = [d["flag"] for d in recs if d["ranks"].get(rule) == 1]
+            desc = a["annotations"]["description"]
+            if first:
+                assert f"Start here: {first[0]}" in desc, (a["labels"]["alertname"], first, desc)
+            else:
+                assert "recommends no flag" in desc, desc
+            for d in recs:
+                if not d["rank"]:
+                    assert d["flag"] not in desc, (d["flag"], desc)  # a caveated value is never in an alert
+        mamba_desc = next(a for a in prom.alerts() if a["labels"]["alertname"] == "HybridCacheMambaBound")["annotations"]["description"]
+        assert "Start here: SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1 (3 more, in order" in mamba_desc, mamba_desc
+        assert "--mamba-full-memory-ratio 7.5" not in mamba_desc and "--enable-unified-memory true" not in mamba_desc
 
         # ---- recording rules: every rule evaluates without error (a many-to-many join would not) ...
         evaluated = [r for g in prom.api("rules")["groups"] for r in g["rules"]]

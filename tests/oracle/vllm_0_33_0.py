@@ -1,4 +1,5 @@
-"""vLLM 0.33.0: the V1 hybrid KV/state block pool, step by step (Hopper defaults, default attention backends)."""
+"""vLLM 0.33.0: the V1 hybrid KV/state block pool, step by step (default attention backends on Hopper, Blackwell
+and the CPU build; the GDN prefill kernel as ``_resolve_gdn_prefill_backend`` picks it)."""
 
 from __future__ import annotations
 
@@ -75,12 +76,28 @@ def attn_page_size_1_token(cfg: dict, tp: int, cache_dtype: str) -> int:
     return 2 * heads * tc["head_dim"] * size
 
 
-def checkpoint(cfg: dict, mode: str) -> tuple[int, int]:
-    """(num_prefill_checkpoint_blocks, checkpoint alignment) of a mamba layer on Hopper.
+def gdn_prefill_kernel(cfg: dict, platform: str = "hopper", requested: str = "auto", cuda_runtime_major: int = 13) -> str:
+    """cite: vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py::_resolve_gdn_prefill_backend: not CUDA ->
+    triton (the CPU build logs 'Using CPU GDN prefill kernel', ::_log_gdn_backend_decision); SM90 -> flashinfer
+    (auto or flashinfer requested); SM10x / SM12x with head_k_dim == 128 and a CUDA runtime >= 13 -> flashinfer; else
+    triton."""
+    if platform == "cpu":
+        return "cpu"
+    if requested == "triton":
+        return "triton"
+    if platform == "hopper":
+        return "flashinfer"
+    if platform == "blackwell" and text_config(cfg).get("linear_key_head_dim") == 128 and cuda_runtime_major >= 13:
+        return "flashinfer"
+    return "triton"
+
+
+def checkpoint(cfg: dict, mode: str, platform: str = "hopper", gdn_backend: str = "auto") -> tuple[int, int]:
+    """(num_prefill_checkpoint_blocks, checkpoint alignment) of a mamba layer.
     cite: vllm/model_executor/layers/mamba/mamba_mixer2.py::MambaMixer2.get_kv_cache_spec (1, alignment None);
     vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py::QwenGatedDeltaNetAttention.get_kv_cache_spec
-    (FlashInfer prefill, chosen on SM90 by _resolve_gdn_prefill_backend: 1,
-    vllm/v1/attention/backends/gdn_attn.py::FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64);
+    (1 with the FlashInfer prefill, see gdn_prefill_kernel; vllm/v1/attention/backends/gdn_attn.py::
+    FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64; none with Triton or on the CPU);
     vllm/models/kimi_k3/nvidia/kda.py::is_flashkda_supported (needs gate_lower_bound; else triton, none)."""
     if mode != "align":
         return 0, 1
@@ -88,7 +105,7 @@ def checkpoint(cfg: dict, mode: str) -> tuple[int, int]:
     if k == "mamba2":
         return 1, 1
     if k == "gdn":
-        return 1, 64
+        return (1, 64) if gdn_prefill_kernel(cfg, platform, gdn_backend) == "flashinfer" else (0, 1)
     lac = text_config(cfg)["linear_attn_config"]
     if lac.get("gate_lower_bound") is not None and lac["head_dim"] == 128:
         return 1, 16
@@ -105,28 +122,44 @@ def size_pool(
     enable_prefix_caching: bool = True,
     max_model_len: int | None = None,
     max_num_seqs: int | None = None,
+    platform: str = "hopper",
+    gdn_backend: str = "auto",
 ) -> dict:
     """cite: vllm/model_executor/models/config.py::MambaModelConfig.verify_and_update_config (prefix caching ->
     mode align; vllm/config/model.py::ModelConfig.is_prefix_caching_supported is True for generative hybrids);
     vllm/platforms/interface.py::Platform._align_hybrid_block_size (kernel block 16 for FlashAttention, >=128 for
     MLA, lcm with the checkpoint alignment in align mode); vllm/v1/core/kv_cache_planning.py::
     _get_kv_cache_groups_uniform_page_size (group size, 1.5x rule); ::get_kv_cache_config_from_groups
-    (num_blocks = available_memory // bytes_per_block); vllm/v1/kv_cache_interface.py::MambaSpec.max_memory_usage_bytes."""
+    (num_blocks = available_memory // bytes_per_block); vllm/v1/kv_cache_interface.py::MambaSpec.max_memory_usage_bytes.
+    Platforms: GPUs start from vllm/config/cache.py::CacheConfig.DEFAULT_BLOCK_SIZE (16), which the default GQA
+    backends take (FLASH_ATTN on Hopper; FLASHINFER on Blackwell, vllm/platforms/cuda.py::_get_backend_priorities,
+    kernel blocks [16, 32, 64] from vllm/v1/attention/backends/flashinfer.py::get_supported_kernel_block_sizes, so
+    vllm/v1/attention/backend.py::AttentionBackend.get_preferred_block_size keeps 16). The CPU build starts from 128
+    (vllm/platforms/cpu.py::CpuPlatform.update_block_size_for_backend) with CPU_ATTN's MultipleOf(32) kernel block
+    (vllm/v1/attention/backends/cpu_attn.py), and stores the SSM state in float32 on CPUs with AVX512-BF16
+    (vllm/platforms/cpu.py::CpuPlatform.check_and_update_config, 'Reset SSM cache type to float32'); its default
+    max_num_seqs is 128 (vllm/engine/arg_utils.py::EngineArgs.get_batch_defaults, OPENAI_API_SERVER)."""
     mode = "align" if enable_prefix_caching else "none"
     tc = text_config(cfg)
     if max_model_len is None:
         max_model_len = tc["max_position_embeddings"]
-    ck_blocks, ck_align = checkpoint(cfg, mode)
+    if platform == "cpu":
+        if mamba_ssm_cache_dtype == "auto":
+            mamba_ssm_cache_dtype = "float32"
+        if max_num_seqs is None:
+            max_num_seqs = 128 * tp
+    ck_blocks, ck_align = checkpoint(cfg, mode, platform, gdn_backend)
     mamba_page = mamba_page_size(cfg, tp, mamba_ssm_cache_dtype)
     attn1 = attn_page_size_1_token(cfg, tp, cache_dtype)
-    block_size = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
-    kernel_align = max(16, block_size)
+    block_size = 128 if platform == "cpu" else 16
+    kernel_block = 32 if platform == "cpu" else 16
+    kernel_align = max(kernel_block, block_size)
     if tc.get("kv_lora_rank"):
         kernel_align = max(kernel_align, 128)
     if mode == "align":
         kernel_align = math.lcm(kernel_align, ck_align)
     attn_block = kernel_align * cdiv(mamba_page, kernel_align * attn1)
-    attn_block = 16 * cdiv(attn_block, 16)
+    attn_block = kernel_block * cdiv(attn_block, kernel_block)
     block_size = max(block_size, attn_block)
     page = block_size * attn1
     n_attn, n_mamba = layer_counts(cfg)

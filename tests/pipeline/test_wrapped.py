@@ -69,11 +69,80 @@ def test_joined_among_batch_lines_whatever_the_path(how: str) -> None:
     assert b'outcome="unrecognized",source="s"} 0.0' in want
 
 
-def test_continuation_wider_than_the_first_line_is_not_joined() -> None:
+def test_a_wider_continuation_is_joined_only_when_the_joined_text_parses() -> None:
+    """A writer's cut (not a terminal's) leaves a short first line and a longer rest: joined when
+    the joined text parses at once; a wider line that does not complete it is a line of its own."""
     first, rest = CAP[:50], CAP[50:]
     pipe = run([ACCESS, "[2026-08-23 09:05:37 TP0] " + first, rest])
+    assert capped(pipe) == (9.0, 5.0)
+    assert pipe.sources["s"].lines == {"parsed": 2, "ignored": 1, "unrecognized": 0}
+    other = "a header-less line wider than the first one, which completes nothing at all, not even a little"
+    pipe = run([ACCESS, "[2026-08-23 09:05:37 TP0] " + first, other])
     assert capped(pipe) == (None, None)
-    assert pipe.sources["s"].lines["unrecognized"] == 1
+    assert pipe.sources["s"].lines == {"parsed": 0, "ignored": 2, "unrecognized": 1}
+
+
+H = "[2026-08-23 09:05:14 TP0] "
+SUMMARY = (
+    "max_total_num_tokens=211360, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=9, "
+    "context_len=262144, available_gpu_mem=9.45 GB"
+)
+MAMBA = (
+    "Mamba Cache is allocated. max_mamba_cache_size: 47, conv_state size: 0.03GB, ssm_state size: 1.10GB, "
+    "intermediate_ssm_state_cache size: 0.50GB, intermediate_conv_window_cache size: 0.02GB"
+)
+KV = "KV Cache is allocated. #tokens: 211360, K size: 3.22 GB, V size: 3.22 GB"
+ARGS = (
+    "server_args=ServerArgs(model_path='Qwen/Qwen3.6-35B-A3B', tp_size=2, dp_size=1, mem_fraction_static=0.8, "
+    "max_running_requests=None, chunked_prefill_size=8192, max_mamba_cache_size=None, mamba_ssm_dtype='float32', "
+    "mamba_full_memory_ratio=0.9, disable_radix_cache=False, speculative_algorithm=None, decode_log_interval=40)"
+)
+
+
+def _cut_after(line: str, text: str) -> list[str]:
+    i = line.index(text) + len(text)
+    return [line[:i], line[i:]]
+
+
+@pytest.mark.parametrize(
+    ("message", "cuts"),
+    [
+        pytest.param(MAMBA, ["max_mamba_cache_size: 47,"], id="mamba-first-alone-fails"),
+        pytest.param(MAMBA, ["ssm_state size: 1.10GB,"], id="mamba-first-parses-alone"),
+        pytest.param(KV, ["#tokens: 211360,"], id="kv"),
+        pytest.param(SUMMARY, ["chunked_prefill_size=8192,"], id="summary-first-parses-alone"),
+        pytest.param(ARGS, ["tp_size=2,", "chunked_prefill_size=8192,"], id="server-args-in-three"),
+    ],
+)
+@pytest.mark.parametrize("how", ["line", "list", "text"])
+def test_every_startup_message_cut_after_a_number_is_joined(message: str, cuts: list[str], how: str) -> None:
+    whole = [ACCESS, H + message, DECODE.format(s=1)]
+    pieces = [H + message]
+    for c in cuts:
+        pieces[-1:] = _cut_after(pieces[-1], c)
+    cut = [ACCESS, *pieces, DECODE.format(s=1)]
+    want, got = run(whole, how), run(cut, how)
+
+    def samples(pipe) -> list[bytes]:  # the same series and values (a family may come in another order)
+        return sorted(ln for ln in exposition(pipe).splitlines() if not ln.startswith(b"#") and b"lines_total" not in ln)
+
+    assert samples(got) == samples(want)
+    assert got.sources["s"].lines == {"parsed": 2 + len(cuts), "ignored": 1, "unrecognized": 0}
+
+
+def test_a_line_that_parsed_alone_is_not_joined_with_what_says_nothing_more() -> None:
+    pipe = run([ACCESS, H + SUMMARY, "Traceback (most recent call last):", DECODE.format(s=1)])
+    assert pipe.sources["s"].lines == {"parsed": 2, "ignored": 2, "unrecognized": 0}
+    assert pipe.sources["s"].servers["0"].capacity["max_running_requests"] == 9
+    # a line that parsed alone is applied at once (a scrape sees it), and again when a piece says more
+    live = new_pipeline(None)
+    live.feed("s", ACCESS)
+    first, rest = _cut_after(H + SUMMARY, "chunked_prefill_size=8192,")
+    live.feed("s", first)
+    cap = live.sources["s"].servers["0"].capacity
+    assert cap["kv_capacity_tokens"] == 211360 and "max_running_requests" not in cap
+    live.feed("s", rest)
+    assert cap["max_running_requests"] == 9 and live.sources["s"].lines["parsed"] == 2
 
 
 def test_a_line_with_a_header_ends_the_wrap() -> None:

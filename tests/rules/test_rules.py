@@ -229,7 +229,7 @@ def test_request_cap_bound_sglang():
     sglang_boot(f, cap=None, mrr=32, requested=32, slots=300)
     run(f, T0 + 10, 120, running=32, queued=4, kv=0.3, mamba=0.4)
     assert f.finding("request_cap_bound") == 1
-    assert ("request_cap_bound", "--max-running-requests", "40") in f.srv().recommendations
+    assert ("request_cap_bound", "--max-running-requests", "40", "1") in f.srv().recommendations
 
 
 def test_request_cap_bound_quiet_below_cap_or_without_queue():
@@ -246,7 +246,7 @@ def test_request_cap_bound_vllm_max_num_seqs_from_args():
     for i in range(12):
         f.stats(T0 + 10 * i, running=16, queued=9, kv=0.4)
     assert f.finding("request_cap_bound") == 1
-    assert f.srv().recommendations == [("request_cap_bound", "--max-num-seqs", "32")]
+    assert f.srv().recommendations == [("request_cap_bound", "--max-num-seqs", "32", "1")]
     # quiet on another server with no waiting
     g = Feeder(ev.VLLM)
     g.config(kind="non_default_args", raw="non-default args: ", max_num_seqs=16)
@@ -299,7 +299,7 @@ def test_mamba_capped_vllm_blocks_exceeded():
     f = Feeder(ev.VLLM)
     f.event(ev.MambaBlocksExceeded(256, 180), T0, tp=None, raw="ValueError: max_num_seqs (256) exceeds available Mamba cache blocks (180).")
     assert f.finding("mamba_capped") == 1
-    assert ("mamba_capped", "--max-num-seqs", "180") in f.srv().recommendations
+    assert ("mamba_capped", "--max-num-seqs", "180") in {r[:3] for r in f.srv().recommendations}
 
 
 # --------------------------------------------------------------------------------------------
@@ -412,7 +412,7 @@ def _mamba_bound(**extra) -> Feeder:
 
 
 def _flags(f: Feeder, rule: str = "mamba_bound") -> dict[str, str]:
-    return {flag: value for r, flag, value in f.srv().recommendations if r == rule}
+    return {r.flag: r.value for r in f.srv().rule_memory.recommendations if r.rule == rule}
 
 
 def test_mamba_bound_recommendations_on_a_current_release():
@@ -432,14 +432,53 @@ def test_mamba_bound_recommendations_on_a_current_release():
 def test_recommendation_filters_from_the_log():
     flags = _flags(_mamba_bound(mamba_ssm_dtype="bfloat16"))
     assert "--mamba-ssm-dtype" not in flags
-    flags = _flags(_mamba_bound(disaggregation_mode="decode"))
+    flags = _flags(_mamba_bound(disaggregation_mode="decode", disaggregation_transfer_backend="nixl"))
     assert "--enable-unified-memory" not in flags and "--mamba-radix-cache-strategy" not in flags
-    flags = _flags(_mamba_bound(speculative_algorithm="EAGLE"))
+    flags = _flags(_mamba_bound(speculative_algorithm="NGRAM"))
     assert "--enable-unified-memory" not in flags
     flags = _flags(_mamba_bound(enable_unified_memory=True))
     assert "--mamba-full-memory-ratio" not in flags and "--enable-unified-memory" not in flags
     flags = _flags(_mamba_bound(mamba_radix_cache_strategy="no_buffer"))
     assert "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK" not in flags and "--mamba-radix-cache-strategy" not in flags
+
+
+def _unified(version: str, **extra) -> tuple[str | None, tuple[str, ...]]:
+    """The --enable-unified-memory recommendation on a mamba-bound server of SGLang ``version``: (value, caveats)."""
+    f = Feeder(config=RulesConfig(engine_version=version))
+    sglang_boot(f, cap=16, **extra)
+    run(f, T0 + 10, 120, running=16, queued=7, kv=0.11, mamba=0.95)
+    for r in f.srv().rule_memory.recommendations:
+        if r.flag == "--enable-unified-memory" and r.rule == "mamba_bound":
+            return r.value, r.caveats
+    return None, ()
+
+
+def test_unified_memory_gates_follow_the_release():
+    """The gates of SGLang 0.5.15-0.5.23 as their released code has them (docs/rules.md#unified-memory)."""
+    # Triton attention on 0.5.15-0.5.18 for a model without MLA: a need (never in the metric), gone from 0.5.19
+    for v in ("0.5.15", "0.5.17", "0.5.18"):
+        value, caveats = _unified(v, model_path="Qwen/Qwen3.5-27B", attention_backend="fa3")
+        assert value == "true" and any("--attention-backend triton" in c for c in caveats), v
+    assert _unified("0.5.17", model_path="Qwen/Qwen3.5-27B", attention_backend="triton") == ("true", ())
+    assert _unified("0.5.19", model_path="Qwen/Qwen3.5-27B", attention_backend="fa3") == ("true", ())
+    # speculative decoding: refused to 0.5.17, DSPARK only to 0.5.21, EAGLE from 0.5.22
+    assert _unified("0.5.17", speculative_algorithm="DSPARK")[0] is None
+    assert _unified("0.5.20", speculative_algorithm="DSPARK")[0] == "true"
+    assert _unified("0.5.21", speculative_algorithm="EAGLE")[0] is None
+    assert _unified("0.5.23", speculative_algorithm="EAGLE")[0] == "true"
+    # PD: refused to 0.5.17, from 0.5.18 over mooncake (the default transfer backend)
+    assert _unified("0.5.17", disaggregation_mode="decode")[0] is None
+    assert _unified("0.5.18", disaggregation_mode="decode", attention_backend="triton")[0] == "true"
+    # HiCache refused to 0.5.20; LMCache always; two-batch overlap from 0.5.20
+    assert _unified("0.5.20", enable_hierarchical_cache=True)[0] is None
+    assert _unified("0.5.21", enable_hierarchical_cache=True)[0] == "true"
+    assert _unified("0.5.23", enable_lmcache=True)[0] is None
+    assert _unified("0.5.19", enable_two_batch_overlap=True)[0] == "true"
+    assert _unified("0.5.23", enable_two_batch_overlap=True)[0] is None
+    # DCP: refused to 0.5.19, then MLA models only
+    assert _unified("0.5.23", dcp_size=2, model_path="Qwen/Qwen3.5-27B")[0] is None
+    assert _unified("0.5.23", dcp_size=2, model_path="moonshotai/Kimi-Linear-48B-A3B-Instruct")[0] == "true"
+    assert _unified("0.5.19", dcp_size=2, model_path="moonshotai/Kimi-Linear-48B-A3B-Instruct")[0] is None
 
 
 def test_old_release_gets_no_new_flags():
@@ -519,8 +558,8 @@ def test_one_value_per_flag_per_server():
     f = _mamba_bound()
     assert f.finding("mamba_capped") == 1
     values: dict[str, set[str]] = {}
-    for _rule, flag, value in f.srv().recommendations:
-        values.setdefault(flag, set()).add(value)
+    for r in f.srv().rule_memory.recommendations:  # the caveated ones too (not exported)
+        values.setdefault(r.flag, set()).add(r.value)
     assert values["--max-mamba-cache-size"] and all(len(v) == 1 for v in values.values()), values
     capped, bound = _flags(f, "mamba_capped"), _flags(f, "mamba_bound")
     assert capped["--max-mamba-cache-size"] == bound["--max-mamba-cache-size"]
@@ -561,13 +600,30 @@ def test_the_catalogue_is_the_only_dispatch():
     dispatchers are gone from the capacity model and the recommendations."""
     import inspect
 
-    from exporter import capacity
+    from exporter import capacity, rulebook
 
-    for names in flags.PLAYBOOK.values():
-        for n in names:
-            assert capacity.norm_flag(n) in flags.BY_NAME, n
+    for r in rulebook.RULES:
+        for names in r.actions.values():
+            for n in names:
+                assert n == rulebook.POOL_SIDE or capacity.norm_flag(n) in flags.BY_NAME, n
     assert len({e.flag for e in flags.CATALOGUE}) == len(flags.CATALOGUE)
     for gone in ("project_effect", "flag_effect", "all_flag_effects"):
         assert not hasattr(capacity, gone)
     src = inspect.getsource(recommend)
     assert '"--' not in src and "SGLANG_OPT" not in src  # no flag named outside the catalogue
+
+
+def test_bf16_ssm_with_replayssm_spec_carries_the_engines_warning():
+    """SGLang 0.5.20+ (arg_groups/attention_hook.py) sets float32 SSM state for --enable-linear-replayssm-spec and
+    warns on bfloat16: the recommendation says so and is never exported (issue 21.7)."""
+    f = Feeder(config=RulesConfig(engine_version="0.5.23"))
+    sglang_boot(f, cap=16, enable_linear_replayssm_spec=True)
+    run(f, T0 + 10, 120, running=16, queued=7, kv=0.11, mamba=0.95)
+    (bf16,) = [r for r in f.srv().rule_memory.recommendations if r.flag == "--mamba-ssm-dtype" and r.rule == "mamba_bound"]
+    assert bf16.rank == 0 and any("wants float32 SSM state and warns on bfloat16" in c for c in bf16.caveats)
+    assert "--mamba-ssm-dtype" not in {flag for _, flag, _, _ in f.srv().recommendations}
+    # before 0.5.20 the engine has no such rule: no caveat
+    g = Feeder(config=RulesConfig(engine_version="0.5.19"))
+    sglang_boot(g, cap=16, enable_linear_replayssm_spec=True)
+    run(g, T0 + 10, 120, running=16, queued=7, kv=0.11, mamba=0.95)
+    assert "--mamba-ssm-dtype" in {flag for _, flag, _, _ in g.srv().recommendations}

@@ -16,49 +16,57 @@ from exporter.offline import replay_files
 from exporter.pipeline import Pipeline
 from exporter.reading import read_lines
 from exporter.recommend import observe
-from exporter.rules import RULE_IDS, attach
+from exporter.rulebook import RULE_IDS
+from exporter.rules import attach
 
 ROOT = Path(__file__).resolve().parents[2]
 SCEN = ROOT / "fixtures" / "scenarios"
 DEMO = ROOT / "fixtures" / "demo" / "sglang-mamba-bound.log"
 
-# file -> (findings that must be 1, {(rule, flag): value or None (any value)})
+# file -> (findings that must be 1, {(rule, flag): (value or None (any value), rank)}: every exported recommendation)
 EXPECTED = {
     "sglang-mamba-bound.log": (
         {"mamba_bound", "mamba_capped"},
         {
-            ("mamba_bound", "--mamba-ssm-dtype"): "bfloat16",
-            ("mamba_bound", "--mamba-full-memory-ratio"): None,
-            ("mamba_bound", "--max-mamba-cache-size"): None,
-            ("mamba_bound", "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK"): "1",
-            ("mamba_bound", "--mamba-radix-cache-strategy"): "extra_buffer_lazy",
-            ("mamba_bound", "--enable-unified-memory"): "true",
-            ("mamba_capped", "--mamba-ssm-dtype"): "bfloat16",
+            **{
+                (rule, flag): (value, rank)
+                for rule in ("mamba_bound", "mamba_capped")
+                for flag, value, rank in (
+                    ("SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK", "1", "1"),  # no numerics changed, no memory moved: start here
+                    ("--mamba-radix-cache-strategy", "extra_buffer_lazy", "2"),
+                    ("--mamba-ssm-dtype", "bfloat16", "3"),  # twice the gain, but numerics and an assumed dtype
+                    ("--enable-unified-memory", "true", "4"),
+                )
+            },
         },
     ),
     "sglang-kv-bound.log": (
         {"kv_bound", "retraction_storm"},
         {
-            ("kv_bound", "--kv-cache-dtype"): "fp8_e4m3",
-            ("kv_bound", "--mamba-full-memory-ratio"): None,
-            ("retraction_storm", "--schedule-conservativeness"): "1.3",
+            ("kv_bound", "--kv-cache-dtype"): ("fp8_e4m3", "1"),
+            ("retraction_storm", "--schedule-conservativeness"): ("1.3", "1"),
+            ("retraction_storm", "--kv-cache-dtype"): ("fp8_e4m3", "2"),
         },
     ),
     "sglang-balanced.log": (set(), {}),
-    "sglang-old-capped.log": (
-        {"mamba_capped"},
-        {
-            ("mamba_capped", "--mamba-ssm-dtype"): "bfloat16",
-            ("mamba_capped", "--max-mamba-cache-size"): None,
-            ("mamba_capped", "--mamba-full-memory-ratio"): None,
-        },
-    ),
-    "vllm-max-num-seqs.log": ({"request_cap_bound"}, {("request_cap_bound", "--max-num-seqs"): "32"}),
+    "sglang-old-capped.log": ({"mamba_capped"}, {("mamba_capped", "--mamba-ssm-dtype"): ("bfloat16", "1")}),
+    "vllm-max-num-seqs.log": ({"request_cap_bound"}, {("request_cap_bound", "--max-num-seqs"): ("32", "1")}),
 }
-# flags that must NOT be recommended (filtered by what the log says)
+# flags that must NOT be exported (filtered by what the log says, or carrying a caveat)
 FORBIDDEN = {
-    "sglang-kv-bound.log": {"--mamba-ssm-dtype"},  # already bfloat16
-    "sglang-old-capped.log": {"SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK", "--enable-unified-memory", "--mamba-radix-cache-strategy"},  # 0.5.10
+    # the ratio and the slot count would shrink the KV pool below the 211,360 tokens a request may use now
+    "sglang-mamba-bound.log": {"--mamba-full-memory-ratio", "--max-mamba-cache-size"},
+    # already bfloat16; the ratio that balances the usage (0.136) would cut the mamba cap 48 -> 24, below the 29
+    # requests of 20,480 tokens the KV pool runs now: it lowers the concurrency (a caveat)
+    "sglang-kv-bound.log": {"--mamba-ssm-dtype", "--mamba-full-memory-ratio"},
+    # 0.5.10: no skip-lock, unified memory or lazy strategy; ratio and slot count shrink the KV pool below 226,560 tokens
+    "sglang-old-capped.log": {
+        "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK",
+        "--enable-unified-memory",
+        "--mamba-radix-cache-strategy",
+        "--mamba-full-memory-ratio",
+        "--max-mamba-cache-size",
+    },
     "vllm-max-num-seqs.log": {"--mamba-ssm-dtype", "--mamba-full-memory-ratio"},  # SGLang flags
 }
 
@@ -69,16 +77,16 @@ def cli_replay(path: Path) -> str:
     return r.stdout
 
 
-def verdicts(text: str) -> tuple[dict[str, float], dict[tuple[str, str], str], float | None]:
+def verdicts(text: str) -> tuple[dict[str, float], dict[tuple[str, str], tuple[str, str]], float | None]:
     findings: dict[str, float] = {}
-    recs: dict[tuple[str, str], str] = {}
+    recs: dict[tuple[str, str], tuple[str, str]] = {}
     ratio = None
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
             if s.name == "hybrid_cache_finding":
                 findings[s.labels["rule"]] = s.value
             elif s.name == "hybrid_cache_recommendation_info":
-                recs[(s.labels["rule"], s.labels["flag"])] = s.labels["value"]
+                recs[(s.labels["rule"], s.labels["flag"])] = (s.labels["value"], s.labels["rank"])
             elif s.name == "hybrid_cache_recommended_mamba_full_memory_ratio":
                 ratio = s.value
     return findings, recs, ratio
@@ -101,10 +109,11 @@ def test_scenario_replay_through_the_cli(name):
     want, want_recs = EXPECTED[name]
     assert set(findings) == set(RULE_IDS)  # every rule exported, 0 or 1
     assert {r for r, v in findings.items() if v == 1} == want
-    for (rule, flag), value in want_recs.items():
-        assert (rule, flag) in recs, (rule, flag, sorted(recs))
+    assert set(recs) == set(want_recs), sorted(recs)
+    for (rule, flag), (value, rank) in want_recs.items():
+        assert recs[(rule, flag)][1] == rank, (rule, flag, recs[(rule, flag)])
         if value is not None:
-            assert recs[(rule, flag)] == value
+            assert recs[(rule, flag)][0] == value
     assert {r for r, _ in recs} <= want  # recommendations only for live findings
     for flag in FORBIDDEN.get(name, ()):
         assert flag not in {f for _, f in recs}, flag

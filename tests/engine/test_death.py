@@ -1,0 +1,56 @@
+"""Scenario 5 (death): the CPU GDN kernel rejects 32-dim heads (``Unexpected head dim size, 32``), so a tiny
+Qwen3-Next with 32-dim linear heads boots, and its engine dies at the first request. The exporter must say
+``dead``, not show a healthy idle server, and the engine's ``Dumping input data for V1 LLM engine ...`` (the
+failed step's dump, a config echo) must not count as format drift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import checks as c
+import harness as h
+import pytest
+
+SOURCE = "gdn-head-dim-32"
+
+
+@dataclass
+class Run:
+    log: str
+    ready_exposition: str
+    dead_exposition: str
+    status: int | None
+
+
+@pytest.fixture(scope="module")
+def run(engine_py, workdir) -> Run:
+    model = h.build_model("qwen3_next_hd32", workdir / "models" / "tiny-qwen3-next-hd32")
+    log, side, eng = c.scenario(model, workdir, SOURCE, served_name="tiny-qwen3-next-hd32")
+    try:
+        e_ready, _ = c.boot(side, eng, SOURCE)
+        ld = h.Load(eng.base, eng.served_name, n=1, concurrency=1, max_tokens=16, max_seconds=120).start().join()
+        e_dead = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "dead", 60, "the dead state")
+        c.wait_log(log, r"Application shutdown complete|Finished server process", 60)
+        e_dead = side.caught_up()
+        status = None if not ld.errors else 500 if "500" in ld.errors[0] else None
+        h.save_fixture(log, SOURCE, workdir)
+        return Run(h.read(log), e_ready, e_dead, status)
+    finally:
+        eng.stop()
+        side.stop()
+
+
+def test_engine_death_is_exported_as_dead(run):
+    assert "Unexpected head dim size, 32" in run.log
+    assert c.state_of(run.ready_exposition, SOURCE) in ("idle", "starting")
+    assert c.state_of(run.dead_exposition, SOURCE) == "dead"
+    assert c.exp(run.dead_exposition, "server_deaths_total", SOURCE) == 1
+    assert c.findings_on(run.dead_exposition, SOURCE) == set()
+    assert run.status == 500
+
+
+def test_the_step_dump_is_not_format_drift(run):
+    assert "Dumping input data for V1 LLM engine" in run.log
+    c.assert_clean_lines(run.dead_exposition, SOURCE)
+    assert c.exp(run.dead_exposition, "server_restarts_total", SOURCE) == 0  # the dump's config echo is no boot

@@ -1,0 +1,155 @@
+"""Scenarios 4, 5 (quiet) and 6: the request cap, its advice applied, and the sidecar's life.
+
+Boot 1 runs with ``--max-num-seqs 2`` and more clients than that: ``request_cap_bound`` fires and recommends
+``--max-num-seqs N``. While it runs, the real ``logrotate`` rotates the log with copytruncate. When the load
+stops, vLLM prints one idle stats line and then nothing: the finding clears on that line (before, it stayed
+firing through the idleness and the shutdown). Boot 1 is stopped, and boot 2 starts with the recommended
+``--max-num-seqs N`` appending to the same file (the before/after the advice issue uses): its logged cap and
+capacity equal what the exporter and ``plan`` predicted. One ``serve`` follows the file through all of it and
+counts every stats line once.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import checks as c
+import harness as h
+import pytest
+
+SOURCE = "request-cap"
+CAP = 2
+CONCURRENCY = 8
+LOGROTATE = shutil.which("logrotate") or "/usr/sbin/logrotate"
+
+
+@dataclass
+class Run:
+    log: Path
+    rotated: Path
+    boot1_exposition: str
+    boot1_vllm: str
+    fired: str
+    recommended: int
+    effect: str
+    idle_exposition: str
+    report: str
+    stopped_exposition: str
+    boot2_exposition: str
+    boot2_vllm: str
+    boot2_load: str
+    end_exposition: str
+    text: str  # rotated copy + live file: every byte the engine wrote that logrotate kept
+
+
+def rotate(log: Path, workdir: Path) -> Path:
+    conf = workdir / "logrotate.conf"
+    conf.write_text(f"{log} {{\n    copytruncate\n    rotate 2\n    missingok\n    nocompress\n}}\n")
+    r = subprocess.run([LOGROTATE, "-f", "-s", str(workdir / "logrotate.state"), str(conf)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return Path(str(log) + ".1")
+
+
+@pytest.fixture(scope="module")
+def run(qwen, workdir) -> Run:
+    assert Path(LOGROTATE).exists(), "logrotate is not installed (make tools installs it)"
+    log, side, eng = c.scenario(qwen, workdir, SOURCE, "--max-num-seqs", str(CAP))
+    eng2 = None
+    try:
+        e1, v1 = c.boot(side, eng, SOURCE)
+        load = h.Load(eng.base, eng.served_name, n=2000, concurrency=CONCURRENCY, max_tokens=64, max_seconds=45).start()
+        fired = c.wait_exporter(side, lambda e: "request_cap_bound" in c.findings_on(e, SOURCE), 90, "request_cap_bound to fire")
+        # copytruncate right after a stats line, so that no stats line falls in logrotate's own window between
+        # its copy and its truncation (lines written there are lost to both files: logrotate's limitation)
+        n = len(h.stats_lines(h.read(log)))
+        deadline = time.monotonic() + 30
+        while len(h.stats_lines(h.read(log))) == n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        rotated = rotate(log, workdir)
+        load.join()
+        reco = [lab for lab, _ in h.samples(fired, "hybrid_cache_recommendation_info", source=SOURCE, rule="request_cap_bound")]
+        seqs = [lab for lab in reco if lab["flag"] == "--max-num-seqs"]
+        assert seqs, f"request_cap_bound recommends {reco}, not --max-num-seqs"
+        recommended = int(seqs[0]["value"])
+        c.wait_log(log, c.IDLE_LINE, 4 * h.STATS_INTERVAL + 30)
+        time.sleep(2 * h.STATS_INTERVAL)
+        e_idle = side.caught_up()
+        rep = subprocess.run(
+            [str(h.EXE), "report", "--rules-config", str(side.rules), str(rotated), str(log)], capture_output=True, text=True, timeout=120
+        )
+        assert rep.returncode == 0, rep.stderr
+        eng.stop()
+        e_stop = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "stopped", 30, "the stopped state")
+        # boot 2: the advice applied, on the same file
+        eng2 = h.Engine(qwen, log, args=("--max-model-len", "2048", "--max-num-seqs", str(recommended)))
+        eng2.start()
+        e2 = c.wait_exporter(
+            side, lambda e: c.exp(e, "server_restarts_total", SOURCE) == 1 and c.exp(e, "kv_capacity_tokens", SOURCE) is not None, 30, "boot 2"
+        )
+        v2 = eng2.metrics()
+        h.Load(eng2.base, eng2.served_name, n=3 * recommended, concurrency=min(CONCURRENCY, recommended), max_tokens=64, max_seconds=60).start().join()
+        c.wait_log(log, c.IDLE_LINE, 4 * h.STATS_INTERVAL + 30, after=h.read(log).rfind("non-default args"))
+        e2_load = side.caught_up()
+        eng2.stop()
+        e_end = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "stopped", 30, "boot 2 stopped")
+        text = h.read(rotated) + h.read(log)
+        effect = ""
+        for line in rep.stdout.splitlines():
+            if "effect:" in line and "max-num-seqs" in line:
+                effect = line.strip()
+        fixture = workdir / f"{SOURCE}.joined.log"
+        fixture.write_text(text)
+        h.save_fixture(fixture, SOURCE, workdir)
+        return Run(log, rotated, e1, v1, fired, recommended, effect, e_idle, rep.stdout, e_stop, e2, v2, e2_load, e_end, text)
+    finally:
+        eng.stop()
+        if eng2 is not None:
+            eng2.stop()
+        side.stop()
+
+
+def test_request_cap_bound_fires_and_recommends_max_num_seqs(run):
+    assert c.exp(run.boot1_exposition, "max_running_requests", SOURCE) == CAP
+    assert run.recommended > CAP
+    assert c.exp(run.fired, "running_requests", SOURCE) == CAP and c.exp(run.fired, "queued_requests", SOURCE) > 0
+
+
+def test_quiet_clears_the_finding(run):
+    """The idle stats line (vLLM prints none after it) clears request_cap_bound; `report` no longer says the
+    server is pinned at its cap with 0 running and 0 waiting."""
+    assert c.state_of(run.idle_exposition, SOURCE) == "idle"
+    assert c.findings_on(run.idle_exposition, SOURCE) == set()
+    end = run.report.split("Diagnosis at the end of the log", 1)[1].split("\n\n", 1)[0]
+    assert "no finding" in end and "pinned" not in end, end
+    assert "request_cap_bound [cleared]" in run.report
+
+
+def test_stopped_between_the_boots(run):
+    assert c.state_of(run.stopped_exposition, SOURCE) == "stopped"
+    assert c.findings_on(run.stopped_exposition, SOURCE) == set()
+
+
+def test_second_boot_has_the_predicted_cap_and_capacity(run, qwen):
+    """The before/after: boot 2's logged cap and capacity equal what the exporter recommended and `plan` predicts."""
+    e2 = run.boot2_exposition
+    assert c.exp(e2, "max_running_requests", SOURCE) == run.recommended
+    boot1 = c.last_boot(h.read(run.rotated))
+    boot2 = c.assert_capacity(e2, SOURCE, run.text, run.boot2_vllm)
+    assert (boot2.tokens, boot2.concurrency) == (boot1.tokens, boot1.concurrency)  # V1's shared pool: the cap frees no KV
+    c.assert_plan(qwen / "config.json", boot2, run.boot2_vllm, run.recommended, "--max-num-seqs", str(run.recommended))
+    assert f"cap {CAP} → {run.recommended}" in run.effect, run.effect
+    assert "request_cap_bound" not in c.findings_on(run.boot2_load, SOURCE)
+
+
+def test_sidecar_counts_every_stats_line_once(run):
+    """Through a copytruncate while vLLM writes and a restart appending to the same file: no stats line lost
+    or doubled (what logrotate kept: the rotated copy + the live file)."""
+    on_disk = len(h.stats_lines(run.text))
+    assert c.exp(run.end_exposition, "stats_lines_total", SOURCE) == on_disk
+    assert c.exp(run.end_exposition, "server_restarts_total", SOURCE) == 1
+    assert h.value(run.end_exposition, "hybrid_cache_exporter_truncations_total", source=SOURCE) >= 1
+    c.assert_clean_lines(run.end_exposition, SOURCE)

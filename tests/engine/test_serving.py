@@ -1,0 +1,132 @@
+"""Scenarios 1, 2 and the shutdown of 5: one boot of the tiny Qwen3-Next with vLLM's defaults on the CPU.
+
+The sidecar (``serve --from-beginning``) follows the log from its first byte. After the boot the exporter's
+capacity facts are checked against the log, ``vllm:cache_config_info`` and ``plan``; under a bounded load with
+a shared prompt prefix (prefix-cache hits) both /metrics are scraped at the same moments; then the engine goes
+idle and is stopped with SIGTERM, as a container runtime stops it.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+import checks as c
+import harness as h
+import pytest
+
+SOURCE = "serving"
+CONCURRENCY = 6
+MAX_TOKENS = 48
+# a shared prefix longer than two blocks of 384 tokens (prefix caching hits on whole blocks), then a unique tail
+PREFIX = " ".join(random.Random(7).choice(["alpha", "beta", "gamma", "delta", "pool", "cache", "state"]) for _ in range(260))
+
+
+def prompt(i: int) -> str:
+    return f"{PREFIX} request {i}: " + " ".join(random.Random(i).choice(["x", "y", "z", "w"]) for _ in range(20))
+
+
+@dataclass
+class Run:
+    log: str
+    boot_exposition: str
+    boot_vllm: str
+    recorder: c.Recorder
+    idle_exposition: str
+    idle_vllm: str
+    stopped_exposition: str
+    plan: dict
+    load: h.Load
+
+
+@pytest.fixture(scope="module")
+def run(qwen, workdir) -> Run:
+    log, side, eng = c.scenario(qwen, workdir, SOURCE)
+    try:
+        e0, v0 = c.boot(side, eng, SOURCE)
+        boot = c.last_boot(h.read(log))
+        p = c.plan(qwen / "config.json", "--platform", "cpu", "--kv-budget", repr(boot.kv_gib), "--context-len", str(boot.max_len))
+        load = h.Load(eng.base, eng.served_name, n=60, concurrency=CONCURRENCY, prompt=prompt, max_tokens=MAX_TOKENS, max_seconds=240).start()
+        rec = c.Recorder(eng, side, load)
+        rec.run()
+        load.join()
+        # the idle line: the first stats line after the load with nothing running nor waiting
+        c.wait_log(log, c.IDLE_LINE, 4 * h.STATS_INTERVAL + 30, after=h.read(log).rfind("Avg prompt"))
+        time.sleep(2 * h.STATS_INTERVAL)  # vLLM prints nothing more while idle
+        e_idle, v_idle = side.caught_up(), eng.metrics()
+        eng.stop()
+        e_stop = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "stopped", 30, "the stopped state")
+        h.save_fixture(log, SOURCE, workdir)
+        return Run(h.read(log), e0, v0, rec, e_idle, v_idle, e_stop, p, load)
+    finally:
+        eng.stop()
+        side.stop()
+
+
+def test_capacity_equals_log_and_cache_config_info(run):
+    c.assert_capacity(run.boot_exposition, SOURCE, run.log, run.boot_vllm)
+    # the CPU build's default request cap (engine/arg_utils.py::get_batch_defaults: 128 x TP x PP)
+    assert c.exp(run.boot_exposition, "max_running_requests", SOURCE) == 128
+    assert h.labels_of(run.boot_exposition, "hybrid_cache_gdn_prefill_kernel_info", source=SOURCE)["kernel"] == "cpu"
+
+
+def test_plan_reproduces_the_engine(run, qwen):
+    boot = c.last_boot(run.log)
+    c.assert_plan(qwen / "config.json", boot, run.boot_vllm, 128)
+
+
+def test_gauges_equal_the_last_stats_line(run):
+    assert run.load.done > 0 and run.load.failed == 0, run.load.errors
+    busy = [m for m in run.recorder.moments if int(m.line.group("running")) > 0]
+    assert len(run.recorder.moments) >= 3 and busy, f"{len(run.recorder.moments)} of {run.recorder.tried} scrapes were consistent"
+    for m in run.recorder.moments:
+        c.assert_gauges_equal_line(m, SOURCE)
+
+
+def test_gauges_within_documented_bounds_of_vllm(run):
+    boot = c.last_boot(run.log)
+    per_req = c.blocks_per_request(run.plan, boot.max_len)
+    cc = c.cache_config(run.boot_vllm)
+    for m in run.recorder.moments:
+        c.assert_live_bounds(m, SOURCE, CONCURRENCY, 128, per_req, int(cc["num_gpu_blocks"]))
+
+
+def test_throughputs_against_vllm_counters(run):
+    """Σ logged generation throughput × interval = vllm:generation_tokens_total, and Σ logged prompt throughput ×
+    interval = prompt tokens minus prefix-cache hits: the log counts computed prompt tokens only."""
+    gen, gen_err = c.integrate(run.log, "gen", h.STATS_INTERVAL)
+    total_gen = h.value(run.idle_vllm, "vllm:generation_tokens_total")
+    assert total_gen == run.load.done * MAX_TOKENS
+    assert abs(gen - total_gen) <= gen_err, (gen, total_gen, gen_err)
+    prompt_sum, prompt_err = c.integrate(run.log, "prompt", h.STATS_INTERVAL)
+    prompt_total = h.value(run.idle_vllm, "vllm:prompt_tokens_total")
+    hits = h.value(run.idle_vllm, "vllm:prefix_cache_hits_total")
+    assert hits > 0, "the shared prefix gave no prefix-cache hit"
+    assert abs(prompt_sum - (prompt_total - hits)) <= prompt_err, (prompt_sum, prompt_total, hits, prompt_err)
+    assert prompt_sum < prompt_total - prompt_err  # the logged rate is below vllm:prompt_tokens_total's
+
+
+def test_prefix_hit_ratio_equals_vllm_counters_once_idle(run):
+    """Fewer than 1000 requests: the logged hit rate is over every query so far (``CachingMetrics``), so at the
+    idle line it equals hits / queries of vLLM's counters, to the 0.1 % the line prints."""
+    last = h.stats_lines(run.log)[-1]
+    ratio = h.value(run.idle_vllm, "vllm:prefix_cache_hits_total") / h.value(run.idle_vllm, "vllm:prefix_cache_queries_total")
+    assert abs(float(last.group("hit")) / 100.0 - ratio) <= 0.0005 + 1e-9
+    assert c.exp(run.idle_exposition, "prefix_cache_hit_ratio", SOURCE) == float(last.group("hit")) / 100.0
+
+
+def test_idle_then_stopped_not_dead(run):
+    assert c.state_of(run.idle_exposition, SOURCE) == "idle"
+    assert c.findings_on(run.idle_exposition, SOURCE) == set()
+    # a SIGTERM shutdown often prints an EngineDeadError too (the engine core is stopped first): not a death
+    assert "[shutdown]" in run.log
+    assert c.state_of(run.stopped_exposition, SOURCE) == "stopped"
+    assert c.exp(run.stopped_exposition, "server_deaths_total", SOURCE) == 0
+    assert c.findings_on(run.stopped_exposition, SOURCE) == set()
+
+
+def test_every_line_parsed_or_ignored(run):
+    c.assert_clean_lines(run.stopped_exposition, SOURCE)
+    n = len(h.stats_lines(run.log))
+    assert c.exp(run.stopped_exposition, "stats_lines_total", SOURCE) == n
