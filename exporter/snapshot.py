@@ -6,7 +6,8 @@ file that held them was rotated away. So the facts are saved with the positions 
 write, so they always match the offsets) and put back before the first line is read:
 
 * per source: engine, configuration dump, version, year (vLLM lines have none), newest log time,
-  whether runtime lines were seen (a boot line after them is a server restart), unified memory;
+  whether runtime lines were seen (a boot line after them is a server restart), unified memory,
+  the server's life state (serving, idle, dead...) and since when;
 * per DP rank: the speaking (PP, TP) rank, capacity facts, per-layer state bytes, runtime gauges
   (last values), findings and recommendations (``mamba_capped`` is decided at boot).
 
@@ -29,7 +30,7 @@ from __future__ import annotations
 import math
 
 from .pipeline import Pipeline
-from .state import ServerState, SourceState
+from .state import SERVER_STATES, ServerState, SourceState
 
 MAX_KEYS = 512
 MAX_STR = 8192
@@ -112,6 +113,9 @@ def capture(pipe: Pipeline, source: str) -> dict | None:
             "last_ts": src.last_ts,
             "runtime_seen": src.runtime_seen,
             "unified_memory": dict(src.unified_memory),
+            "life": src.life,
+            "life_since": src.life_since,
+            "life_cause": src.life_cause,
             "servers": servers,
         }
 
@@ -177,6 +181,13 @@ def restore(pipe: Pipeline, source: str, snap: object) -> None:
         raise SnapshotError("bad servers")
     restored = {str(rank): _server(rank, d) for rank, d in servers.items()}
     unified = _nums(snap.get("unified_memory", {}))
+    life = snap.get("life")
+    if life is not None and life not in SERVER_STATES:
+        raise SnapshotError("bad life state")
+    life_since = snap.get("life_since")
+    life_since = None if life_since is None else _num(life_since)
+    cause = snap.get("life_cause")
+    cause = None if cause is None else _str(cause)[:64]
     with pipe.lock:
         src: SourceState = pipe.source(source)
         if src.servers or src.config:
@@ -189,4 +200,5 @@ def restore(pipe: Pipeline, source: str, snap: object) -> None:
         src.last_ts = last_ts
         src.runtime_seen = bool(snap.get("runtime_seen", False))
         src.unified_memory = unified
+        src.life, src.life_since, src.life_cause = life, life_since, cause
         src.servers = restored
