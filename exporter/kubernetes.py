@@ -152,7 +152,7 @@ class PodLogs:
         """When to be called back: a pod whose logs are gone is due to be forgotten, or a
         container's next generation waits for the one being read to end (looked at each cycle)."""
         if any(t.queue for t in self.tracked.values()):
-            return self.clock()
+            return 0.0  # due now (a time before any the manager compares it with)
         due = [t.gone_since + self.forget_after for t in self.tracked.values() if t.gone_since is not None]
         return min(due) if due else None
 
