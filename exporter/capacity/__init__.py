@@ -10,12 +10,9 @@ docs/sizing.md explains the arithmetic; tests/oracle/ re-implements it independe
 ``from exporter import capacity as cap`` sees every name below.
 """
 
-from ..version import parse_version as parse_version  # the one parser, re-exported
 from .effects import *  # noqa: F403
-from .effects import _make_effect as _make_effect
 from .model import *  # noqa: F403
 from .planning import *  # noqa: F403
 from .sizing import *  # noqa: F403
 from .sizing import LATEST_SGLANG as LATEST_SGLANG
-from .sizing import _norm_strategy as _norm_strategy
 from .vllm import *  # noqa: F403

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from .model import GiB, MiB, ModelSpec, _short, dtype_bytes, normalize_dtype
 from .planning import Plan, PlanInputs, make_plan
-from .sizing import _norm_strategy, balanced_ratio_for_context
+from .sizing import balanced_ratio_for_context, norm_strategy
 
 # --------------------------------------------------------------------------------------------------------------
 # effects of flags
@@ -379,7 +379,7 @@ def log_skip_decode_lock(o: ObservedCapacity, value: str | None, flag: str = "SG
 
 
 def log_radix_strategy(o: ObservedCapacity, value: str | None, flag: str = "--mamba-radix-cache-strategy") -> Effect | None:
-    s = _norm_strategy(value or "extra_buffer_lazy")
+    s = norm_strategy(value or "extra_buffer_lazy")
     spr1, notes = {
         "extra_buffer_lazy": (4, ("needs overlap schedule; no PD disaggregation / DFLASH",)),
         "no_buffer": (3, ("no_buffer disables the overlap scheduler",)),
@@ -547,7 +547,7 @@ def plan_radix_strategy(
 ) -> Effect | None:
     if not model.is_hybrid:
         return None
-    s = _norm_strategy(value or "extra_buffer_lazy", inputs.overlap)
+    s = norm_strategy(value or "extra_buffer_lazy", inputs.overlap)
     base = make_plan(model, inputs)
     after = make_plan(model, replace(inputs, radix_strategy=s))
     if after.slots_per_request == base.slots_per_request:
@@ -557,7 +557,7 @@ def plan_radix_strategy(
 
 
 def plan_disable_radix_cache(model: ModelSpec, inputs: PlanInputs, value: str | None, flag: str = "--disable-radix-cache") -> Effect | None:
-    if not model.is_hybrid or _norm_strategy(inputs.radix_strategy, inputs.overlap) == "disable":
+    if not model.is_hybrid or norm_strategy(inputs.radix_strategy, inputs.overlap) == "disable":
         return None
     base = make_plan(model, inputs)
     after = make_plan(model, replace(inputs, radix_strategy="disable"))

@@ -8,9 +8,9 @@ from .model import ModelSpec
 from .sizing import (
     LinearState,
     SGLangPool,
-    _norm_strategy,
     kv_bytes_per_token,
     linear_state,
+    norm_strategy,
     sglang_page_size,
     sglang_pool,
     sglang_slots_per_request,
@@ -117,7 +117,7 @@ def make_plan(model: ModelSpec, inputs: PlanInputs) -> Plan:
         st = linear_state(model, tp, ssm, engine="vllm", conv_extra_tokens=inputs.spec_draft_tokens)
         return Plan(model, inputs, kvt, kvt * tp, st, vp.n_mamba_groups * vp.blocks_per_request or None, vllm=vp)
     st = linear_state(model, tp, inputs.ssm_dtype, engine="sglang")
-    strat = _norm_strategy(inputs.radix_strategy, inputs.overlap)
+    strat = norm_strategy(inputs.radix_strategy, inputs.overlap)
     spr = sglang_slots_per_request(
         strat,
         inputs.sglang_version,

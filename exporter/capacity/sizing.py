@@ -195,7 +195,7 @@ def tokens_for_bytes(model: ModelSpec, nbytes: float, kv_dtype: str | None = Non
 SGLANG_STRATEGIES = ("disable", "no_buffer", "extra_buffer", "extra_buffer_lazy", "auto")
 
 
-def _norm_strategy(strategy: str | None, overlap: bool = True) -> str:
+def norm_strategy(strategy: str | None, overlap: bool = True) -> str:
     s = (strategy or "auto").strip().lower().replace("-", "_")
     if s in ("disable", "disabled", "disable_radix", "disable_radix_cache", "off", "none", "radix_off"):
         return "disable"
@@ -222,7 +222,7 @@ def sglang_slots_per_request(
     that does not exist in that version.
     """
     v = require_version(version, LATEST_SGLANG)
-    s = _norm_strategy(strategy, overlap)
+    s = norm_strategy(strategy, overlap)
     if s == "disable" or v < (0, 5, 3, 3):  # 0.5.2-0.5.3: radix forced off for hybrid GDN
         return 1
     skip = 1 if (skip_decode_lock and v >= (0, 5, 17, 0)) else 0

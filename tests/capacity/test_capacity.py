@@ -325,13 +325,13 @@ def test_sglang_caps_from_reference():
 
 def test_parse_version():
     """One parser (exporter/version.py) for the whole exporter: None on garbage, require_version raises."""
-    from exporter import rules, version
+    from exporter import version
 
-    assert cap.parse_version is version.parse_version is rules.parse_version
-    assert cap.parse_version("0.5.3.post3") == (0, 5, 3, 3)
-    assert cap.parse_version("v0.5.19rc1") == (0, 5, 19, 0)
-    assert cap.parse_version("0.5.3") < cap.parse_version("0.5.3.post3") < cap.parse_version("0.5.4")
-    assert cap.parse_version("garbage") is None and cap.parse_version(None) is None
+    parse_version = version.parse_version
+    assert parse_version("0.5.3.post3") == (0, 5, 3, 3)
+    assert parse_version("v0.5.19rc1") == (0, 5, 19, 0)
+    assert parse_version("0.5.3") < parse_version("0.5.3.post3") < parse_version("0.5.4")
+    assert parse_version("garbage") is None and parse_version(None) is None
     assert version.require_version(None, (0, 5, 23, 0)) == (0, 5, 23, 0)
     with pytest.raises(ValueError):
         version.require_version("garbage", (0, 5, 23, 0))
