@@ -33,6 +33,7 @@ import re
 from . import sglang, vllm
 from .clock import minute_epoch, rfc3339_epoch, wall_epoch
 from .events import SGLANG, VLLM
+from .headers import SGLANG_TAG_NAMES, VLLM_DP
 
 MAX_TOKENS = 16
 MAX_PREAMBLE = 320  # characters before the message: a header is short
@@ -45,7 +46,7 @@ _TIME = (
     r"|(?P<tod>\d{2}:\d{2}:\d{2})(?:[.,](?P<todfrac>\d{1,9}))?"
 )
 _LEVEL = r"DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE|NOTICE"
-_TAG = r"(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+"
+_TAG = rf"(?:{SGLANG_TAG_NAMES})\d+"
 _TOKEN_RE = re.compile(
     r"\[(?P<br>[^\[\]\n]{0,160})\]"
     r"|\((?P<pa>[^()\n]{1,160})\)(?=[\s\[(:|\-]|$)"
@@ -64,7 +65,7 @@ _TAG_RE = re.compile(r"\b(" + _TAG + r")\b")
 _LEVEL_IN_RE = re.compile(r"\b(" + _LEVEL + r")\b", re.IGNORECASE)
 _FILE_IN_RE = re.compile(r"[\w\-/]\.(?:py|rs|go|cc|cpp|c|h|js|ts|java):\d+\b")
 _PROC_IN_RE = re.compile(r"^\s*(?P<proc>[A-Za-z][\w \-]*?)(?: rank=\d+)? pid=\d+")
-_VLLM_DP_RE = re.compile(r"(?:EngineCore|Worker)_(?:DP)?(\d+)")
+_VLLM_DP_RE = re.compile(VLLM_DP)
 _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
 
 _STARTS = {SGLANG: (sglang.starts_message,), VLLM: (vllm.starts_message,), None: (sglang.starts_message, vllm.starts_message)}

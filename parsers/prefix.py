@@ -20,6 +20,7 @@ import regex
 from . import preamble
 from .clock import minute_epoch, rfc3339_epoch, sglang_ts
 from .events import SGLANG, VLLM
+from .headers import SGLANG_TAG_NAMES, VLLM_DP, VLLM_PROC, sglang_header
 
 ANSI_RE = regex.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -38,18 +39,18 @@ COLLECTOR_RE = regex.compile(
 )
 
 # stdlib re: ~3x faster than `regex` for these short patterns (measured on the bench log)
-SGLANG_HEADER_RE = re.compile(r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}):(\d{2})(?:\.(\d{3}))?([^\]\[]*)\] ")
-SGLANG_TAG_RE = re.compile(r"\b(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)\b")
+SGLANG_HEADER_RE = re.compile(sglang_header())
+SGLANG_TAG_RE = re.compile(rf"\b({SGLANG_TAG_NAMES})(\d+)\b")
 
 VLLM_HEADER_RE = re.compile(
-    r"(?:\((?P<proc>[A-Za-z][\w ]*?)(?: rank=\d+)? pid=\d+(?:, ip=[^)]*)?\) ?)?"
+    r"(?:" + VLLM_PROC + r"?)?"
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
     r"(?P<md>\d{2}-\d{2}) (?P<time>\d{2}:\d{2}:\d{2})(?:[.,]\d+)? "
     r"\[?(?P<file>[^\]\s:]+):(?P<lineno>\d+)\] "
 )
 # a process prefix without a level (tracebacks, prints under the stdout wrapper)
-VLLM_PROC_RE = re.compile(r"\((?P<proc>[A-Za-z][\w ]*?)(?: rank=\d+)? pid=\d+(?:, ip=[^)]*)?\) ")
-VLLM_DP_RE = re.compile(r"(?:EngineCore|Worker)_(?:DP)?(\d+)")
+VLLM_PROC_RE = re.compile(VLLM_PROC)
+VLLM_DP_RE = re.compile(VLLM_DP)
 
 
 _LEVELS = ("DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL ")

@@ -24,6 +24,7 @@ from dataclasses import MISSING, fields
 
 from . import events as ev
 from .clock import sglang_ts
+from .headers import sglang_header
 from .numbers import MAX_COUNT, NONNEGATIVE_FIELDS, RATIO_FIELDS, bad_value, count_fields, is_count
 from .prefix import sglang_tags
 from .sglang import BATCH_HEAD_RE, BATCH_KEYS, HISPARSE_KEYS, MAX_LINE, graph_flag, parse_message
@@ -31,7 +32,7 @@ from .sglang import BATCH_HEAD_RE, BATCH_KEYS, HISPARSE_KEYS, MAX_LINE, graph_fl
 _NO_TAGS: tuple[str, int | None, int | None] = ("0", None, None)  # dp, tp, pp of an untagged header
 
 _MAX_TEMPLATES = 64  # per source
-LINE_HEADER = r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}):(\d{2})(?:\.(\d{3}))?([^\]\[\n]*)\] "
+LINE_HEADER = sglang_header(one_line=True)  # groups ymdhm, sec, ms, tags (the scanner runs it over blocks)
 Steps = tuple[tuple[int, str, Callable[[str], object]], ...]  # (group index, attribute, converter)
 Build = Callable[[tuple[str, ...]], "ev.Line | None"]  # match groups -> parsed Line (Shape.sample)
 # what the bulk scanner (exporter/scan.py) accepts per kind: (head, keys, index of #new-token,
@@ -106,12 +107,8 @@ class Shape:
         return c
 
 
-# prefix.SGLANG_HEADER_RE, written the way the regex engine runs fastest (a third of the samples'
-# match cost was the header): digits one by one rather than \d{4}, the optional milliseconds as an
-# alternative, and ASCII digits only: on an ASCII header it matches the same text with the same
-# groups; a header with other Unicode digits (which \d accepts) is left to the generic path.
-_D = "[0-9]"
-_SAMPLE_HEADER = rf"\[({_D * 4}-{_D * 2}-{_D * 2} {_D * 2}:{_D * 2}):({_D * 2})(?:\.({_D * 3})|)([^\]\[]*)\] "
+# prefix.SGLANG_HEADER_RE, written the way the regex engine runs fastest (headers.sglang_header)
+_SAMPLE_HEADER = sglang_header(fast=True)
 
 
 def _sample_body(keys: tuple[str, ...], plan: tuple) -> tuple[str, Steps]:
