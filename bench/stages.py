@@ -32,31 +32,27 @@ sys.path.append(str(ROOT))  # last: a frozen copy on PYTHONPATH (bench/run.py --
 from exporter.app import new_pipeline  # noqa: E402
 from exporter.offline import replay_files  # noqa: E402
 from exporter.pipeline import Pipeline  # noqa: E402
-from parsers import parse_line  # noqa: E402
 
 
 class _ScanOnly(Pipeline):
     """The samples are dropped: what the scanner, the counters and the buckets cost alone."""
 
-    def _sample(self, src, ss, raw):
-        self.samples += 1
+    def _play(self, src, ss):
+        due, ss.due = ss.due, []
+        for x in due:
+            if type(x) is not tuple:  # (a gauge field a sample held is not a sample)
+                self._sample(src, ss, x)
 
-    def _commit_server(self, src, ss, sv):
-        self.samples += len(sv.pending)
-        sv.pending.clear()
+    def _sample(self, src, ss, x):
+        self.samples += 1
 
 
 class _ParseOnly(_ScanOnly):
     """The samples are parsed into their events, and not applied."""
 
-    def _sample(self, src, ss, raw):
+    def _sample(self, src, ss, x):
         self.samples += 1
-        parse_line(raw, src.engine, src.year, ss.shapes)
-
-    def _commit_server(self, src, ss, sv):
-        for p in sv.pending.values():
-            self._sample(src, ss, p.raw)
-        sv.pending.clear()
+        self.sampler.parsed(src, ss, x)
 
 
 def _counting(pipe):

@@ -14,21 +14,30 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, generate_latest
 
 from .collector import HybridCacheCollector
-from .history import REPORT_ROWS
-from .history import attach as attach_history
+from .history import REPORT_ROWS, History
 from .offline import replay_files
 from .pipeline import Pipeline
 from .recommend import observe
-from .rules import RulesConfig, attach
+from .rules import Rules, RulesConfig
 from .state import DEFAULT_MAX_DP_RANKS
 
 
-def new_pipeline(engine: str | None = None, config: RulesConfig | None = None, max_dp_ranks: int = DEFAULT_MAX_DP_RANKS) -> Pipeline:
-    """A pipeline with the diagnosis rules attached (``config`` None = built-in thresholds) and the
-    recommendations observing them; ``max_dp_ranks``: distinct dp_rank values kept per source (``--max-dp-ranks``)."""
-    pipe = Pipeline(engine, max_dp_ranks=max_dp_ranks)
-    observe(attach(pipe, config))  # rules on the pipeline, recommendations on the rules
-    return pipe
+def new_pipeline(
+    engine: str | None = None,
+    config: RulesConfig | None = None,
+    max_dp_ranks: int = DEFAULT_MAX_DP_RANKS,
+    history: History | None = None,
+) -> Pipeline:
+    """A pipeline observed by the diagnosis rules (``config`` None = built-in thresholds), the
+    recommendations observing them, and ``history`` after the rules (its samples see their
+    verdicts); ``max_dp_ranks``: distinct dp_rank values kept per source (``--max-dp-ranks``)."""
+    rules = observe(Rules(config))
+    return Pipeline(engine, [rules] if history is None else [rules, history], max_dp_ranks)
+
+
+def timelines() -> History:
+    """The timelines ``report --html`` draws: each server's whole log, compacting (:mod:`exporter.history`)."""
+    return History(REPORT_ROWS, compact=True)
 
 
 def exposition(pipe: Pipeline, *extra) -> bytes:
@@ -46,18 +55,16 @@ def replay(
     engine: str | None,
     config: RulesConfig | None,
     err=sys.stderr,
-    timelines: bool = False,
+    history: History | None = None,
     max_dp_ranks: int = DEFAULT_MAX_DP_RANKS,
 ) -> tuple[Pipeline, int]:
     """Read complete files through a new pipeline; returns it finished, and the count of files
-    that could not be read (reported on ``err``). ``timelines``: also keep each server's whole
-    timeline (``report --html`` draws it; :mod:`exporter.history`, compacting)."""
-    pipe = new_pipeline(engine, config, max_dp_ranks)
-    if timelines:
-        attach_history(pipe, REPORT_ROWS, compact=True)  # after the rules: its samples see their verdicts
+    that could not be read (reported on ``err``). ``history``: also keep each server's timeline
+    there (``report --html``: :func:`timelines`)."""
+    pipe = new_pipeline(engine, config, max_dp_ranks, history)
     failed = replay_files(pipe, paths, source, err)
     pipe.finish()  # the files are complete: their last batch lines are samples too
     return pipe, failed
 
 
-__all__ = ["exposition", "new_pipeline", "replay"]
+__all__ = ["exposition", "new_pipeline", "replay", "timelines"]

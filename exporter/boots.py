@@ -12,10 +12,11 @@ the check people did by hand with two reports.
 from __future__ import annotations
 
 from . import flags
+from .configvalues import CONFIG_KEYS
 from .facts import Demand, ServerFacts, peek
 from .memory import BootRecord, UsageStats, boot_share, fired_since
 from .rules import RulesConfig
-from .state import CONFIG_KEYS, ServerState, SourceState
+from .state import ServerState, SourceState
 
 # settings whose change is shown, but which no flag of the catalogue predicts (or which say who the server is)
 _IDENTITY = ("model_path", "model", "served_model_name", "tokenizer_path")

@@ -22,7 +22,6 @@ from parsers import events as ev
 from parsers import message_line, read_header
 from parsers.clock import zone_name
 
-from .flow import Flow
 from .offline import order_generations
 from .reading import Reader, read_blocks
 
@@ -67,7 +66,7 @@ def describe(src, line: str, read_by: Counter | None = None) -> str:
     h = read_header(line, src.engine, src.year)
     parsed = message_line(h, src.engine)
     if parsed.tod is not None:
-        parsed.ts = Flow.on_date(src, parsed.tod)
+        parsed.ts = src.on_date(parsed.tod)
     via = h.via or "no header"
     if read_by is not None:
         read_by[via] += 1

@@ -3,8 +3,9 @@ where they come from, dtypes, the capacity the pools were given.
 
 Everything above the rules reads these (the rules' conditions, the recommendations, ``report``, the collector's
 request cap), so a fact is derived in one place. :func:`facts_of` derives them once per *generation* of what the
-log said about the server (a non-batch line bumps the source's generation, a restart starts a new boot) and
-keeps them on the server; batch samples reuse them. What changes per sample (the usage distribution, the peak
+log said about the server (``SourceState.generation``: the state bumps it on every line but a sample, a restart,
+the engine told; the rules when they learn the release) and keeps them on the server; batch samples reuse them,
+whoever reads them: a reader without the rules reads current facts too. What changes per sample (the usage distribution, the peak
 demand) is :class:`Demand`, read at the moment a recommendation is computed.
 """
 
@@ -17,8 +18,8 @@ from typing import Protocol
 from parsers import events as ev
 
 from . import capacity as cap
-from .memory import SourceMemory
-from .state import ServerState, SourceState, effective_max_running
+from .configvalues import number, truthy, unset
+from .state import ServerState, SourceState
 from .version import VersionRange, parse_version
 
 _MULTIMODAL_NAME_RE = re.compile(r"qwen3\.[5-9]|qwen3_5|vl\b|-vl-|omni", re.I)
@@ -30,18 +31,13 @@ class EngineVersionConfig(Protocol):
     engine_version: str | None
 
 
-def _source_memory(src: SourceState) -> SourceMemory:
-    """Per-source rule memory (release range, architecture, generation); forgotten when the server restarts."""
-    return src.rule_memory
-
-
 # --------------------------------------------------------------------------------------------
 # release, strategy, slots per request, caps
 
 
 def version_range(src: SourceState, cfg: EngineVersionConfig | None = None) -> VersionRange:
     """The release range of the server behind ``src`` (this boot)."""
-    mem = _source_memory(src)
+    mem = src.rule_memory
     if cfg is not None and cfg.engine_version:
         pv = parse_version(cfg.engine_version)
         return VersionRange(pv, pv, True, [f"rules-config engine_version={cfg.engine_version}"])
@@ -57,21 +53,15 @@ def version_range(src: SourceState, cfg: EngineVersionConfig | None = None) -> V
 # SGLang slots-per-request table (docs/formats/sglang.md#slots-per-running-request)
 
 
-def _truthy(v: object) -> bool:
-    if isinstance(v, str):
-        return v.strip().lower() in ("true", "1", "yes", "on")
-    return bool(v)
-
-
 def radix_strategy(src: SourceState) -> str:
     """'disabled' | 'no_buffer' | 'extra_buffer' | 'extra_buffer_lazy' | 'auto' (unresolved)."""
     cfg = src.config
-    if _truthy(cfg.get("disable_radix_cache")):
+    if truthy(cfg.get("disable_radix_cache")):
         return "disabled"
     s = cfg.get("mamba_radix_cache_strategy") or cfg.get("mamba_scheduler_strategy")
     s = str(s).strip().lower() if s not in (None, "") else "auto"
     if s == "auto":
-        overlap = not _truthy(cfg.get("disable_overlap_schedule"))
+        overlap = not truthy(cfg.get("disable_overlap_schedule"))
         page = cfg.get("page_size")
         paged = isinstance(page, (int, float)) and not isinstance(page, bool) and page > 1
         return "extra_buffer" if overlap or paged else "no_buffer"
@@ -107,7 +97,7 @@ def slots_per_request(src: SourceState, srv: ServerState, cfg: EngineVersionConf
         return None, ""
     vr = version_range(src, cfg)
     strategy = radix_strategy(src)
-    overlap = not _truthy(src.config.get("disable_overlap_schedule"))
+    overlap = not truthy(src.config.get("disable_overlap_schedule"))
     spec = speculative_on(src)
     cands = {slots_per_request_table(x, strategy, overlap, spec) for x in (vr.floor, vr.ceiling) if x is not None}
     if vr.floor is None and vr.ceiling is None:
@@ -138,6 +128,37 @@ def mamba_cap(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | Non
     return int(slots) // spr
 
 
+# vLLM's max_num_seqs when neither the args nor the (DEBUG) defaulting line say it: the V0
+# default, and the V1 fallback for GPUs under 70 GiB. 0.8.0-0.8.4 always used 1024.
+VLLM_DEFAULT_MAX_NUM_SEQS = 256
+# the CPU backend's default for the API server, per TP x PP rank (0.30-0.33)
+VLLM_CPU_DEFAULT_MAX_NUM_SEQS = 128
+
+
+def effective_max_running(src: SourceState, srv: ServerState) -> tuple[float | None, str]:
+    """The effective request cap and where it came from (``log`` | ``args`` | ``default``)."""
+    v = srv.capacity.get("max_running_requests")
+    if v is not None:
+        return v, "log"
+    if src.engine != ev.VLLM:
+        return None, ""
+    for key in ("max_num_seqs", "_max_num_seqs_default"):
+        a = src.config.get(key)
+        if isinstance(a, (int, float)) and not isinstance(a, bool):
+            return float(a), "args" if key == "max_num_seqs" else "log"
+    if src.version and src.version.startswith(("0.8.0", "0.8.1", "0.8.2", "0.8.3", "0.8.4")):
+        return 1024.0, "default"
+    if src.config.get("_device") == "cpu" or src.config.get("device_config") == "cpu":
+        # engine/arg_utils.py::get_batch_defaults: the CPU backend serves 128 x (TP x PP) by default
+        world = 1
+        for k in ("tensor_parallel_size", "pipeline_parallel_size"):
+            v = src.config.get(k)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                world *= v
+        return float(VLLM_CPU_DEFAULT_MAX_NUM_SEQS * world), "default"
+    return float(VLLM_DEFAULT_MAX_NUM_SEQS), "default"
+
+
 def requested_max_running(src: SourceState, srv: ServerState) -> tuple[float | None, str]:
     """What the operator asked for (per DP worker), or SGLang's default estimate when unset."""
     c = srv.capacity
@@ -147,7 +168,7 @@ def requested_max_running(src: SourceState, srv: ServerState) -> tuple[float | N
     req = cfg.get("max_running_requests")
     if isinstance(req, (int, float)) and not isinstance(req, bool) and req > 0:
         dp = cfg.get("dp_size") or 1
-        if _truthy(cfg.get("enable_dp_attention")) and isinstance(dp, (int, float)) and dp > 1:
+        if truthy(cfg.get("enable_dp_attention")) and isinstance(dp, (int, float)) and dp > 1:
             return float(int(req) // int(dp)), "server_args (per dp worker)"
         return float(req), "server_args"
     if src.engine == ev.SGLANG and "max_running_requests" in cfg:
@@ -164,31 +185,16 @@ def requested_max_running(src: SourceState, srv: ServerState) -> tuple[float | N
 # dtypes and model kind from the config the log printed
 
 
-def _num(v: object) -> float | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, (int, float)):
-        return float(v)
-    try:
-        return float(str(v))
-    except ValueError:
-        return None
-
-
-def _none(v: object) -> bool:
-    return v in (None, "", "None", "none", "null", "auto")
-
-
 def sglang_ssm_dtype(src: SourceState) -> tuple[str, str]:
     """(dtype, where from). server_args None -> the model config, float32 on public checkpoints."""
     v = src.config.get("mamba_ssm_dtype")
-    if not _none(v):
+    if not unset(v):
         return cap.normalize_dtype(str(v)), "server_args"
     return "float32", "the model config's default (mamba_ssm_dtype not set in server_args)"
 
 
 def vllm_arch(src: SourceState) -> str | None:
-    return _source_memory(src).arch
+    return src.rule_memory.arch
 
 
 def vllm_is_hybrid(src: SourceState, srv: ServerState) -> bool:
@@ -205,7 +211,7 @@ def vllm_is_hybrid(src: SourceState, srv: ServerState) -> bool:
 
 def vllm_ssm_dtype(src: SourceState) -> str:
     v = src.config.get("mamba_ssm_cache_dtype")
-    if not _none(v):
+    if not unset(v):
         return cap.normalize_dtype(str(v))
     arch = vllm_arch(src) or ""
     model = str(src.config.get("model") or src.config.get("model_path") or "")
@@ -213,7 +219,7 @@ def vllm_ssm_dtype(src: SourceState) -> str:
     if re.search(r"NemotronH|Qwen3_5|KimiLinear", arch) or re.search(r"qwen3\.[5-9]|nemotron-h|kimi-linear", model, re.I):
         return "float32"
     mc = src.config.get("mamba_cache_dtype")
-    return cap.normalize_dtype(str(mc)) if not _none(mc) else "bfloat16"
+    return cap.normalize_dtype(str(mc)) if not unset(mc) else "bfloat16"
 
 
 def is_multimodal(src: SourceState) -> bool:
@@ -291,12 +297,9 @@ def demand_of(srv: ServerState) -> Demand:
     )
 
 
-def stamp(src: SourceState, cfg: EngineVersionConfig | None) -> tuple | None:
-    """What the facts depend on: the boot, the source's generation (bumped by the rules on every non-batch
-    line, i.e. whenever config or capacity may change), the engine and the configured release. ``None`` when
-    no rules run on the source (nothing bumps the generation): then nothing is cached."""
-    gen = src.rule_memory.gen
-    return None if gen is None else (src.restarts, gen, src.engine, getattr(cfg, "engine_version", None))
+def stamp(src: SourceState, cfg: EngineVersionConfig | None) -> tuple:
+    """What the facts depend on: the source's generation of what the log said, and the configured release."""
+    return (src.generation, getattr(cfg, "engine_version", None))
 
 
 def derive(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None = None, generation: tuple = ()) -> ServerFacts:
@@ -329,9 +332,9 @@ def derive(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None =
     else:
         ssm, ssm_how = sglang_ssm_dtype(src)
         raw_kv = conf.get("kv_cache_dtype")
-        kvd = None if _none(raw_kv) else str(raw_kv).replace("torch.", "")
+        kvd = None if unset(raw_kv) else str(raw_kv).replace("torch.", "")
         slots = int(c["mamba_capacity_slots"]) if c.get("mamba_capacity_slots") else None
-        ratio = _num(conf.get("mamba_full_memory_ratio"))
+        ratio = number(conf.get("mamba_full_memory_ratio"))
         observed = cap.ObservedCapacity(
             mamba_slots=slots,
             slots_per_request=spr,
@@ -354,9 +357,9 @@ def derive(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None =
         engine=src.engine,
         version=vr,
         strategy=radix_strategy(src),
-        overlap=not _truthy(conf.get("disable_overlap_schedule")),
+        overlap=not truthy(conf.get("disable_overlap_schedule")),
         speculative=speculative_on(src),
-        unified_memory=_truthy(conf.get("enable_unified_memory")),
+        unified_memory=truthy(conf.get("enable_unified_memory")),
         slots_per_request=spr,
         slots_per_request_source=spr_how,
         mamba_slots=slots,
@@ -397,18 +400,14 @@ def _mamba_size_set(src: SourceState) -> bool:
     """Whether SGLang sizes the mamba pool by a count, not by the ratio: ``--max-mamba-cache-size``, or the radix cache
     off with ``--max-running-requests`` (``capacity.sglang_pool``)."""
     c = src.config
-    if (_num(c.get("max_mamba_cache_size")) or 0) > 0:
+    if (number(c.get("max_mamba_cache_size")) or 0) > 0:
         return True
-    return _truthy(c.get("disable_radix_cache")) and (_num(c.get("max_running_requests")) or 0) > 0
+    return truthy(c.get("disable_radix_cache")) and (number(c.get("max_running_requests")) or 0) > 0
 
 
 def facts_of(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None = None) -> ServerFacts:
-    """The facts of ``srv``, derived once per generation of what the log said (kept on the server). Called on
-    every sample, so the stamp is built here rather than by :func:`stamp` (one call less per sample)."""
-    gen = src.rule_memory.gen
-    if gen is None:
-        return derive(src, srv, cfg)
-    now = (src.restarts, gen, src.engine, getattr(cfg, "engine_version", None))
+    """The facts of ``srv``, derived once per generation of what the log said (kept on the server)."""
+    now = stamp(src, cfg)
     m = srv.rule_memory
     f = m.facts
     if f is None or f.generation != now:
@@ -419,8 +418,7 @@ def facts_of(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None
 def peek(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None = None) -> ServerFacts:
     """The facts for a reader that must not write (the collector at scrape time): the kept ones when current,
     else derived without keeping them."""
-    gen = stamp(src, cfg)
     f = srv.rule_memory.facts
-    if gen is not None and f is not None and f.generation == gen:
+    if f is not None and f.generation == stamp(src, cfg):
         return f
     return derive(src, srv, cfg)

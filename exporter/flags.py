@@ -24,12 +24,10 @@ from parsers import events as ev
 from . import capacity as cap
 from . import rulebook
 from .capacity.effects import norm_flag
+from .configvalues import number, truthy, unset
 from .facts import (
     Demand,
     ServerFacts,
-    _none,
-    _num,
-    _truthy,
     is_multimodal,
     vllm_arch,
     vllm_is_hybrid,
@@ -149,22 +147,22 @@ def _unified_gates(x: Context) -> tuple[list[str], list[str]]:
             refused.append("speculative decoding (SGLang 0.5.15-0.5.17)")
         elif v.may_be_in("0.5.18", "0.5.21") and spec != "DSPARK":
             refused.append(f"speculative decoding {spec or '(algorithm not logged)'} (SGLang 0.5.18-0.5.21: DSPARK only)")
-        elif spec not in ("DSPARK", "EAGLE", "EAGLE3", "DFLASH") or _num(c.get("speculative_eagle_topk")) not in (None, 1.0):
+        elif spec not in ("DSPARK", "EAGLE", "EAGLE3", "DFLASH") or number(c.get("speculative_eagle_topk")) not in (None, 1.0):
             refused.append(f"speculative decoding {spec or '(algorithm not logged)'} (SGLang 0.5.22+: DSPARK, EAGLE, EAGLE3, DFLASH, top-k 1)")
-    if not _none(c.get("disaggregation_mode")) and str(c.get("disaggregation_mode")).lower() != "null":
+    if not unset(c.get("disaggregation_mode")) and str(c.get("disaggregation_mode")).lower() != "null":
         if v.may_be_in("0.5.15", "0.5.17"):
             refused.append("PD disaggregation (SGLang 0.5.15-0.5.17)")
         elif str(c.get("disaggregation_transfer_backend") or "mooncake").lower() != "mooncake":
             refused.append("PD disaggregation over a transfer backend other than mooncake")
-        elif (_num(c.get("pp_size")) or 1) > 1:
+        elif (number(c.get("pp_size")) or 1) > 1:
             refused.append("PD disaggregation with pipeline parallelism")
-    if _truthy(c.get("enable_hierarchical_cache")) and v.may_be_in("0.5.15", "0.5.20"):
+    if truthy(c.get("enable_hierarchical_cache")) and v.may_be_in("0.5.15", "0.5.20"):
         refused.append("HiCache (SGLang 0.5.15-0.5.20)")
-    if _truthy(c.get("enable_lmcache")):
+    if truthy(c.get("enable_lmcache")):
         refused.append("LMCache")
-    if _truthy(c.get("enable_two_batch_overlap")) and not v.below("0.5.20"):
+    if truthy(c.get("enable_two_batch_overlap")) and not v.below("0.5.20"):
         refused.append("two-batch overlap (SGLang 0.5.20+)")
-    dcp = _num(c.get("dcp_size")) or _num(c.get("decode_context_parallel_size"))
+    dcp = number(c.get("dcp_size")) or number(c.get("decode_context_parallel_size"))
     if dcp and dcp > 1 and (v.may_be_in("0.5.15", "0.5.19") or not _is_mla(x)):
         refused.append("decode context parallelism (SGLang 0.5.15-0.5.19; from 0.5.20 on MLA models only)")
     attn = str(c.get("attention_backend") or "").lower()
@@ -184,7 +182,7 @@ def c_mamba_ssm_dtype(x: Context) -> Candidate | None:
         return None
     assumes = () if f.ssm_dtype_source == "server_args" else (f"the SSM dtype {f.ssm_dtype}: {f.ssm_dtype_source}",)
     warns = ()
-    if _truthy(x.src.config.get("enable_linear_replayssm_spec")) and not f.version.below("0.5.20"):
+    if truthy(x.src.config.get("enable_linear_replayssm_spec")) and not f.version.below("0.5.20"):
         # arg_groups/attention_hook.py (0.5.20+): unset -> float32; anything else -> a warning
         warns = (
             "with --enable-linear-replayssm-spec SGLang (0.5.20+) wants float32 SSM state and warns on bfloat16: "
@@ -320,7 +318,7 @@ def c_radix_strategy(x: Context) -> Candidate | None:
     if not x.mamba_findings or f.strategy != "extra_buffer" or not f.overlap or not f.version.at_least("0.5.13"):
         return None
     conf = x.src.config
-    if not _none(conf.get("disaggregation_mode")) or "DFLASH" in str(conf.get("speculative_algorithm") or "").upper():
+    if not unset(conf.get("disaggregation_mode")) or "DFLASH" in str(conf.get("speculative_algorithm") or "").upper():
         return None
     name = "--mamba-radix-cache-strategy" if f.version.at_least("0.5.14") else "--mamba-scheduler-strategy"
     return Candidate(
@@ -395,7 +393,7 @@ def c_language_model_only(x: Context) -> Candidate | None:
     answers = x.side(VLLM_POOL_FINDINGS)
     if f.engine != ev.VLLM or not answers or not f.version.at_least("0.17") or not is_multimodal(x.src):
         return None
-    if _truthy(x.src.config.get("language_model_only")):
+    if truthy(x.src.config.get("language_model_only")):
         return None
     arch = vllm_arch(x.src) or x.src.config.get("model")
     return Candidate(
@@ -408,7 +406,7 @@ def c_gpu_memory_utilization(x: Context) -> Candidate | None:
     answers = x.side(VLLM_POOL_FINDINGS)
     if f.engine != ev.VLLM or not answers:
         return None
-    util = _num(x.src.config.get("gpu_memory_utilization")) or (0.92 if f.version.at_least("0.20") else 0.9)
+    util = number(x.src.config.get("gpu_memory_utilization")) or (0.92 if f.version.at_least("0.20") else 0.9)
     if util >= 0.95:
         return None
     new = min(0.95, round(util + 0.03, 2))
@@ -434,8 +432,8 @@ def c_max_running_requests(x: Context) -> Candidate | None:
     if n <= eff:
         return None
     conf = x.src.config
-    dp = _num(conf.get("dp_size")) or 1
-    total = int(n * dp) if _truthy(conf.get("enable_dp_attention")) and dp > 1 else n
+    dp = number(conf.get("dp_size")) or 1
+    total = int(n * dp) if truthy(conf.get("enable_dp_attention")) and dp > 1 else n
     return Candidate(
         str(total),
         f"cap {int(eff)} -> {n}",

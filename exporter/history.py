@@ -29,8 +29,9 @@ from dataclasses import dataclass
 
 from parsers import events as ev
 
+from .facts import effective_max_running
 from .rulebook import SHADED_RULES
-from .state import ServerState, SourceState, effective_max_running
+from .state import ServerState, SourceState
 
 BUCKET_SECONDS = 10.0  # the pipeline samples batch lines per 10 s of log clock
 LIVE_ROWS = 360  # serve: one hour of log time
@@ -182,19 +183,4 @@ class History:
         return self.timelines.get((source, dp_rank))
 
 
-def attach(pipe, capacity: int = LIVE_ROWS, compact: bool = False) -> History:
-    """Attach a :class:`History` to ``pipe`` after its other observers (idempotent)."""
-    h = getattr(pipe, "history", None)
-    if isinstance(h, History):
-        return h
-    h = History(capacity, compact)
-    pipe.history = h
-    pipe.observers.append(h)
-    return h
-
-
-def history_of(pipe) -> History | None:
-    return getattr(pipe, "history", None)
-
-
-__all__ = ["FIELDS", "History", "SHADED_RULES", "Timeline", "attach", "history_of"]
+__all__ = ["FIELDS", "History", "SHADED_RULES", "Timeline"]

@@ -4,8 +4,7 @@
 recommendations keep (the facts of the current generation, the last recommendations and their refresh
 stamp), and per source what the log told about the release.
 
-Fields, not string keys: a reader sees what exists and its type. ``get``/``[]`` by name remain for
-readers written against the earlier dicts (they read the same fields).
+Fields, not string keys: a reader sees what exists and its type.
 """
 
 from __future__ import annotations
@@ -293,31 +292,8 @@ class Recent(deque):
         return n
 
 
-class _ByName:
-    """Read access by field name, for readers written against the dicts this memory replaced."""
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key, default) if key in self._names() else default
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in self._names():
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key in self._names()
-
-    @classmethod
-    def _names(cls) -> frozenset[str]:
-        n = cls.__dict__.get("_NAMES")
-        if n is None:
-            n = frozenset(f.name for f in fields(cls))  # type: ignore[arg-type]
-            cls._NAMES = n  # type: ignore[attr-defined]
-        return n
-
-
 @dataclass
-class Evidence(_ByName):
+class Evidence:
     """Raw lines behind a finding: the ones that fired it, recent ones while it holds, the ones that cleared it."""
 
     fire: list[tuple[float, str]] = field(default_factory=list)
@@ -326,7 +302,7 @@ class Evidence(_ByName):
 
 
 @dataclass
-class ServerMemory(_ByName):
+class ServerMemory:
     """One server's diagnosis memory (one boot). The rules fill the per-rule tables on first use."""
 
     hyst: dict[str, Hysteresis] = field(default_factory=dict)
@@ -358,6 +334,7 @@ class ServerMemory(_ByName):
     # kept by the layers above the rules
     facts: Any = None  # facts.ServerFacts of the current generation
     sample_facts: Any = None  # the facts the rules' samples read (facts_of's, fetched once per generation)
+    sample_gen: int = -1  # the source's generation they are of (SourceState.generation)
     recommendations: list = field(default_factory=list)  # recommend.Recommendation
     reco_ts: float = float("-inf")  # log time of the last refresh
     reco_inputs: tuple | None = None  # what the last refresh read (recommend.inputs)
@@ -449,15 +426,14 @@ def close_boot(m: ServerMemory, config: dict) -> BootRecord:
 
 
 @dataclass
-class SourceMemory(_ByName):
+class SourceMemory:
     """One source's memory of this boot: the release the log proves, the architecture, which batch-line
-    features were seen, and the generation of what the log said (bumped on every non-batch line)."""
+    features were seen (the rules keep these; what changes them starts a new generation of the facts)."""
 
     version_range: Any = None  # version.VersionRange
     arch: str | None = None
     f_pending: bool = False
     f_mamba: bool = False
-    gen: int | None = None  # None until the rules run on the source (then the facts are cached per generation)
     known_servers: int = -1
 
     def clear(self) -> None:

@@ -241,15 +241,13 @@ def _show(srv: ServerState, recs: list[Recommendation], ratio: float | None) -> 
 def inputs(src: SourceState, srv: ServerState, cfg: RulesConfig) -> tuple:
     """What :func:`update` reads, as far as it can change between two batch samples: the live
     findings and the demand (peaks, p95 / max usages); plus stamps for the rest (the facts change only
-    with their generation: a non-batch event or a restart) and the thresholds.
+    with the source's generation: a line but a sample, a restart, the engine told) and the thresholds.
 
     Recommendations are a function of these, so a refresh with the inputs of the last one is
     skipped: most refreshes of a long-lived finding are (tests/pipeline/test_sample_cost.py checks that the
     state is the same as with every refresh computed, sample by sample)."""
     return (
-        src.restarts,
-        src.rule_memory.gen,
-        src.engine,
+        src.generation,
         tuple(vars(cfg).values()),
         tuple(srv.findings.items()),
         demand_of(srv),

@@ -22,12 +22,13 @@ import time
 from . import capacity as cap
 from . import flags, recommend, rulebook
 from .boots import before_after
+from .configvalues import CONFIG_KEYS
 from .drawing import chart_data
 from .facts import facts_of, peek, version_range
-from .history import history_of
+from .history import History
 from .rulebook import RULE_IDS
-from .rules import RulesConfig, rules_of
-from .state import CONFIG_KEYS, ServerState, SourceState
+from .rules import RulesConfig
+from .state import ServerState, SourceState
 from .workload import pool_words, shared_pool, workload
 
 GIB = float(1 << 30)
@@ -189,7 +190,7 @@ def _vllm_state_words(pool: dict | None) -> str:
 
 
 def _live_since(srv: ServerState, rule: str) -> float | None:
-    eps = (srv.rule_memory.get("episodes") or {}).get(rule) or ()
+    eps = srv.rule_memory.episodes.get(rule) or ()
     if eps and eps[-1][1] is None:
         return eps[-1][0]
     return None
@@ -212,7 +213,7 @@ def server_status(
     Reads only (the status page calls it under the pipeline's lock)."""
     m = srv.rule_memory
     g = srv.gauges if gauges is None else gauges
-    last = m.get("last_ts") or src.last_ts
+    last = m.last_ts or src.last_ts
     facts = peek(src, srv, cfg)  # the status page reads at request time: never writes
     eff, eff_how = facts.max_running, facts.max_running_source
     kv, mamba = g.get("kv_usage_ratio"), g.get("mamba_usage_ratio")
@@ -232,11 +233,11 @@ def server_status(
                 "title": rulebook.BY_ID[rule].title_for(src.engine),
                 "since": fmt_ts(since) if since is not None else None,
                 "for_seconds": round(last - since, 1) if since is not None and last else None,
-                "detail": m.get("capped_detail") if rule == "mamba_capped" else None,
+                "detail": m.capped_detail if rule == "mamba_capped" else None,
             }
         )
     findings.sort(key=lambda f: rulebook.HEADLINE_ORDER.index(f["rule"]))
-    binding = (m.get("binding_last") or (None, None))[1]
+    binding = (m.binding_last or (None, None))[1]
     words = []
     gap = f" ({abs(mamba - kv) * 100:.0f} points apart)" if kv is not None and mamba is not None else ""
     cap_words = ""
@@ -268,7 +269,7 @@ def server_status(
         if binding and binding != "none":
             words.append(f"The latest sample meets the condition for {BINDING_WORDS[binding]}, not (yet) sustained.")
     if recs is None:
-        recs = list(m.get("recommendations") or ())
+        recs = list(m.recommendations)
     advice = recommend.merged(recs, flag_text)
     start = {}
     for d in advice:
@@ -340,31 +341,31 @@ def is_quiet(age_seconds: float | None) -> bool:
 
 def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
     m = srv.rule_memory
-    first, last = m.get("first_ts"), m.get("last_ts")
+    first, last = m.first_ts, m.last_ts
     cap_facts = capacity_facts(src, srv, cfg)
     usage = {}
     hist = {}
-    for pool, u in (m.get("usage") or {}).items():
+    for pool, u in m.usage.items():
         if u.n:
             usage[pool] = u.summary()
             hist[pool] = [{"lo": lo, "hi": hi, "samples": n, "seconds": round(sec, 1)} for lo, hi, n, sec in u.histogram(0.1)]
-    bind = dict(m.get("binding_seconds") or {})
+    bind = dict(m.binding_seconds)
     total = sum(bind.values())
     binding = {k: {"seconds": round(v, 1), "share": round(v / total, 4) if total else 0.0} for k, v in bind.items()}
     findings = []
     for rule in RULE_IDS:
-        eps = list((m.get("episodes") or {}).get(rule, ()))
+        eps = list(m.episodes.get(rule, ()))
         live = bool(srv.findings.get(rule))
         if not eps and not live:
             continue
-        evd = (m.get("evidence") or {}).get(rule, {})
+        evd = m.evidence.get(rule)
         fired_s = 0.0
         for start, end in eps:
             if start is not None:
                 fired_s += max(0.0, ((end if end is not None else last) or start) - start)  # never negative
         lines = []
         for kind in ("fire", "recent", "clear"):
-            for ts, line in evd.get(kind, ()):
+            for ts, line in getattr(evd, kind) if evd is not None else ():
                 lines.append({"kind": kind, "ts": ts, "time": fmt_ts(ts), "line": line})
         f = {
             "rule": rule,
@@ -374,8 +375,8 @@ def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
             "firing_seconds": round(fired_s, 1),
             "evidence": lines,
         }
-        if rule == "mamba_capped" and m.get("capped_detail"):
-            f["detail"] = m["capped_detail"]
+        if rule == "mamba_capped" and m.capped_detail:
+            f["detail"] = m.capped_detail
         findings.append(f)
     fired_rules = [f["rule"] for f in findings]
     recs = recommend.for_rules(src, srv, fired_rules, cfg)
@@ -385,7 +386,7 @@ def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
         "dp_rank": srv.dp_rank,
         "log_time": {"first": fmt_ts(first), "last": fmt_ts(last), "seconds": round(max(0.0, last - first), 1) if first and last else 0},
         "capacity": cap_facts,
-        "peaks": {k: _num(v) for k, v in (m.get("peaks") or {}).items()},
+        "peaks": {k: _num(v) for k, v in m.peaks.items()},
         "counters": {
             k: _num(v)
             for k, v in srv.counters.items()
@@ -411,7 +412,7 @@ def whatif(src: SourceState, srv: ServerState, cfg: RulesConfig, recs: list) -> 
     sizes and the request cap before and after (``flags.effect_from_log``), and whether the new
     cap covers the peak demand (running + queued) the log shows."""
     o = recommend.observed(src, srv, cfg)
-    peaks = srv.rule_memory.get("peaks") or {}
+    peaks = srv.rule_memory.peaks
     demand = (peaks.get("running") or 0) + (peaks.get("queued") or 0) if peaks else None
     out, seen = [], set()
     for r in recs:
@@ -435,12 +436,10 @@ def whatif(src: SourceState, srv: ServerState, cfg: RulesConfig, recs: list) -> 
     return out
 
 
-def build_report(pipe, cfg: RulesConfig | None = None) -> dict:
-    """The report's data. With a :mod:`~exporter.history` attached (``report --html``), each
-    server also carries its timeline as chart data."""
-    rules = rules_of(pipe)
-    cfg = cfg or (rules.config if rules is not None else RulesConfig())
-    hist = history_of(pipe)
+def build_report(pipe, cfg: RulesConfig | None = None, hist: History | None = None) -> dict:
+    """The report's data, as the rules configured by ``cfg`` diagnosed it. With the timelines the
+    pipeline kept (``hist``: ``report --html``), each server also carries its timeline as chart data."""
+    cfg = cfg or RulesConfig()
     out = {"sources": []}
     with pipe.lock:
         for name, src in pipe.sources.items():

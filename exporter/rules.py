@@ -31,19 +31,8 @@ from typing import Protocol
 
 from parsers import events as ev
 
-from .facts import (  # noqa: F401  (the derivations moved to facts.py; re-exported for old importers)
-    _source_memory,
-    _truthy,
-    facts_of,
-    mamba_cap,
-    radix_strategy,
-    requested_max_running,
-    slots_per_request,
-    slots_per_request_table,
-    speculative_on,
-    version_range,
-)
-from .memory import Evidence, Hysteresis, Recent, ServerMemory, SourceMemory, UsageStats, close_boot  # noqa: F401  (UsageStats re-exported)
+from .facts import facts_of
+from .memory import Hysteresis, ServerMemory, SourceMemory, close_boot
 from .rulebook import (  # the rules are entries of the rule catalogue; their conditions are below
     BINDING,
     MAMBA_CAPPED,
@@ -54,7 +43,7 @@ from .rulebook import (  # the rules are entries of the rule catalogue; their co
     WINDOWED_RULES,
 )
 from .state import ENDED, ServerState, SourceState
-from .version import VersionRange, fmt_version, parse_version, sglang_features  # noqa: F401  (re-exported for the report)
+from .version import VersionRange, sglang_features
 
 # end at once when the server goes idle, stops or dies: no sample will come to clear them (docs/rules.md)
 ENDING_RULES = (*SUSTAINED_RULES, *WINDOWED_RULES)
@@ -214,7 +203,7 @@ class Rules:
                 smem.f_pending = smem.f_pending or e.pending_tokens is not None
                 smem.f_mamba = True
                 sglang_features(self._release(smem), e, raw)
-                _new_generation(src)
+                src.changed()  # the release the facts read
             if ts is not None:
                 if m.first_ts is None:
                     m.first_ts = ts
@@ -256,7 +245,6 @@ class Rules:
                     close_boot(sm, sm.boot_config)
                     sm.boot_first_ts, sm.boot_config = ts, {}
                 sm.restarts_seen = src.restarts
-                sm.sample_facts = None
                 if s.findings.get(MAMBA_CAPPED):
                     self._set(src, s, MAMBA_CAPPED, False, ts, [(ts or 0.0, raw)])
                 sm.capped_detail = None
@@ -270,16 +258,18 @@ class Rules:
         return vr
 
     def _event(self, src: SourceState, srv: ServerState, m: ServerMemory, e: object, ts: float | None, raw: str) -> None:
-        """Any line but a sample: capacity / config may have changed, so the derived facts are
-        recomputed at the next sample (a new generation); the release, the architecture, the event rules."""
+        """Any line but a sample (the state started a new generation of the facts for it): the
+        release, the architecture (what the facts read of the rules' memory: a new generation
+        again), the event rules."""
         smem = src.rule_memory
-        _new_generation(src)
         if src.engine == ev.SGLANG:
             sglang_features(self._release(smem), e, raw)
+            src.changed()
         elif isinstance(e, (ev.HybridLayout, ev.ServerConfig, ev.ServerStarting)):
             am = _VLLM_ARCH_RE.search(raw)
             if am:
                 smem.arch = am.group(1)
+                src.changed()
 
         if ts is not None:
             if m.first_ts is None:
@@ -330,8 +320,9 @@ class Rules:
             running += e.new_seqs  # the prefill line prints the running batch before the new ones join
         m = srv.rule_memory
         facts = m.sample_facts
-        if facts is None:  # a new generation of what the log said (_new_generation)
+        if m.sample_gen != src.generation:  # a new generation of what the log said (SourceState.changed)
             facts = m.sample_facts = facts_of(src, srv, cfg)
+            m.sample_gen = src.generation
         mcap, eff = facts.mamba_cap, facts.max_running
         waiting = queued is not None and queued > 0
         # every rule is a conjunction (docs/rules.md); the parts that are usually false (a full pool,
@@ -398,7 +389,7 @@ class Rules:
             if t is not None:
                 m.lengths["running"].add(t / v)
             elif e.kind == "stats" and e.kv_usage is not None:  # vLLM: the share of the logged pool
-                f = m.sample_facts
+                f = m.sample_facts if m.sample_gen == src.generation else None  # (those of the last sample)
                 if f is not None and f.capacity.kv_tokens:
                     m.lengths["running"].add(e.kv_usage * f.capacity.kv_tokens / v)
         n = e.new_seqs
@@ -523,16 +514,6 @@ class Rules:
                 self._set(src, s, MAMBA_CAPPED, True, ts, lines or [(t, raw)])
 
 
-def _new_generation(src: SourceState) -> None:
-    """What the log says about ``src`` may have changed (any line but a sample, or a release feature
-    first seen on one): the facts are derived again (``facts_of`` keys them by the generation), and
-    the samples of its servers fetch them again instead of checking the generation every time."""
-    smem = src.rule_memory
-    smem.gen = (smem.gen or 0) + 1
-    for s in src.servers.values():
-        s.rule_memory.sample_facts = None
-
-
 def _retracted(e: ev.BatchStats, m: ServerMemory, ts: float | None, window: float) -> bool:
     """Whether the line reports preemptions, or a retraction / preemption lies within ``window`` of log time before it."""
     if e.preemptions:
@@ -554,27 +535,4 @@ def h_evidence(h: Hysteresis, ts: float, raw: str) -> list[tuple[float, str]]:
     return out[:1] + out[-3:] if len(out) > 4 else out
 
 
-def rules_of(pipe, create: bool = False) -> Rules | None:
-    r = getattr(pipe, "rules", None)
-    if r is None and create:
-        r = attach(pipe)
-    return r
-
-
-def attach(pipe, config: RulesConfig | None = None) -> Rules:
-    """Attach the rules to a pipeline (idempotent); returns the :class:`Rules` observer."""
-    r = getattr(pipe, "rules", None)
-    if isinstance(r, Rules):
-        if config is not None:
-            r.config = config
-            for src in pipe.sources.values():  # the facts depend on the configured release
-                for s in src.servers.values():
-                    s.rule_memory.sample_facts = None
-        return r
-    r = Rules(config)
-    pipe.rules = r
-    pipe.observers.append(r)
-    return r
-
-
-__all__ = ["RULE_IDS", "Rules", "RulesConfig", "attach", "load_config", "mamba_cap", "slots_per_request", "version_range"]
+__all__ = ["ENDING_RULES", "FindingObserver", "Rules", "RulesConfig", "load_config"]

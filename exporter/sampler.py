@@ -1,26 +1,28 @@
-"""The sampler in front of the plain pipeline (:mod:`exporter.flow`): the hot path of busy logs.
+"""The sampler: the hot path of busy logs, in front of the pipeline's line path (:mod:`exporter.pipeline`).
 
 Most of a busy SGLang log is ``Decode batch`` / ``Prefill batch`` and uvicorn lines. Each batch
 line is validated and counted (counters and line outcomes are exact for every line), but its full
 event is built only for the *samples*: per server and kind, the last batch line of each 10-second
-bucket of the **log clock** (``YYYY-MM-DD HH:MM:S``). Samples go through the flow (state, rules)
-in log order; the newest line of each kind waits as "pending" until a line of the next bucket
-arrives, another event does (the flow's barrier), the ingest side's :meth:`Sampler.tick` finds the
-source quiet, or the input ends (:meth:`Sampler.finish`). Buckets come from the log's own
+bucket of the **log clock** (``YYYY-MM-DD HH:MM:S``). The newest line of each kind waits as
+"pending" until a line of the next bucket arrives, another event does (the pipeline's barrier),
+the ingest side's tick finds the source quiet, or the input ends. Buckets come from the log's own
 timestamps, so ``replay`` and ``serve`` sample the same lines whatever the read chunking.
 
+The sampler decides and keeps; it applies nothing. The lines it takes are counted by the source's
+state (``SourceState.count_batch``, ``count_run``); the samples it makes go, in log order, on the
+source's ``due`` list (:class:`SourceSampling`), which the pipeline applies (the state, then the
+observers) before it takes the next line. Every call into it is made under the pipeline's lock.
+
 Gauges do not depend on sampling: a scrape reads the committed gauges overlaid with the pending
-lines (:meth:`Sampler.gauges_of`, which writes nothing). When a line of another shape replaces a
+lines (:meth:`Sampler.view`, which writes nothing). When a line of another shape replaces a
 pending line (a field printed only sometimes, such as ``#replay-token`` or ``accept len``), the
 gauge fields the replaced line carried and the new one lacks are held with their place in the
 log (:attr:`Pending.held`): each gauge shows the last line, in log order, that carried its field.
 
-``feed_lines`` (a list, from the tailers) and ``feed_text`` (a block of lines, from ``replay``)
-go further for the steady state: :mod:`exporter.scan` (a C extension, or its pure-Python twin)
-walks runs of batch lines of the learned shapes and uvicorn lines and returns per-run aggregates
-(counts, token sums, first and last line of each bucket), which :meth:`Sampler._apply_scan` turns
-into the same state; the line that ends a run goes through :meth:`Sampler.feed`. All paths give
-the same state (tests/pipeline/test_hot_path.py, tests/pipeline/test_gauges_exact.py).
+For the steady state, :mod:`exporter.scan` (a C extension, or its pure-Python twin) walks runs of
+batch lines of the learned shapes and uvicorn lines and returns per-run aggregates (counts, token
+sums, first and last line of each bucket), which :meth:`Sampler.run` turns into the same state.
+All paths give the same state (tests/pipeline/test_hot_path.py, tests/pipeline/test_gauges_exact.py).
 
 What a source's batch lines look like is learned per source (:class:`parsers.shapes.LineShapes`
 in :class:`SourceSampling`), so two servers of different releases keep their own shapes.
@@ -28,10 +30,8 @@ in :class:`SourceSampling`), so two servers of different releases keep their own
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import partial
 from operator import itemgetter
 
 from parsers import events as ev
@@ -41,13 +41,9 @@ from parsers.numbers import is_count
 from parsers.prefix import SGLANG_HEADER_RE, sglang_tags
 from parsers.shapes import LineShapes
 
-from .flow import IDLE_SECONDS, Flow, Observer
-from .scan import ScanResult, Spec, line_at, scan, scan_text
+from .scan import ScanResult
 from .state import BATCH_GAUGES, DEFAULT_MAX_DP_RANKS, ServerState, SourceState
 
-CHUNK_MIN = 32  # lists shorter than this are fed line by line (the scanner's set-up costs more)
-RUN_MIN, BACKOFF_MAX = 16, 1024  # see Sampler._scan_loop
-IDLE_SAMPLE_SECONDS = IDLE_SECONDS  # a source quiet this long (wall time) has its pending lines sampled
 _G0 = itemgetter(0)
 _BATCH_HEADS = ("Decode batch", "Prefill batch")
 
@@ -72,6 +68,9 @@ class Pending:
     held: Held | None = None
 
 
+Sample = Pending | str | tuple[str, str, float]  # what SourceSampling.due holds
+
+
 @dataclass(slots=True)
 class ServerSampling:
     """The sampler's part of one server (DP rank): its pending lines and their bucket."""
@@ -89,6 +88,9 @@ class SourceSampling:
     servers: dict[str, ServerSampling] = field(default_factory=dict)
     pending_count: int = 0  # nonzero while some server holds pending batch lines
     fed_at: float = 0.0  # time.monotonic() of the last line fed
+    # the samples made and not applied yet, in log order: pending lines, lines of a run, and
+    # (dp rank, gauge key, value) fields a sample holds (the pipeline applies them: Pipeline._play)
+    due: list[Sample] = field(default_factory=list)
 
     def server(self, dp: str) -> ServerSampling:
         sv = self.servers.get(dp)
@@ -107,70 +109,33 @@ def _is_vllm_access(line: str) -> bool:
     return (c.isdigit() or c == "[") and ' - "' in line
 
 
-def _split(block: str) -> list[str]:
-    """The lines of a block whose lines end in ``\\n`` (the last one may lack it)."""
-    if not block:
-        return []
-    return block[:-1].split("\n") if block.endswith("\n") else block.split("\n")
-
-
 class Sampler:
-    """Feeds lines into a :class:`~exporter.flow.Flow`, sampling the steady-state batch lines."""
+    """The pending lines and learned shapes of every source, and what a line makes of them."""
 
-    def __init__(self, flow: Flow) -> None:
-        self.flow = flow
-        flow.barrier = self._barrier
+    def __init__(self) -> None:
         self.sampling: dict[str, SourceSampling] = {}
         self._seq = 0
 
-    # what readers of the state use, from the flow that holds it
-    @property
-    def sources(self) -> dict[str, SourceState]:
-        return self.flow.sources
-
-    @property
-    def lock(self):
-        return self.flow.lock
-
-    @property
-    def observers(self) -> list[Observer]:
-        return self.flow.observers
-
-    @property
-    def engine(self) -> str | None:
-        return self.flow.engine
-
-    @property
-    def max_dp_ranks(self) -> int:
-        return self.flow.max_dp_ranks
-
-    def source(self, name: str) -> SourceState:
-        return self.flow.source(name)
-
-    def _of(self, name: str) -> SourceSampling:
+    def of(self, name: str) -> SourceSampling:
         ss = self.sampling.get(name)
         if ss is None:
             ss = self.sampling[name] = SourceSampling()
         return ss
 
+    def forget(self, source: str) -> None:
+        """Drop what the sampler keeps of a source whose state is gone."""
+        self.sampling.pop(source, None)
+
     # ------------------------------------------------------------------------------------
-    def feed(self, source: str, line: str) -> str:
-        """Count and sample, or parse and apply, one line; return its outcome."""
-        flow = self.flow
-        src = flow.sources.get(source) or flow.source(source)
-        ss = self.sampling.get(source) or self._of(source)
-        ss.fed_at = time.monotonic()
-        if flow._wrapped and flow.holds(source):
-            out = flow.continuation(src, line)  # a wrapped message's next piece, or None
-            if out is not None:
-                return out
+    def take(self, src: SourceState, ss: SourceSampling, line: str) -> str | ev.Line:
+        """One line of ``src``: its outcome when the sampler took it (counted; a batch line is now
+        pending, and the samples it closed are due), else the line parsed, for the pipeline."""
         if src.engine == ev.SGLANG and line[:1] == "[":
-            out = self._feed_sglang_fast(src, ss, line)
+            out = self._sglang(src, ss, line)
             if out is not None:
                 return out
         elif src.engine == ev.VLLM and _is_vllm_access(line):
-            with flow.lock:
-                src.lines[ev.IGNORED] += 1
+            src.count(ev.IGNORED)
             return ev.IGNORED
         if src.engine != ev.VLLM:
             h = read_header(line, src.engine, src.year)
@@ -181,69 +146,22 @@ class Sampler:
                 # like a default one without building its event (the samples are parsed when used)
                 r = ss.shapes.check_batch(msg)
                 if r is not None and type(r) is not ev.Unrecognized:
-                    if src.engine is None:
-                        src.engine = ev.SGLANG
+                    src.detect(ev.SGLANG)
                     ts = h.ts
                     bucket = bucket_of(ts) if ts is not None else None
                     return self._pend(src, ss, line, msg[0], ts, bucket, h.dp_rank, h.tp_rank, h.pp_rank, r[0], r[1], ss.shapes.checked, None)
-            if "\n" not in msg:
-                parsed = message_line(h, src.engine)
-                if parsed.tod is not None:
-                    parsed.ts = flow.on_date(src, parsed.tod)
-            else:
-                parsed = flow.parse(src, line)
+            parsed = message_line(h, src.engine) if "\n" not in msg else parse_line(line, src.engine, src.year)
         else:
-            parsed = flow.parse(src, line)
+            parsed = parse_line(line, src.engine, src.year)
+        if parsed.tod is not None:
+            parsed.ts = src.on_date(parsed.tod)
         e = parsed.event
         if type(e) is ev.BatchStats and (e.kind == "decode" or e.kind == "prefill") and src.engine != ev.VLLM:
-            # a batch line whose header kept only its time of day (a paste): sampled from its event,
-            # dated by the flow
+            # a batch line whose header kept only its time of day (a paste): sampled from its event
             return self._batch_parsed(src, ss, line, parsed)
-        return flow.take(src, line, parsed)
+        return parsed
 
-    def feed_lines(self, source: str, lines: Iterable[str]) -> None:
-        """Feed many lines in order; same result as ``feed`` on each, faster on busy SGLang logs."""
-        if not isinstance(lines, list):
-            lines = list(lines)
-        src = self.flow.sources.get(source) or self.flow.source(source)
-        ss = self._of(source)
-        ss.fed_at = time.monotonic()
-        feed = self.feed
-        i = 0
-        while src.engine is None and i < len(lines):  # auto-detect: the first lines tell the engine
-            feed(source, lines[i])
-            i += 1
-        if src.engine == ev.SGLANG and len(lines) - i >= CHUNK_MIN:
-            self._feed_scanned(src, ss, lines[i:] if i else lines)
-            return
-        for line in lines[i:] if i else lines:
-            feed(source, line)
-
-    def feed_text(self, source: str, text: str) -> None:
-        """Feed a block of complete lines, each ending in ``\\n``: same result as ``feed_lines`` on
-        its lines; on an SGLang source the scanner walks the block without splitting it."""
-        src = self.flow.sources.get(source) or self.flow.source(source)
-        ss = self._of(source)
-        ss.fed_at = time.monotonic()
-        feed, name = self.feed, src.name
-        n = len(text)
-
-        def one(at: int) -> int:
-            """Feed the line at offset ``at`` down the line path; the offset of the next line."""
-            line = line_at(text, at)
-            feed(name, line)
-            return at + len(line) + 1
-
-        i = 0
-        while src.engine is None and i < n:  # auto-detect: the first lines tell the engine
-            i = one(i)
-        if src.engine != ev.SGLANG or n - i < CHUNK_MIN * 128:
-            self.feed_lines(source, _split(text[i:] if i else text))
-            return
-        self._scan_loop(src, ss, i, n, partial(scan_text, text), one, partial(line_at, text), lambda a, b: _split(text[a:b]))
-
-    # ------------------------------------------------------------------------------------
-    def _feed_sglang_fast(self, src: SourceState, ss: SourceSampling, line: str) -> str | None:
+    def _sglang(self, src: SourceState, ss: SourceSampling, line: str) -> str | None:
         """SGLang batch and uvicorn lines without building events; None = take the full path.
 
         A batch line of a shape seen before is validated and split by one ``fullmatch`` of its
@@ -275,8 +193,7 @@ class Sampler:
                 if r is None:
                     return None
                 if type(r) is ev.Unrecognized:
-                    with self.flow.lock:
-                        src.lines[ev.UNRECOGNIZED] += 1
+                    src.count(ev.UNRECOGNIZED)
                     return ev.UNRECOGNIZED
                 ymdhm, sec, ms, tags = h.groups()
                 new, cached = r
@@ -287,11 +204,7 @@ class Sampler:
             if h is None:
                 return None
             ymdhm, sec, _, _ = h.groups()
-            ts = sglang_ts(ymdhm, sec, None)
-            with self.flow.lock:
-                src.lines[ev.IGNORED] += 1
-                if src.last_ts is None or ts > src.last_ts:
-                    src.last_ts = ts
+            src.count(ev.IGNORED, 1, None, sglang_ts(ymdhm, sec, None))
             return ev.IGNORED
         return None
 
@@ -320,8 +233,7 @@ class Sampler:
         Its bucket is its time's (``parsers.clock.bucket_of``: the text a default header gives); a
         line without time stays in its server's current bucket."""
         e = parsed.event
-        if src.engine is None:
-            src.engine = parsed.engine
+        src.detect(parsed.engine)
         ts = parsed.ts
         bucket = bucket_of(ts) if ts is not None else None
         c = "D" if e.kind == "decode" else "P"
@@ -343,49 +255,42 @@ class Sampler:
         attrs: frozenset[str] | None,
         parsed: ev.Line | None,
     ) -> str:
-        with self.flow.lock:
-            src.lines[ev.PARSED] += 1
-            if ts is not None and (src.last_ts is None or ts > src.last_ts):
-                src.last_ts = ts
-            src.runtime_seen = True
-            srv = src.servers.get(dp)
-            if srv is None:
-                if not src.admits(dp):  # beyond --max-dp-ranks: counted, not stored
-                    return ev.PARSED
-                srv = src.server(dp)
-            if (tp is not None or pp is not None) and not srv.speaks((pp or 0, tp or 0)):
-                return ev.PARSED
-            srv.count_batches(c == "D", 1.0, new, cached)
-            sv = ss.servers.get(dp) or ss.server(dp)
-            if bucket is not None and bucket != sv.bucket:
-                if sv.pending:
-                    self._commit_server(src, ss, sv)  # the last bucket's lines become samples
-                sv.bucket = bucket
-            self._seq += 1
-            pend = sv.pending.get(c)
-            if pend is None:
-                sv.pending[c] = Pending(self._seq, line, parsed, attrs)
-                ss.pending_count = 1
+        srv = src.count_batch(c == "D", ts, dp, tp, pp, new, cached)
+        if srv is None:  # a DP rank beyond the limit, a TP rank that does not speak: counted only
+            return ev.PARSED
+        sv = ss.servers.get(dp) or ss.server(dp)
+        if bucket is not None and bucket != sv.bucket:
+            if sv.pending:
+                self._close(ss, sv)  # the last bucket's lines become samples
+            sv.bucket = bucket
+        self._seq += 1
+        pend = sv.pending.get(c)
+        if pend is None:
+            sv.pending[c] = Pending(self._seq, line, parsed, attrs)
+            ss.pending_count = 1
+        else:
+            new_p = Pending(self._seq, line, parsed, attrs)
+            if pend.attrs is None or attrs is None or not pend.attrs <= attrs:
+                new_p.held = self._displaced(src, ss, pend, new_p)
             else:
-                new_p = Pending(self._seq, line, parsed, attrs)
-                if pend.attrs is None or attrs is None or not pend.attrs <= attrs:
-                    new_p.held = self._displaced(src, ss, pend, new_p)
-                else:
-                    new_p.held = pend.held
-                sv.pending[c] = new_p
+                new_p.held = pend.held
+            sv.pending[c] = new_p
         return ev.PARSED
 
     # ------------------------------------------------------------------------------------
     @staticmethod
-    def _parsed(src: SourceState, ss: SourceSampling, p: Pending) -> ev.Line:
-        if p.parsed is None:
-            p.parsed = parse_line(p.raw, src.engine, src.year, ss.shapes)
-        return p.parsed
+    def parsed(src: SourceState, ss: SourceSampling, x: Pending | str) -> ev.Line:
+        """A sample's line parsed (a pending line at most once; a line of a run), by the source's shapes."""
+        if type(x) is str:
+            return parse_line(x, src.engine, src.year, ss.shapes)
+        if x.parsed is None:
+            x.parsed = parse_line(x.raw, src.engine, src.year, ss.shapes)
+        return x.parsed
 
     @classmethod
     def _carried(cls, src: SourceState, ss: SourceSampling, p: Pending) -> dict[str, float]:
         """The gauge fields line ``p`` carries (parsing it if not done yet)."""
-        e = cls._parsed(src, ss, p).event
+        e = cls.parsed(src, ss, p).event
         if type(e) is not ev.BatchStats:
             return {}
         return {a: float(v) for a in _GAUGE_ATTRS if (v := getattr(e, a)) is not None}
@@ -413,99 +318,30 @@ class Sampler:
         items.sort(key=_G0)
         return items
 
-    def _commit_server(self, src: SourceState, ss: SourceSampling, sv: ServerSampling) -> None:
-        """Send the server's pending lines (one per kind, in arrival order) through the flow (their
-        counters were counted when they arrived); the fields they hold go to the gauges in their
-        place in that order."""
-        flow = self.flow
+    def _close(self, ss: SourceSampling, sv: ServerSampling) -> None:
+        """The server's pending lines become samples, due in arrival order; the fields they hold go
+        to the gauges in their place in that order (their lines were counted when they arrived)."""
+        due = ss.due
         for _, p in self._in_order(sv.pending.values()):
-            if type(p) is tuple:
-                src.servers[sv.dp].gauges[_GAUGE_ATTRS[p[0]]] = p[1]
-                continue
-            parsed = self._parsed(src, ss, p)
-            if parsed.event is not None:
-                flow.apply(src, parsed, p.raw, counted=True)
+            due.append((sv.dp, _GAUGE_ATTRS[p[0]], p[1]) if type(p) is tuple else p)
         sv.pending.clear()
 
-    def _commit_all(self, src: SourceState, ss: SourceSampling) -> None:
+    def commit(self, ss: SourceSampling) -> None:
+        """Every pending line of the source becomes a due sample: the pipeline's barrier (an event
+        comes, and the samples are older), a quiet source, the end of the input."""
         for sv in ss.servers.values():
             if sv.pending:
-                self._commit_server(src, ss, sv)
+                self._close(ss, sv)
         ss.pending_count = 0
 
-    def _barrier(self, src: SourceState) -> None:
-        """Called by the flow before it applies an event: older batch samples go first."""
-        ss = self.sampling.get(src.name)
-        if ss is not None and ss.pending_count:
-            self._commit_all(src, ss)
-
-    def _sample(self, src: SourceState, ss: SourceSampling, raw: str) -> None:
-        parsed = parse_line(raw, src.engine, src.year, ss.shapes)
-        if parsed.event is not None:
-            self.flow.apply(src, parsed, raw, counted=True)
-
     # ------------------------------------------------------------------------------------
-    def _feed_scanned(self, src: SourceState, ss: SourceSampling, lines: list[str]) -> None:
-        """A list through the bulk scanner (positions are list indices)."""
-        feed, name = self.feed, src.name
-
-        def one(i: int) -> int:
-            feed(name, lines[i])
-            return i + 1
-
-        self._scan_loop(src, ss, 0, len(lines), partial(scan, lines), one, lines.__getitem__, lambda a, b: lines[a:b])
-
-    def _scan_loop(
-        self,
-        src: SourceState,
-        ss: SourceSampling,
-        i: int,
-        n: int,
-        scan_from: Callable[[int, Spec], ScanResult],
-        one: Callable[[int], int],
-        line: Callable[[int], str],
-        between: Callable[[int, int], list[str]],
-    ) -> None:
-        """Feed positions ``i`` to ``n`` of a list (indices) or a block (offsets) through the bulk
-        scanner: runs of steady-state lines are applied from the scanner's aggregates
-        (:meth:`_apply_scan`), the line that ends a run goes down the line path (``one`` feeds the
-        line at a position and returns the next position).
-
-        Where runs stay short (a log that mixes other lines in between the batch lines), the
-        scanner's per-run cost exceeds what it saves: after a run of fewer than ``RUN_MIN`` lines
-        the next lines take the line path, ``RUN_MIN`` at first and twice as many after every
-        further short run (at most ``BACKOFF_MAX``). Both paths give the same state."""
-        feed, name = self.feed, src.name
-        backoff = 0
-        wrapped, shapes = self.flow._wrapped, ss.shapes
-        while i < n:
-            sp = shapes.scan_spec()
-            if sp is None or (wrapped and name in wrapped):  # shapes not learned yet; a held line
-                i = one(i)
-                continue
-            r = scan_from(i, sp)
-            stop = r[0]
-            if stop > i and not self._apply_scan(src, ss, line, i, r):
-                for ln in between(i, stop):
-                    feed(name, ln)
-            if stop >= n:
-                return
-            i = one(stop)
-            if r[1] + sum(r[3].values()) < RUN_MIN:  # lines in the run: uvicorn + batch
-                backoff = min(max(2 * backoff, RUN_MIN), BACKOFF_MAX)
-                for _ in range(backoff):
-                    if i >= n:
-                        return
-                    i = one(i)
-            else:
-                backoff = 0
-
-    def _apply_scan(self, src: SourceState, ss: SourceSampling, line: Callable[[int], str], lo: int, r: ScanResult) -> bool:
-        """Apply the run from ``lo`` to the scanner's stop from its aggregates; same state as
-        feeding its lines one by one. ``line(i)`` is the line at index (or offset) ``i``. Returns
-        False, having changed nothing, when the run must be fed line by line to keep its order:
-        two ranks of one DP group in it, or ranks beyond --max-dp-ranks."""
-        hi, n_info, top, counts, new_sums, cached_sums, first, last = r
+    def run(self, src: SourceState, ss: SourceSampling, line: Callable[[int], str], lo: int, r: ScanResult) -> bool:
+        """Take the run from ``lo`` to the scanner's stop from its aggregates: counted, its samples
+        due, its last lines pending; the same state as taking its lines one by one. ``line(i)`` is
+        the line at index (or offset) ``i``. Returns False, having changed nothing, when the run
+        must be fed line by line to keep its order: two ranks of one DP group in it, or ranks
+        beyond --max-dp-ranks."""
+        hi, counts, first, last = r.stop, r.counts, r.first, r.last
         ranks: dict[str, tuple[str, tuple[int, int] | None]] = {}
         dps: dict[str, tuple[int, int] | None] = {}
         for _, tags in counts:
@@ -516,19 +352,12 @@ class Sampler:
                     return False
                 dps[dp] = rank
                 ranks[tags] = (dp, rank)
-        ts = sglang_ts(*top)
+        unknown = sum(1 for dp in dps if dp not in src.servers)
+        if unknown and len(src.servers) + unknown > (src.max_dp_ranks or DEFAULT_MAX_DP_RANKS):
+            return False  # line by line: the lines of ranks beyond the limit are counted and dropped
         n_batch = sum(counts.values())
-        with self.flow.lock:
-            unknown = sum(1 for dp in dps if dp not in src.servers)
-            if unknown and len(src.servers) + unknown > (src.max_dp_ranks or DEFAULT_MAX_DP_RANKS):
-                return False  # line by line: the lines of ranks beyond the limit are counted and dropped
-            src.lines[ev.PARSED] += n_batch
-            src.lines[ev.IGNORED] += n_info
-            if src.last_ts is None or ts > src.last_ts:
-                src.last_ts = ts
-            if not n_batch:
-                return True
-            src.runtime_seen = True
+        src.count_run(n_batch, r.info, sglang_ts(*r.top))
+        if n_batch:
             speaking: dict[str, tuple[ServerState, ServerSampling]] = {}
             for tags, (dp, rank) in ranks.items():
                 srv = src.servers.get(dp) or src.server(dp)
@@ -537,7 +366,7 @@ class Sampler:
             for (kind, tags), k in counts.items():
                 s2 = speaking.get(tags)
                 if s2 is not None:
-                    s2[0].count_batches(kind == "D", k, new_sums.get(tags), cached_sums.get(tags))
+                    s2[0].count_batches(kind == "D", k, r.new_sums.get(tags), r.cached_sums.get(tags))
             # each server's buckets in order of their first line; at a bucket change the lines of
             # the bucket before become samples, exactly as line by line
             begins: dict[str, dict[str, int]] = {}  # tags -> bucket -> its first batch line
@@ -560,12 +389,10 @@ class Sampler:
                         cur = b
                 ends[tags] = (cur, sorted((last[(k, tags, cur)], k) for k in "DP" if (k, tags, cur) in last))
             actions.sort(key=_G0)
+            due = ss.due
             for _, srv, samples in actions:
                 for x in samples:
-                    if type(x) is tuple:
-                        srv.gauges[_GAUGE_ATTRS[x[0]]] = x[1]
-                    else:
-                        self._sample(src, ss, x)
+                    due.append((srv.dp_rank, _GAUGE_ATTRS[x[0]], x[1]) if type(x) is tuple else x)
             base = self._seq - lo
             for tags, (cur, tail) in ends.items():
                 sv = speaking[tags][1]
@@ -622,7 +449,7 @@ class Sampler:
         return out + [line(i) for i in new]
 
     # ------------------------------------------------------------------------------------
-    def gauges_of(self, src: SourceState, srv: ServerState) -> dict[str, float]:
+    def view(self, src: SourceState, srv: ServerState) -> dict[str, float]:
         """What a scrape shows for a server's runtime gauges: the committed ones, overlaid in log
         order with the pending lines and the fields they hold. Reads only: the pending lines are
         parsed for the view (a few lines per server and scrape) and nothing is stored."""
@@ -643,31 +470,5 @@ class Sampler:
                         g[name] = float(v)
         return g
 
-    def tick(self, now: float | None = None) -> None:
-        """The ingest side's periodic call (``serve``: every second): a source that received nothing
-        for ``IDLE_SAMPLE_SECONDS`` of wall time has its pending lines sampled. Any later line of
-        a live log lies in a later 10-s bucket anyway, so this is what its arrival would do, only
-        sooner (``replay`` does the same at the end of its input, :meth:`finish`)."""
-        now = time.monotonic() if now is None else now
-        self.flow.tick(now)
-        with self.flow.lock:
-            for name, ss in self.sampling.items():
-                src = self.flow.sources.get(name)
-                if src is not None and ss.pending_count and now - ss.fed_at >= IDLE_SAMPLE_SECONDS:
-                    self._commit_all(src, ss)
 
-    def finish(self) -> None:
-        """Sample every pending line (end of the input: nothing more will come)."""
-        with self.flow.lock:
-            self.flow.finish()
-            for name, ss in self.sampling.items():
-                src = self.flow.sources.get(name)
-                if src is not None:
-                    self._commit_all(src, ss)
-
-    def forget(self, source: str) -> None:
-        """Drop what the sampler keeps of a source whose state is gone."""
-        self.sampling.pop(source, None)
-
-
-__all__ = ["IDLE_SAMPLE_SECONDS", "Pending", "Sampler", "SourceSampling"]
+__all__ = ["Pending", "Sample", "Sampler", "SourceSampling"]

@@ -3,9 +3,9 @@
 A busy SGLang log is almost all ``Decode batch`` / ``Prefill batch`` lines of one learned shape
 and uvicorn ``INFO:`` lines. :func:`scan` walks a list of lines from ``start`` while every line
 is one of those (the source's current shapes, :class:`parsers.shapes.LineShapes`, which the
-line path accepts too) and returns, for the run it consumed::
-
-    (stop, n_info, top, counts, new_sums, cached_sums, first, last)
+line path accepts too) and returns, for the run it consumed, a :class:`ScanResult`
+``(stop, info, top, counts, new_sums, cached_sums, first, last)`` (the C scanner returns the
+plain tuple; :func:`result` names it).
 
 ``stop`` is the index of the first line it did not consume (``len(lines)`` if none); ``top`` the
 newest ``(ymdhm, sec, ms)`` header; ``counts`` ``{(kind, tags): n}``; the sums the prefill new
@@ -31,6 +31,7 @@ import os
 import re
 from collections.abc import Iterator
 from itertools import islice
+from typing import NamedTuple
 
 from parsers.numbers import MAX_COUNT_DIGITS
 from parsers.shapes import LINE_HEADER, VALUE_PATTERNS, LineShapes
@@ -38,7 +39,22 @@ from parsers.shapes import LINE_HEADER, VALUE_PATTERNS, LineShapes
 # (head, keys, i_new, i_cached[, value checks: one VALUE_PATTERNS code per key, '-' if absent])
 Template = tuple
 Spec = tuple[Template, Template]  # (decode, prefill)
-ScanResult = tuple[int, int, "tuple[str, str, str] | None", dict, dict, dict, dict, dict]
+
+
+class ScanResult(NamedTuple):
+    """What one call scanned: the run from its start to ``stop``."""
+
+    stop: int  # the index (offset) of the first line not consumed
+    info: int  # uvicorn lines in the run
+    top: tuple[str, str, str | None] | None  # the newest header's (ymdhm, sec, ms)
+    counts: dict  # (kind 'D'/'P', tags) -> batch lines
+    new_sums: dict  # tags -> prefill new tokens
+    cached_sums: dict  # tags -> prefill cached tokens
+    first: dict  # (kind, tags, bucket) -> index of its first line
+    last: dict  # (kind, tags, bucket) -> index of its last line
+
+
+result = ScanResult._make  # the C scanner's plain tuple, named
 
 _INT64_MAX = (1 << 63) - 1
 
@@ -136,7 +152,7 @@ def _scan_items(items: Iterator[tuple[int, str]], end: int, sp: Spec) -> ScanRes
         t = (ymdhm, sec, ms or "")
         if top is None or t > top:
             top = t
-    return stop, n_info, top, counts, new_sums, cached_sums, first, last
+    return ScanResult(stop, n_info, top, counts, new_sums, cached_sums, first, last)
 
 
 def scan_py(lines: list[str], start: int, sp: Spec) -> ScanResult:

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from . import buildinfo
 from .app import new_pipeline
 from .collector import HybridCacheCollector
-from .history import attach as attach_history
+from .history import History
 from .identity import Labelled
 from .kubernetes import PodLogs
 from .lines import DEFAULT_MAX_LINE
@@ -69,8 +69,8 @@ class Service:
 
     def __init__(self, cfg: ServeConfig) -> None:
         self.cfg = cfg
-        self.pipe = new_pipeline(cfg.engine, cfg.rules, cfg.max_dp_ranks)
-        self.history = attach_history(self.pipe)  # after the rules: its samples see their verdicts
+        self.history = History()  # the status page's timelines (the last hour of each server)
+        self.pipe = new_pipeline(cfg.engine, cfg.rules, cfg.max_dp_ranks, self.history)
         self.positions = Positions(cfg.positions) if cfg.positions else None
         self.manager = Manager(
             self.pipe,
@@ -115,7 +115,7 @@ class Service:
         ProcessCollector(registry=self.registry)
         exposed = Labelled(self.registry, cfg.labels, self.pods.labels if self.pods else None)
         listens = [cfg.listen] if isinstance(cfg.listen, str) else list(cfg.listen)
-        pages = StatusPages(self.pipe, self.history, self.rows, self.ready, telemetry_path=cfg.telemetry_path, version=_version())
+        pages = StatusPages(self.pipe, self.history, self.rows, self.ready, telemetry_path=cfg.telemetry_path, version=_version(), rules=cfg.rules)
         self.app = App(
             exposed,
             self.ready,
@@ -148,7 +148,6 @@ class Service:
     def _forget(self, source: str) -> None:
         """A DaemonSet source whose pod is gone: its state, series and timelines go."""
         with self.pipe.lock:
-            self.pipe.sources.pop(source, None)
             self.pipe.forget(source)
             for key in [k for k in self.history.timelines if k[0] == source]:
                 del self.history.timelines[key]

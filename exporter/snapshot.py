@@ -202,3 +202,4 @@ def restore(pipe: Pipeline, source: str, snap: object) -> None:
         src.unified_memory = unified
         src.life, src.life_since, src.life_cause = life, life_since, cause
         src.servers = restored
+        src.changed()  # what the facts read came from the snapshot

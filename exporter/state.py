@@ -4,6 +4,18 @@ The state is the only mutable part of the exporter. Parsers produce events; ``So
 folds them in; the collector reads the state at scrape time. Rules (``exporter.rules``) read the
 same state and keep their own per-server memory in ``ServerState.rule_memory``.
 
+``SourceState`` is the one writer of what every reader counts on, whoever feeds it (the pipeline's
+line path, its sampler, the bulk scanner's aggregates, a wrapped message joined):
+
+* **counting**: every line's outcome (``count``, ``count_batch``, ``count_run``, ``apply`` with
+  the lines an event was read from), so each line is counted once, in one place;
+* **the log clock**: ``last_ts``, advanced by every line that carries a time, and the date a
+  header that kept only its time of day is read on (``on_date``);
+* **the generation** of what the log said: bumped by whatever may change the server's facts (an
+  event other than a sample, the engine told, a restart, a snapshot restored, a release feature
+  the rules find; ``changed``), so ``exporter.facts`` caches by it and a reader without the rules
+  never reads stale facts.
+
 Semantics worth knowing:
 * A runtime gauge holds the value of the most recent line that carried its field, prefill or decode.
 * Startup lines are printed once per TP rank: for each DP group only one (PP, TP) rank (the lowest seen)
@@ -20,8 +32,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from parsers import events as ev
+from parsers.clock import day_start
 
 from . import contract
+from .configvalues import CONFIG_KEYS
 from .memory import ServerMemory, SourceMemory
 from .version import parse_version
 
@@ -56,64 +70,6 @@ def _is_boot(e: object) -> bool:
     """Whether only a booting server prints this event."""
     return isinstance(e, BOOT_EVENTS) or (isinstance(e, ev.ServerConfig) and e.kind in BOOT_CONFIG_KINDS)
 
-
-# server_args / non-default args keys kept for the info metric and the rules
-CONFIG_KEYS = (
-    "model_path",
-    "model",
-    "served_model_name",
-    "tp_size",
-    "tensor_parallel_size",
-    "dp_size",
-    "data_parallel_size",
-    "pp_size",
-    "pipeline_parallel_size",
-    "ep_size",
-    "enable_dp_attention",
-    "kv_cache_dtype",
-    "mamba_ssm_dtype",
-    "mamba_ssm_cache_dtype",
-    "mamba_cache_dtype",
-    "mamba_radix_cache_strategy",
-    "mamba_scheduler_strategy",
-    "mamba_cache_mode",
-    "mamba_full_memory_ratio",
-    "max_mamba_cache_size",
-    "max_running_requests",
-    "max_num_seqs",
-    "max_model_len",
-    "max_seq_len",
-    "context_length",
-    "disable_radix_cache",
-    "disable_overlap_schedule",
-    "enable_prefix_caching",
-    "enable_unified_memory",
-    "enable_hierarchical_cache",
-    "speculative_algorithm",
-    "speculative_num_draft_tokens",
-    "speculative_config",
-    "disaggregation_mode",
-    "decode_context_parallel_size",
-    "dcp_size",
-    "enable_linear_replayssm",
-    "enable_linear_replayssm_spec",
-    "language_model_only",
-    "gpu_memory_utilization",
-    "mem_fraction_static",
-    "dtype",
-    "quantization",
-    "page_size",
-    "chunked_prefill_size",
-    # what the unified-memory gates read (exporter/flags.py: the backends and features each release refuses)
-    "attention_backend",
-    "linear_attn_backend",
-    "mamba_backend",
-    "enable_lmcache",
-    "enable_two_batch_overlap",
-    "disaggregation_transfer_backend",
-    "speculative_eagle_topk",
-    "device_config",
-)
 
 # the server's life, as its own lines tell it (hybrid_cache_server_state; docs/rules.md#quiet-and-death).
 # starting: boot lines, not ready yet; serving: the last sample had requests running or waiting; idle:
@@ -228,6 +184,7 @@ class SourceState:
     life_since: float | None = None  # log time the source entered ``life``
     life_cause: str | None = None  # the bounded cause of a stop or a death (ev.Lifecycle.cause)
     deaths: int = 0  # transitions into 'dead' (hybrid_cache_server_deaths_total)
+    generation: int = 0  # of what the log said: bumped by whatever may change the facts (see changed)
 
     def set_life(self, state: str, ts: float | None, cause: str | None = None) -> bool:
         """Move to ``state`` (one of SERVER_STATES); True when it changed. An ended server stays
@@ -267,14 +224,107 @@ class SourceState:
         return s
 
     # ------------------------------------------------------------------------------------
-    def apply(self, line: ev.Line, counted: bool = False) -> ServerState | None:
-        """Fold one parsed line into the state. Returns the server (DP rank) it was applied to
-        (what the observers get), or None when the line was a duplicate from a non-speaking TP
-        rank (parsed, but not applied) or its DP rank is beyond the limit. ``counted``: the
-        pipeline's hot path already counted this batch line, only its gauges are applied here."""
+    # the writer: counting, the log clock, the generation
+
+    def changed(self) -> None:
+        """What the log says about the server may have changed: a new generation (exporter.facts
+        derives the facts again when they are next read)."""
+        self.generation += 1
+
+    def detect(self, engine: str | None) -> None:
+        """The engine a line tells, kept when none is known yet (a new generation: facts depend on it)."""
+        if engine and self.engine is None:
+            self.engine = engine
+            self.generation += 1
+
+    def on_date(self, tod: float) -> float | None:
+        """The time of a header that kept its time of day but lost its date, on the date the log
+        clock is at (the next day when it is more than 12 hours earlier: midnight passed); None
+        while no line of the source gave a date."""
+        last = self.last_ts
+        if last is None:
+            return None
+        ts = day_start(last) + tod  # midnight in the zone log times are read in (parsers.clock)
+        return ts + 86400 if ts < last - 43200 else ts
+
+    def count(self, outcome: str, n: int = 1, engine: str | None = None, ts: float | None = None) -> None:
+        """Count ``n`` lines that carry no event; their time still counts, and a known message that
+        did not parse (unrecognized) tells the engine. A header alone does not: another engine's line
+        may wear one like it (lmdeploy prints '[2026-03-02 08:01:44 DP0] ...')."""
+        self.lines[outcome] += n
+        if engine and self.engine is None and outcome != ev.IGNORED:
+            self.detect(engine)
+        if ts is not None and (self.last_ts is None or ts > self.last_ts):
+            self.last_ts = ts
+
+    def count_batch(self, decode: bool, ts: float | None, dp: str, tp: int | None, pp: int | None, new, cached) -> ServerState | None:
+        """Count one valid SGLang batch line whose event is not built (the sampler's hot path): the
+        line, the log clock, its server's batch counters. Returns the server, or None when the line
+        is not stored (a DP rank beyond --max-dp-ranks, a TP rank that does not speak)."""
+        self.lines[ev.PARSED] += 1
+        if ts is not None and (self.last_ts is None or ts > self.last_ts):
+            self.last_ts = ts
+        self.runtime_seen = True
+        srv = self.servers.get(dp)
+        if srv is None:
+            if not self.admits(dp):  # beyond --max-dp-ranks: counted, not stored
+                return None
+            srv = self.server(dp)
+        if (tp is not None or pp is not None) and not srv.speaks((pp or 0, tp or 0)):
+            return None
+        srv.count_batches(decode, 1.0, new, cached)
+        return srv
+
+    def count_run(self, batch: int, ignored: int, ts: float) -> None:
+        """Count a run of lines the bulk scanner walked: ``batch`` batch lines (their servers' batch
+        counters are counted by ``ServerState.count_batches``) and ``ignored`` uvicorn lines; ``ts``
+        the newest time in the run."""
+        lines = self.lines
+        lines[ev.PARSED] += batch
+        lines[ev.IGNORED] += ignored
+        if self.last_ts is None or ts > self.last_ts:
+            self.last_ts = ts
+        if batch:
+            self.runtime_seen = True
+
+    def sample(self, line: ev.Line) -> ServerState | None:
+        """Fold a sample into the state: a batch line the sampler counted when it arrived
+        (``count_batch``), whose gauges and life are applied now. Returns the server, or None (as
+        :meth:`apply`)."""
+        e = line.event
+        ts = line.ts
+        if ts is not None and (self.last_ts is None or ts > self.last_ts):
+            self.last_ts = ts
+        srv = self.servers.get(line.dp_rank)
+        if srv is None:
+            if not self.admits(line.dp_rank):
+                return None
+            srv = self.server(line.dp_rank)
+        tp, pp = line.tp_rank, line.pp_rank
+        if tp is not None or pp is not None:
+            rank = (pp or 0, tp or 0)
+            if rank != srv.speaker and not srv.speaks(rank):
+                return None
+        self.runtime_seen = True
+        life = self.life
+        if (life != "serving" or not (e.running or e.queued) or e.gen_throughput == 0.0) and life not in ENDED and e.kind != "prefix_cache":
+            _life_of_sample(self, e, ts)
+        srv.set_gauges(e)
+        return srv
+
+    def hold_gauge(self, dp: str, key: str, value: float) -> None:
+        """A gauge field a sample held for its place in the log (exporter.sampler's ``Pending.held``)."""
+        self.servers[dp].gauges[key] = value
+
+    def apply(self, line: ev.Line, n: int = 1) -> ServerState | None:
+        """Count the ``n`` lines ``line`` was read from (a wrapped message joined is several) and
+        fold its event into the state. Returns the server (DP rank) it was applied to (what the
+        observers get), or None when the line was a duplicate from a non-speaking TP rank (parsed,
+        but not applied) or its DP rank is beyond the limit."""
+        self.lines[line.outcome] += n
         e = line.event
         if line.engine and self.engine is None:
-            self.engine = line.engine
+            self.detect(line.engine)
         ts = line.ts
         if ts is not None:
             last = self.last_ts
@@ -307,9 +357,8 @@ class SourceState:
             life = self.life
             if batch and (life != "serving" or not (e.running or e.queued) or e.gen_throughput == 0.0) and life not in ENDED and e.kind != "prefix_cache":
                 _life_of_sample(self, e, ts)
-        if counted:
-            srv.set_gauges(e)
-            return srv
+        if not batch:
+            self.generation += 1  # capacity, configuration, the release may have changed: the facts again
         handler = _HANDLERS.get(type(e))
         if handler is not None:
             handler(self, srv, e)
@@ -318,6 +367,7 @@ class SourceState:
     def restart(self) -> None:
         """A new server boot in the same log: forget what the old one said about capacity."""
         self.restarts += 1
+        self.generation += 1
         self.life = None
         self.runtime_seen = False
         self.config.clear()
@@ -613,34 +663,3 @@ _HANDLERS = {
     ev.Lifecycle: _lifecycle,
     ev.ServerReady: _ready,
 }
-
-
-# vLLM's max_num_seqs when neither the args nor the (DEBUG) defaulting line say it: the V0
-# default, and the V1 fallback for GPUs under 70 GiB. 0.8.0-0.8.4 always used 1024.
-VLLM_DEFAULT_MAX_NUM_SEQS = 256
-# the CPU backend's default for the API server, per TP x PP rank (0.30-0.33)
-VLLM_CPU_DEFAULT_MAX_NUM_SEQS = 128
-
-
-def effective_max_running(src: SourceState, srv: ServerState) -> tuple[float | None, str]:
-    """The effective request cap and where it came from (``log`` | ``args`` | ``default``)."""
-    v = srv.capacity.get("max_running_requests")
-    if v is not None:
-        return v, "log"
-    if src.engine != ev.VLLM:
-        return None, ""
-    for key in ("max_num_seqs", "_max_num_seqs_default"):
-        a = src.config.get(key)
-        if isinstance(a, (int, float)) and not isinstance(a, bool):
-            return float(a), "args" if key == "max_num_seqs" else "log"
-    if src.version and src.version.startswith(("0.8.0", "0.8.1", "0.8.2", "0.8.3", "0.8.4")):
-        return 1024.0, "default"
-    if src.config.get("_device") == "cpu" or src.config.get("device_config") == "cpu":
-        # engine/arg_utils.py::get_batch_defaults: the CPU backend serves 128 x (TP x PP) by default
-        world = 1
-        for k in ("tensor_parallel_size", "pipeline_parallel_size"):
-            v = src.config.get(k)
-            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-                world *= v
-        return float(VLLM_CPU_DEFAULT_MAX_NUM_SEQS * world), "default"
-    return float(VLLM_DEFAULT_MAX_NUM_SEQS), "default"

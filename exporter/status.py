@@ -25,7 +25,7 @@ from urllib.parse import parse_qs
 from . import drawing
 from .history import History
 from .report import fact_rows, server_status
-from .rules import RulesConfig, rules_of
+from .rules import RulesConfig
 
 log = logging.getLogger("hybrid_cache_exporter.status")
 REFRESH_SECONDS = 5
@@ -57,9 +57,11 @@ class StatusPages:
         ready: Callable[[], tuple[bool, list[str]]] = lambda: (True, []),
         telemetry_path: str = "/metrics",
         version: str = "",
+        rules: RulesConfig | None = None,
     ) -> None:
         self.pipe = pipe
         self.history = history
+        self.rules = rules or RulesConfig()  # what the pipeline's rules were configured with
         self.sources = sources
         self.ready = ready
         self.telemetry_path = telemetry_path
@@ -92,8 +94,7 @@ class StatusPages:
     def servers(self, since: float | None = None) -> list[dict]:
         """Per server: its id, title, the two HTML fragments and the chart data (rows from
         ``since`` on, clock seconds; None = the whole ring)."""
-        rules = rules_of(self.pipe)
-        cfg = rules.config if rules is not None else RulesConfig()
+        cfg = self.rules
         out = []
         with self.pipe.lock:
             for name, src in sorted(self.pipe.sources.items()):

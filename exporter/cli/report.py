@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..app import replay
+from ..app import replay, timelines
 from ..render import render_html, render_markdown, render_text
 from ..report import build_report
 from ..rules import load_config
@@ -31,12 +31,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         print(f"hybrid-cache-exporter: --rules-config: {e}", file=sys.stderr)
         return 2
-    pipe, failed = replay(args.files, args.source, engine_of(args), cfg, timelines=args.html, max_dp_ranks=args.max_dp_ranks)
+    hist = timelines() if args.html else None
+    pipe, failed = replay(args.files, args.source, engine_of(args), cfg, history=hist, max_dp_ranks=args.max_dp_ranks)
     if failed:
         # nothing on stdout: `report --html missing.log > incident.html` must not leave a report of no log behind
         print(f"hybrid-cache-exporter: report: {failed} file(s) could not be read (above); no report written", file=sys.stderr)
         return 1
-    rep = build_report(pipe, cfg)
+    rep = build_report(pipe, cfg, hist)
     if args.json:
         text = json.dumps(rep, indent=2, default=str) + "\n"
     elif args.markdown:

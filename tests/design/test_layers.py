@@ -136,7 +136,7 @@ def test_the_graph_is_read():
     top, _ = _graph()
     assert "exporter.pipeline" in top["exporter.collector"]
     assert "exporter.sources" in top["exporter.serve"] and "exporter.sources.tailer" in top["exporter.sources"]
-    assert "parsers" in top["exporter.sampler"] and "parsers.events" in top["exporter.flow"]
+    assert "parsers" in top["exporter.sampler"] and "parsers.events" in top["exporter.wrapped"]
 
 
 def test_no_import_cycle():
@@ -204,7 +204,7 @@ def test_the_face_is_on_top():
 def test_the_face_parses_and_prints_only():
     """The face builds nothing itself: no pipeline, collector, registry, tailer or server class is
     named in it (those are made by the composition root)."""
-    built = ("Pipeline(", "HybridCacheCollector(", "CollectorRegistry(", "Manager(", "StdinSource(", "make_server(", "attach(")
+    built = ("Pipeline(", "Rules(", "History(", "HybridCacheCollector(", "CollectorRegistry(", "Manager(", "StdinSource(", "make_server(", "attach(")
     for mod, path in MODULES.items():
         if mod.startswith(FACE):
             text = path.read_text(encoding="utf-8")

@@ -66,10 +66,10 @@ def test_every_path_counts_it_unrecognized_and_no_gauge_takes_it(field: str, val
     if pure:
         monkeypatch.setattr(scan_mod, "scan", scan_mod.scan_py)
         monkeypatch.setattr(scan_mod, "scan_text", scan_mod.scan_text_py)
-        import exporter.sampler as sampler_mod
+        import exporter.pipeline as pipeline_mod
 
-        monkeypatch.setattr(sampler_mod, "scan", scan_mod.scan_py)
-        monkeypatch.setattr(sampler_mod, "scan_text", scan_mod.scan_text_py)
+        monkeypatch.setattr(pipeline_mod, "scan", scan_mod.scan_py)
+        monkeypatch.setattr(pipeline_mod, "scan_text", scan_mod.scan_text_py)
     prefill = "Prefill batch, #new-seq: 1, #new-token: 10, #cached-token: 0, full token usage: 0.20, mamba usage: 0.20, #running-req: 3, #queue-req: 0"
     lines = []
     n = 3000

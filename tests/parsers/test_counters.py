@@ -84,7 +84,7 @@ def test_both_scanners_stop_before_a_count_of_ten_digits(native: bool) -> None:
     run = scan.native.scan if native else scan.scan_py
     pipe = new_pipeline("sglang")
     pipe.feed_lines("s", _log("100"))  # learns the shapes
-    sp = scan.spec(pipe.sampling["s"].shapes)
+    sp = scan.spec(pipe.sampler.sampling["s"].shapes)
     assert sp is not None
     good = [HEAD.format(s=1) + PREFILL.format(new="9" * 9, cached=1)] * 3
     long = HEAD.format(s=1) + PREFILL.format(new="1" * 10, cached=1)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import exporter.sampler as sampler_mod
+import exporter.pipeline as pipeline_mod
 from exporter import scan as scan_mod
 from exporter.app import new_pipeline
 from exporter.state import BATCH_GAUGES
@@ -139,11 +139,11 @@ def feed(lines: list[str], how: str, seed: int):
 @given(lines=logs(), seed=st.integers(0, 1000))
 def test_each_gauge_is_the_last_line_that_carried_its_field(lines, seed, scanner, monkeypatch) -> None:
     if scanner == "native":
-        monkeypatch.setattr(sampler_mod, "scan", scan_mod.native.scan)
-        monkeypatch.setattr(sampler_mod, "scan_text", scan_mod.native.scan_text)
+        monkeypatch.setattr(pipeline_mod, "scan", scan_mod.native.scan)
+        monkeypatch.setattr(pipeline_mod, "scan_text", scan_mod.native.scan_text)
     else:
-        monkeypatch.setattr(sampler_mod, "scan", scan_mod.scan_py)
-        monkeypatch.setattr(sampler_mod, "scan_text", scan_mod.scan_text_py)
+        monkeypatch.setattr(pipeline_mod, "scan", scan_mod.scan_py)
+        monkeypatch.setattr(pipeline_mod, "scan_text", scan_mod.scan_text_py)
     want = oracle(lines)
     samples = None
     for how in ("line", "list", "text", "chunks"):

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-import exporter.sampler as sampler_mod
+import exporter.pipeline as pipeline_mod
 from exporter import scan as scan_mod
 from exporter.app import exposition, new_pipeline
 from exporter.reading import read_lines
+from exporter.rules import Rules
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = sorted(glob.glob(str(ROOT / "fixtures" / "scenarios" / "*.log"))) + [str(ROOT / "fixtures" / "demo" / "sglang-mamba-bound.log")]
@@ -29,8 +30,8 @@ def scan(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
         fn, text_fn = scan_mod.native.scan, scan_mod.native.scan_text
     else:
         fn, text_fn = scan_mod.scan_py, scan_mod.scan_text_py
-    monkeypatch.setattr(sampler_mod, "scan", fn)
-    monkeypatch.setattr(sampler_mod, "scan_text", text_fn)
+    monkeypatch.setattr(pipeline_mod, "scan", fn)
+    monkeypatch.setattr(pipeline_mod, "scan_text", text_fn)
     return fn
 
 
@@ -94,10 +95,10 @@ def test_busy_log_same_state_and_chunk_path_is_taken(tmp_path: Path, scan) -> No
     src = pipe.sources["s"]
     before = src.lines["parsed"]
     steady = [ln for ln in lines[200:1200] if "batch" in ln or "INFO:" in ln]
-    ss = pipe.sampling["s"]
+    ss = pipe.sampler.sampling["s"]
     r = scan(steady, 0, ss.shapes.scan_spec())
     assert r[0] == len(steady)  # the scanner takes the whole steady state in one run
-    assert pipe._apply_scan(src, ss, steady.__getitem__, 0, r)
+    assert pipe.sampler.run(src, ss, steady.__getitem__, 0, scan_mod.result(r))
     assert src.lines["parsed"] - before == sum("batch" in ln for ln in steady)
 
 
@@ -118,7 +119,7 @@ def test_batch_lines_mixed_with_other_lines_same_state(tmp_path: Path) -> None:
 
 def test_pending_samples_wait_for_the_next_bucket_or_an_idle_source() -> None:
     pipe = new_pipeline(None)
-    rules = pipe.rules
+    rules = next((o for o in pipe.observers if isinstance(o, Rules)), None)
     seen: list[float] = []
     pipe.observers.append(lambda src, srv, line, raw: seen.append(line.ts))
     decode = (
@@ -133,7 +134,7 @@ def test_pending_samples_wait_for_the_next_bucket_or_an_idle_source() -> None:
     assert seen == [] and b"hybrid_cache_running_requests" in exposition(pipe)
     pipe.feed("s", decode.replace("08:17:3{}", "08:17:4{}").format(0))  # next bucket: the old one is sampled
     assert len(seen) == 1
-    pipe.sampling["s"].fed_at -= 11  # quiet for 11 s of wall time
+    pipe.sampler.sampling["s"].fed_at -= 11  # quiet for 11 s of wall time
     exposition(pipe)
     assert len(seen) == 1  # a scrape only reads: it never runs the rules
     pipe.tick()  # the ingest side's tick samples the quiet source

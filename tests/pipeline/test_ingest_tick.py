@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-import exporter.sampler as sampler_mod
+import exporter.pipeline as pipeline_mod
 from exporter.serve import ServeConfig, Service
 
 DECODE = (
@@ -15,7 +15,7 @@ DECODE = (
 
 
 def test_quiet_source_is_sampled_by_the_ingest_tick(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(sampler_mod, "IDLE_SAMPLE_SECONDS", 0.3)
+    monkeypatch.setattr(pipeline_mod, "IDLE_SAMPLE_SECONDS", 0.3)
     log = tmp_path / "server.log"
     log.write_text("".join(DECODE.format(s=s) + "\n" for s in "0123"))  # one 10-s bucket: its last line waits
     svc = Service(ServeConfig(listen="127.0.0.1:0", files=[("s", str(log))], from_beginning=True))

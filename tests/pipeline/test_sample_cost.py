@@ -12,8 +12,8 @@ import pytest
 
 from exporter import recommend
 from exporter.app import new_pipeline
+from exporter.memory import UsageStats
 from exporter.reading import read_lines
-from exporter.rules import UsageStats
 from parsers import events as ev
 from parsers import parse_line
 from parsers import shapes as shapes_mod
@@ -140,7 +140,7 @@ def test_sources_keep_their_own_shapes() -> None:
     for s in "0123":
         pipe.feed("a", old.format(s=s))
         pipe.feed("b", new.format(s=s))
-    a, b = pipe.sampling["a"].shapes.current["D"], pipe.sampling["b"].shapes.current["D"]
+    a, b = pipe.sampler.sampling["a"].shapes.current["D"], pipe.sampler.sampling["b"].shapes.current["D"]
     assert a is not b and a.line.fullmatch(old.format(s="9")) and b.line.fullmatch(new.format(s="9"))
     assert not a.line.fullmatch(new.format(s="9"))
 
@@ -159,7 +159,7 @@ def _recommendation_states(lines: list[str], monkeypatch: pytest.MonkeyPatch, sk
     states: list = []
 
     def snapshot(src, srv, line, raw) -> None:
-        recs = [r.as_dict() for r in srv.rule_memory.get("recommendations", [])]
+        recs = [r.as_dict() for r in srv.rule_memory.recommendations]
         states.append((srv.dp_rank, list(srv.recommendations), srv.recommended_ratio, recs))
 
     with monkeypatch.context() as mp:
@@ -191,7 +191,7 @@ def test_skipped_recommendation_refreshes_change_nothing(monkeypatch: pytest.Mon
 def test_recent_events_count_within_a_window_as_a_full_scan_does() -> None:
     import random
 
-    from exporter.rules import Recent
+    from exporter.memory import Recent
 
     rnd = random.Random(3)
     for _ in range(300):

@@ -139,7 +139,7 @@ def learned_spec(path: str):
     lines = list(read_lines(path))
     for line in lines:
         pipe.feed("s", line)
-    return lines, scan_mod.spec(pipe.sampling["s"].shapes)
+    return lines, scan_mod.spec(pipe.sampler.sampling["s"].shapes)
 
 
 @requires_native

@@ -7,7 +7,7 @@ import json
 
 from exporter.app import new_pipeline
 from exporter.memory import Hysteresis
-from exporter.rules import ENDING_RULES, RulesConfig, attach
+from exporter.rules import ENDING_RULES, RulesConfig
 from parsers import events as ev
 from parsers import parse_line
 
@@ -29,8 +29,7 @@ def stats(t: int, running: int, waiting: int, gen: float = 120.0, prompt: float 
 
 
 def run(lines: list[str]):
-    pipe = new_pipeline()
-    attach(pipe, CFG)
+    pipe = new_pipeline(config=CFG)
     pipe.feed_lines("s", lines)
     pipe.finish()
     src = next(iter(pipe.sources.values()))

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from exporter import flags, recommend, rules
+from exporter import facts, flags, recommend, rules
 from exporter.pipeline import Pipeline
 from exporter.recommend import observe
-from exporter.rules import RulesConfig, VersionRange, attach, load_config
+from exporter.rules import Rules, RulesConfig, load_config
+from exporter.version import VersionRange
 from parsers import events as ev
 
 T0 = 1_786_000_000.0
@@ -17,8 +18,8 @@ T0 = 1_786_000_000.0
 
 class Feeder:
     def __init__(self, engine: str = ev.SGLANG, config: RulesConfig | None = None, source: str = "t") -> None:
-        self.pipe = Pipeline(engine)
-        self.rules = observe(attach(self.pipe, config))
+        self.rules = observe(Rules(config))
+        self.pipe = Pipeline(engine, [self.rules])
         self.engine = engine
         self.name = source
 
@@ -149,7 +150,7 @@ def test_one_noisy_line_neither_fires_nor_clears():
         if 5 * i < 120:
             assert f.finding("mamba_bound") == 1, i
     assert f.finding("mamba_bound") == 0
-    eps = f.srv().rule_memory["episodes"]["mamba_bound"]
+    eps = f.srv().rule_memory.episodes["mamba_bound"]
     assert len(eps) == 1 and eps[0][1] is not None
 
 
@@ -165,10 +166,10 @@ def test_gap_in_the_log_restarts_the_window():
 def test_evidence_is_kept_bounded_with_timestamps():
     f = Feeder()
     run(f, T0, 3000, **MAMBA_FULL)
-    evd = f.srv().rule_memory["evidence"]["mamba_bound"]
-    assert 1 <= len(evd["fire"]) <= 4 and len(evd["recent"]) <= 3
-    assert all(isinstance(ts, float) and "BatchStats" in line for ts, line in evd["fire"])
-    assert evd["fire"][0][0] == T0
+    evd = f.srv().rule_memory.evidence["mamba_bound"]
+    assert 1 <= len(evd.fire) <= 4 and len(evd.recent) <= 3
+    assert all(isinstance(ts, float) and "BatchStats" in line for ts, line in evd.fire)
+    assert evd.fire[0][0] == T0
 
 
 # --------------------------------------------------------------------------------------------
@@ -263,7 +264,7 @@ def test_mamba_capped_from_the_cap_warning_and_cleared_on_restart():
     f = Feeder()
     sglang_boot(f, cap=16)
     assert f.finding("mamba_capped") == 1
-    assert "capped to 16" in f.srv().rule_memory["capped_detail"]
+    assert "capped to 16" in f.srv().rule_memory.capped_detail
     f.decode(T0 + 100, **BALANCED)
     # a new boot in the same log (server restarted with a bigger pool and no cap)
     f.config(max_running_requests=16)
@@ -283,8 +284,8 @@ def test_mamba_capped_by_arithmetic_on_old_releases():
     assert f.finding("mamba_capped") == 0
     f.event(ev.SchedulerSummary({"max_total_num_tokens": 226560, "max_running_requests": 19, "context_len": 262144}), T0 + 2)
     assert f.finding("mamba_capped") == 1
-    assert "96 // 5" in f.srv().rule_memory["capped_detail"]
-    assert str(rules.version_range(f.src)) == "0.5.10..0.5.13"
+    assert "96 // 5" in f.srv().rule_memory.capped_detail
+    assert str(facts.version_range(f.src)) == "0.5.10..0.5.13"
 
 
 def test_mamba_capped_quiet_when_the_request_was_granted():
@@ -360,19 +361,18 @@ def test_rules_config_yaml(tmp_path):
         load_config(str(bad))
 
 
-def test_attach_is_idempotent_and_configure_from_args(tmp_path):
+def test_the_pipeline_has_one_rules_observer_configured_from_args(tmp_path):
     import argparse
 
+    from exporter.app import new_pipeline
     from exporter.cli.common import add_rules_args, rules_config
 
-    pipe = Pipeline()
-    r1 = attach(pipe)
-    assert attach(pipe) is r1 and pipe.observers.count(r1) == 1
     p = tmp_path / "r.yaml"
     p.write_text("kv_high: 0.8\n")
     ap = argparse.ArgumentParser()
     add_rules_args(ap)
-    attach(pipe, rules_config(ap.parse_args(["--rules-config", str(p)])))
+    pipe = new_pipeline(config=rules_config(ap.parse_args(["--rules-config", str(p)])))
+    (r1,) = [o for o in pipe.observers if isinstance(o, Rules)]
     assert r1.config.kv_high == 0.8
 
 
@@ -381,7 +381,7 @@ def test_attach_is_idempotent_and_configure_from_args(tmp_path):
 
 
 def test_slots_per_request_table():
-    t = rules.slots_per_request_table
+    t = facts.slots_per_request_table
     assert t((0, 5, 19, 0), "extra_buffer", True, False) == 5
     assert t((0, 5, 19, 0), "extra_buffer", False, False) == 4
     assert t((0, 5, 8, 0), "extra_buffer", True, True) == 4
@@ -425,7 +425,7 @@ def test_mamba_bound_recommendations_on_a_current_release():
     assert flags["--mamba-radix-cache-strategy"] == "extra_buffer_lazy"
     assert flags["--enable-unified-memory"] == "true"
     assert f.srv().recommended_ratio is not None and f.srv().recommended_ratio > 0.9
-    effects = {r.flag: r.effect for r in f.srv().rule_memory["recommendations"] if r.rule == "mamba_bound"}
+    effects = {r.flag: r.effect for r in f.srv().rule_memory.recommendations if r.rule == "mamba_bound"}
     assert "cap 16 → " in effects["--mamba-ssm-dtype"]
 
 
@@ -569,14 +569,14 @@ def test_ratio_never_silently_below_the_context():
     """The pool holds 211,360 tokens < the 262,144 context: every pool-moving effect says so; where the pool
     does hold one request of the context, the ratio is limited so that it still does."""
     f = _mamba_bound()
-    for r in f.srv().rule_memory["recommendations"]:
+    for r in f.srv().rule_memory.recommendations:
         if r.flag in ("--mamba-full-memory-ratio", "--max-mamba-cache-size"):
             assert "< context length 262,144" in r.effect, r.effect
     g = Feeder()
     sglang_boot(g)
     g.event(ev.SchedulerSummary({"max_total_num_tokens": 211360, "max_running_requests": 16, "context_len": 100000}), T0 + 3)
     run(g, T0 + 10, 120, running=16, queued=7, kv=0.11, mamba=0.95)
-    recs = {r.flag: r for r in g.srv().rule_memory["recommendations"] if r.rule == "mamba_bound"}
+    recs = {r.flag: r for r in g.srv().rule_memory.recommendations if r.rule == "mamba_bound"}
     ratio = recs["--mamba-full-memory-ratio"]
     assert "keeps one 100,000-token request" in ratio.why
     assert "no longer fits" not in ratio.effect
@@ -587,12 +587,12 @@ def test_ratio_never_silently_below_the_context():
 def test_facts_are_derived_once_per_generation():
     f = _mamba_bound()
     srv = f.srv()
-    facts = srv.rule_memory["facts"]
+    facts = srv.rule_memory.facts
     run(f, T0 + 200, 60, running=16, queued=7, kv=0.11, mamba=0.95)
-    assert srv.rule_memory["facts"] is facts  # batch samples reuse them
+    assert srv.rule_memory.facts is facts  # batch samples reuse them
     f.event(ev.SchedulerSummary({"max_total_num_tokens": 211360, "max_running_requests": 16, "context_len": 131072}), T0 + 300)
     run(f, T0 + 301, 10, running=16, queued=7, kv=0.11, mamba=0.95)
-    assert srv.rule_memory["facts"] is not facts and srv.rule_memory["facts"].context_len == 131072
+    assert srv.rule_memory.facts is not facts and srv.rule_memory.facts.context_len == 131072
 
 
 def test_the_catalogue_is_the_only_dispatch():

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 from test_rules import T0, Feeder, sglang_boot  # tests/rules is on the path (pytest prepends it)
 
+from exporter.facts import facts_of
 from exporter.memory import Hysteresis
-from exporter.pipeline import Pipeline
-from exporter.rules import RulesConfig, attach
+from exporter.rules import Rules, RulesConfig
 from parsers import events as ev
 
 
@@ -87,14 +87,14 @@ def _conditions_as_written(cfg: RulesConfig, e: ev.BatchStats, mcap, eff, recent
 def test_conditions_tested_cheap_first_are_the_rules_as_written(engine: str) -> None:
     rnd = random.Random(7)
     cfg = RulesConfig()
-    rules = attach(Pipeline(engine), cfg)
-    src = SimpleNamespace(engine=engine)
+    rules = Rules(cfg)
+    src = SimpleNamespace(engine=engine, generation=0)
     usages = [None, 0.0, 0.05, 0.3, 0.49, 0.5, 0.69, 0.7, 0.84, 0.85, 0.89, 0.9, 0.95, 1.0]
     counts = [None, 0, 1, 7, 16, 31, 48, 64]
     for _ in range(20000):
         mcap, eff = rnd.choice([None, 16, 31, 48]), rnd.choice([None, 16.0, 31.0, 48.0, 64.0])
         retracted_at = rnd.choice([None, -200.0, -60.0, -30.0, 0.0, 5.0])
-        m = SimpleNamespace(sample_facts=SimpleNamespace(mamba_cap=mcap, max_running=eff), retractions=deque())
+        m = SimpleNamespace(sample_facts=SimpleNamespace(mamba_cap=mcap, max_running=eff), sample_gen=0, retractions=deque())
         if retracted_at is not None:
             m.retractions.append((T0 + retracted_at, 1))
         ts = rnd.choice([None, T0])
@@ -114,7 +114,7 @@ def test_conditions_tested_cheap_first_are_the_rules_as_written(engine: str) -> 
 
 
 def test_a_sample_reads_the_facts_of_its_generation() -> None:
-    """The facts a sample reads are fetched again after a non-batch line, a new configuration and a
+    """The facts a sample reads are fetched again after a non-batch line (other facts for another configured release) and a
     restart (whose boot logs another cap)."""
     f = Feeder()
     sglang_boot(f, cap=16)
@@ -123,15 +123,14 @@ def test_a_sample_reads_the_facts_of_its_generation() -> None:
     assert m.sample_facts is m.facts and m.sample_facts.mamba_cap == 16
     assert m.conditions[0] is True  # 16 running pin the cap of 16 while requests wait
 
+    gen = f.src.generation
     f.event(ev.Retraction(retracted=1), T0 + 20, tp=None)  # a non-batch line: a new generation
-    assert m.sample_facts is None
+    assert f.src.generation > gen and m.sample_gen != f.src.generation
     f.decode(T0 + 30, running=16, queued=4, kv=0.1, mamba=0.5)
-    assert m.sample_facts is m.facts and m.facts.generation[1] == f.src.rule_memory.gen
+    assert m.sample_facts is m.facts and m.facts.generation[0] == f.src.generation == m.sample_gen
 
-    attach(f.pipe, RulesConfig(engine_version="0.5.5"))  # a new configuration: the facts again
-    assert m.sample_facts is None
-    f.decode(T0 + 40, running=16, queued=4, kv=0.1, mamba=0.5)
-    assert m.sample_facts is m.facts and str(m.facts.version) == "0.5.5"
+    # another configured release: other facts (they are kept per generation and configuration)
+    assert str(facts_of(f.src, f.srv(), RulesConfig(engine_version="0.5.5")).version) == "0.5.5"
 
     restarts = f.src.restarts
     sglang_boot(f, cap=24)  # a boot after runtime lines: a restart, another cap

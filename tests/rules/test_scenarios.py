@@ -17,7 +17,7 @@ from exporter.pipeline import Pipeline
 from exporter.reading import read_lines
 from exporter.recommend import observe
 from exporter.rulebook import RULE_IDS
-from exporter.rules import attach
+from exporter.rules import Rules
 
 ROOT = Path(__file__).resolve().parents[2]
 SCEN = ROOT / "fixtures" / "scenarios"
@@ -126,7 +126,7 @@ def test_scenarios_span_ten_minutes_of_log_time():
     replay_files(pipe, [str(p) for p in sorted(SCEN.glob("*.log"))], None)
     for name, src in pipe.sources.items():
         m = src.servers["0"].rule_memory
-        assert m["last_ts"] - m["first_ts"] >= 600, name
+        assert m.last_ts - m.first_ts >= 600, name
 
 
 def test_demo_log_becomes_mamba_bound_after_a_balanced_start():
@@ -135,10 +135,10 @@ def test_demo_log_becomes_mamba_bound_after_a_balanced_start():
     srv = pipe.sources["sglang-mamba-bound"].servers["0"]
     m = srv.rule_memory
     assert srv.findings["mamba_bound"] == 1
-    start = m["episodes"]["mamba_bound"][0][0]
-    assert start - m["first_ts"] >= 8 * 60  # balanced at first
-    assert m["last_ts"] - m["first_ts"] >= 18 * 60
-    assert m["usage"]["mamba"].max == 1.0
+    start = m.episodes["mamba_bound"][0][0]
+    assert start - m.first_ts >= 8 * 60  # balanced at first
+    assert m.last_ts - m.first_ts >= 18 * 60
+    assert m.usage["mamba"].max == 1.0
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -146,15 +146,14 @@ def test_replay_equals_feeding_line_by_line(name):
     path = SCEN / name
     a = new_pipeline(None)
     replay_files(a, [str(path)], None)
-    b = Pipeline()
-    observe(attach(b))
+    b = Pipeline(None, [observe(Rules())])
     src = path.name.split(".", 1)[0]
     for line in read_lines(str(path)):
         b.feed(src, line)
     assert pipeline_verdicts(a) == pipeline_verdicts(b)
     # the episodes (when each finding fired/cleared, in log time) match too
-    ea = {dp: dict(srv.rule_memory["episodes"]) for dp, srv in a.sources[src].servers.items()}
-    eb = {dp: dict(srv.rule_memory["episodes"]) for dp, srv in b.sources[src].servers.items()}
+    ea = {dp: dict(srv.rule_memory.episodes) for dp, srv in a.sources[src].servers.items()}
+    eb = {dp: dict(srv.rule_memory.episodes) for dp, srv in b.sources[src].servers.items()}
     assert {dp: {r: list(map(tuple, v)) for r, v in e.items()} for dp, e in ea.items()} == {
         dp: {r: list(map(tuple, v)) for r, v in e.items()} for dp, e in eb.items()
     }

@@ -180,7 +180,7 @@ def test_log_clock_and_speaker_follow_every_line_as_before() -> None:
                 t += rnd.choice([0, 1, -1, 5, -(half_year + 10), -year, 3 * half_year, 0.5])
                 ts = rnd.choice([t, t, t, None])
                 tp, pp = rnd.choice([(None, None), (0, None), (1, None), (0, 0), (2, 1), (None, 1)])
-                src.apply(ev.Line(ev.PARSED, engine, ts, "0", tp, pp, ev.BatchStats("decode", running=1)), counted=True)
+                src.apply(ev.Line(ev.PARSED, engine, ts, "0", tp, pp, ev.BatchStats("decode", running=1)))
                 # the rules as first written
                 if ts is not None:
                     if last is not None and ts < last - half_year and engine == ev.VLLM:

@@ -17,7 +17,6 @@ import pytest
 from exporter import drawing
 from exporter.app import new_pipeline
 from exporter.history import LIVE_ROWS, History, Timeline
-from exporter.history import attach as attach_history
 from exporter.offline import replay_files
 from exporter.rulebook import SHADED_RULES
 from exporter.status import StatusPages
@@ -30,8 +29,8 @@ EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//(?!127\.0\.0\
 
 
 def replayed(*names: str) -> tuple[object, History]:
-    pipe = new_pipeline(None)
-    hist = attach_history(pipe)
+    hist = History()
+    pipe = new_pipeline(None, history=hist)
     for n in names:
         assert replay_files(pipe, [str(SCEN / n)], None) == 0
     return pipe, hist
