@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .model import GiB, MiB, ModelSpec, _short, dtype_bytes, normalize_dtype
+from .model import GiB, MiB, ModelSpec, dtype_bytes, normalize_dtype, short_dtype
 from .planning import Plan, PlanInputs, make_plan
 from .sizing import balanced_ratio_for_context, norm_strategy
 
@@ -234,8 +234,8 @@ def log_ssm_dtype(o: ObservedCapacity, value: str | None, flag: str = "--mamba-s
     ssm_slot = o.ssm_bytes / (S0 + o.padding_slots)  # type: ignore[operator]
     new_slot = conv_slot + ssm_slot * dtype_bytes(new) / dtype_bytes(old)
     S1 = _resize_slots(o, new_slot)
-    notes = (f"ssm {_short(old)} → {_short(new)}: state {_mib(o.bytes_per_slot)} → {_mib(new_slot)} per slot",)
-    return _log_state(o, flag, new, f"ssm {_short(new)}", S1, spr, notes)
+    notes = (f"ssm {short_dtype(old)} → {short_dtype(new)}: state {_mib(o.bytes_per_slot)} → {_mib(new_slot)} per slot",)
+    return _log_state(o, flag, new, f"ssm {short_dtype(new)}", S1, spr, notes)
 
 
 def _log_state(
@@ -402,7 +402,7 @@ def log_kv_dtype(o: ObservedCapacity, value: str | None, flag: str = "--kv-cache
     return _make_effect(
         flag,
         value or "fp8",
-        f"kv {_short(new)}",
+        f"kv {short_dtype(new)}",
         notes=() if o.kv_dtype else ("assuming the current KV dtype is 16-bit",),
         mamba_slots_before=o.mamba_slots,
         mamba_slots_after=o.mamba_slots,
@@ -487,7 +487,7 @@ def plan_ssm_dtype(model: ModelSpec, inputs: PlanInputs, value: str | None, flag
         return None
     after = make_plan(model, replace(inputs, ssm_dtype=new))
     note = f"state {_mib(base.state.per_request)} → {_mib(after.state.per_request)} per request per GPU"
-    return _plan_effect(base, after, flag, new, f"ssm {_short(new)}", (note,))
+    return _plan_effect(base, after, flag, new, f"ssm {short_dtype(new)}", (note,))
 
 
 def plan_kv_dtype(model: ModelSpec, inputs: PlanInputs, value: str | None, flag: str = "--kv-cache-dtype") -> Effect | None:
@@ -496,7 +496,7 @@ def plan_kv_dtype(model: ModelSpec, inputs: PlanInputs, value: str | None, flag:
         return None
     base = make_plan(model, inputs)
     after = make_plan(model, replace(inputs, kv_dtype=new))
-    return _plan_effect(base, after, flag, value or "fp8", f"kv {_short(new)}")
+    return _plan_effect(base, after, flag, value or "fp8", f"kv {short_dtype(new)}")
 
 
 def plan_ratio(model: ModelSpec, inputs: PlanInputs, value: str | None, flag: str = "--mamba-full-memory-ratio") -> Effect | None:

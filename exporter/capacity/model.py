@@ -59,7 +59,8 @@ def dtype_bytes(name: str | None, auto: str = "bfloat16") -> int:
     return _DTYPE_BYTES[normalize_dtype(name, auto)]
 
 
-def _short(dtype: str) -> str:
+def short_dtype(dtype: str) -> str:
+    """A dtype as the effects write it: bf16, fp16, fp32, fp8."""
     return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "fp8": "fp8"}[normalize_dtype(dtype)]
 
 
