@@ -70,6 +70,12 @@ class Pipeline:
                 s = self.sources[name] = SourceState(name, engine=self.engine, max_dp_ranks=self.max_dp_ranks)
             return s
 
+    def _sampling(self, name: str) -> SourceSampling:
+        """The sampler's part of source ``name``, created under the lock (the ingest tick walks the
+        sampler's sources from its own thread)."""
+        with self.lock:
+            return self.sampler.of(name)
+
     def forget(self, source: str) -> None:
         """Drop a source (its state, its series, what the sampler and the wraps hold of it)."""
         with self.lock:
@@ -83,7 +89,7 @@ class Pipeline:
     def feed(self, source: str, line: str) -> str:
         """Take one line: counted and sampled, or parsed and applied; returns its outcome."""
         src = self.sources.get(source) or self.source(source)
-        ss = self.sampler.sampling.get(source) or self.sampler.of(source)
+        ss = self.sampler.sampling.get(source) or self._sampling(source)
         ss.fed_at = time.monotonic()
         with self.lock:
             if self.wraps.held and source in self.wraps.held:
@@ -151,7 +157,7 @@ class Pipeline:
         if not isinstance(lines, list):
             lines = list(lines)
         src = self.sources.get(source) or self.source(source)
-        ss = self.sampler.of(source)
+        ss = self.sampler.sampling.get(source) or self._sampling(source)
         ss.fed_at = time.monotonic()
         feed = self.feed
         i = 0
@@ -174,7 +180,7 @@ class Pipeline:
         """Feed a block of complete lines, each ending in ``\\n``: same result as ``feed_lines`` on
         its lines; on an SGLang source the scanner walks the block without splitting it."""
         src = self.sources.get(source) or self.source(source)
-        ss = self.sampler.of(source)
+        ss = self.sampler.sampling.get(source) or self._sampling(source)
         ss.fed_at = time.monotonic()
         feed = self.feed
         n = len(text)
