@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from parsers import events as ev
 from parsers import has_header, parse_line
+from parsers.headers import VLLM_LEVELS
 
 from .state import RUNTIME_EVENTS, SourceState
 
@@ -58,7 +59,7 @@ class Join(NamedTuple):
     n: int
 
 
-_LEVELS = ("INFO ", "WARNING ", "DEBUG ", "ERROR ", "CRITICAL ")
+_LEVELS = tuple(f"{level} " for level in VLLM_LEVELS.split("|"))  # a vLLM header without its process
 
 
 def _starts_with_header(line: str) -> bool:

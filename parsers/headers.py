@@ -38,9 +38,11 @@ def sglang_header(fast: bool = False, one_line: bool = False) -> str:
     return rf"\[({n(4)}-{n(2)}-{n(2)} {n(2)}:{n(2)}):({n(2)}){ms}{tags}\] "
 
 
+# the levels vLLM's logger prints ('INFO 08-14 08:17:30 [loggers.py:123] ...')
+VLLM_LEVELS = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
 # the process prefix vLLM puts before its header: '(EngineCore_DP1 pid=123) ', '(Worker rank=0 pid=7, ip=...) '
 VLLM_PROC = r"\((?P<proc>[A-Za-z][\w ]*?)(?: rank=\d+)? pid=\d+(?:, ip=[^)]*)?\) "
 # the DP rank a vLLM process name carries
 VLLM_DP = r"(?:EngineCore|Worker)_(?:DP)?(\d+)"
 
-__all__ = ["SGLANG_TAG_NAMES", "VLLM_DP", "VLLM_PROC", "sglang_header"]
+__all__ = ["SGLANG_TAG_NAMES", "VLLM_DP", "VLLM_LEVELS", "VLLM_PROC", "sglang_header"]

@@ -20,7 +20,7 @@ import regex
 from . import preamble
 from .clock import minute_epoch, rfc3339_epoch, sglang_ts
 from .events import SGLANG, VLLM
-from .headers import SGLANG_TAG_NAMES, VLLM_DP, VLLM_PROC, sglang_header
+from .headers import SGLANG_TAG_NAMES, VLLM_DP, VLLM_LEVELS, VLLM_PROC, sglang_header
 
 ANSI_RE = regex.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -44,7 +44,7 @@ SGLANG_TAG_RE = re.compile(rf"\b({SGLANG_TAG_NAMES})(\d+)\b")
 
 VLLM_HEADER_RE = re.compile(
     r"(?:" + VLLM_PROC + r"?)?"
-    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+    r"(?P<level>" + VLLM_LEVELS + r") "
     r"(?P<md>\d{2}-\d{2}) (?P<time>\d{2}:\d{2}:\d{2})(?:[.,]\d+)? "
     r"\[?(?P<file>[^\]\s:]+):(?P<lineno>\d+)\] "
 )
@@ -53,10 +53,10 @@ VLLM_PROC_RE = re.compile(VLLM_PROC)
 VLLM_DP_RE = re.compile(VLLM_DP)
 
 
-_LEVELS = ("DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL ")
+_LEVELS = tuple(f"{level} " for level in VLLM_LEVELS.split("|"))
 # a vLLM header's level and date, for the cheap test whether an untagged SGLang-like stamp
 # stands before a whole vLLM line (only asked while a source's engine is not known)
-_VLLM_WORDS_RE = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:")
+_VLLM_WORDS_RE = re.compile(r"(?:" + VLLM_LEVELS + r") \d\d-\d\d \d\d:")
 _BLANK = (" ", "\t")  # a second space or a tab after a header (pastes, collectors): not the message
 
 
