@@ -15,10 +15,10 @@ Semantics worth knowing:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from parsers import clock
 from parsers import events as ev
 
 from . import contract
@@ -219,7 +219,7 @@ class SourceState:
     restarts: int = 0
     runtime_seen: bool = False  # runtime lines since the last boot
     last_ts: float | None = None
-    year: int = field(default_factory=lambda: time.localtime().tm_year)
+    year: int = field(default_factory=clock.default_year)  # --log.year, else the clock's until the file tells
     unified_memory: dict[str, float] = field(default_factory=dict)
     rule_memory: SourceMemory = field(default_factory=SourceMemory)  # the diagnosis' per-boot memory
     max_dp_ranks: int = 0  # distinct dp_rank values kept (0 = DEFAULT_MAX_DP_RANKS); see admits()
