@@ -18,10 +18,11 @@ import calendar
 import hashlib
 import json
 import re
-import time
 from functools import cache
 from html import escape
 from importlib import resources
+
+from parsers import clock as logclock
 
 from . import rulebook
 from .history import BUCKET_SECONDS as BUCKET
@@ -75,9 +76,10 @@ def static(name: str) -> bytes:
 
 
 def clock(ts: float) -> float:
-    """Log time as "clock seconds": the local wall-clock time the log printed, written as UTC, so
-    the chart's axis shows the log's own times (charts.js reads them in UTC)."""
-    return calendar.timegm(time.localtime(ts)) + (ts % 1.0)
+    """Log time as "clock seconds": the wall-clock time the log printed (in the zone ``--log.timezone``
+    names, the one its zone-less headers were read in), written as UTC, so the chart's axis shows the
+    log's own times (charts.js reads them in UTC)."""
+    return calendar.timegm(logclock.wall(ts)) + (ts % 1.0)
 
 
 def slug(source: str, dp_rank: str) -> str:

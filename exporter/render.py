@@ -151,7 +151,7 @@ def render_text(rep: dict) -> str:
         for srv in s["servers"]:
             w("-" * 100)
             lt = srv["log_time"]
-            w(f"dp_rank {srv['dp_rank']}   log time {lt['first']} .. {lt['last']} ({fmt_dur(lt['seconds'])})")
+            w(f"dp_rank {srv['dp_rank']}   log time {lt['first']} .. {lt['last']} ({fmt_dur(lt['seconds'])}, zone {rep.get('zone', '?')})")
             st = srv.get("status")
             if st:
                 w(f"Diagnosis at the end of the log: {st['headline']}")
@@ -232,7 +232,7 @@ def render_markdown(rep: dict) -> str:
             w("")
         for srv in s["servers"]:
             lt = srv["log_time"]
-            w(f"### dp_rank {srv['dp_rank']}: {lt['first']} .. {lt['last']} ({fmt_dur(lt['seconds'])})")
+            w(f"### dp_rank {srv['dp_rank']}: {lt['first']} .. {lt['last']} ({fmt_dur(lt['seconds'])}, zone {rep.get('zone', '?')})")
             w("")
             st = srv.get("status")
             if st:
@@ -376,7 +376,7 @@ def render_html(rep: dict, title: str = "hybrid-cache-exporter report") -> str:
         "<th>log time</th></tr>" + "".join(overview) + "</table></section>"
     )
     data = {"refresh": 0, "charts": charts, "histograms": hists}
-    made = "made " + time.strftime("%Y-%m-%d %H:%M")
+    made = "made " + time.strftime("%Y-%m-%d %H:%M") + f"; log times in zone {rep.get('zone', '?')}"
     return drawing.document(title, head + "".join(body), data, inline=True, updated=made)
 
 

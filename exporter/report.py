@@ -17,7 +17,7 @@ This module builds the report's data (``--json`` prints it as is; the status pag
 
 from __future__ import annotations
 
-import time
+from parsers import clock
 
 from . import capacity as cap
 from . import flags, recommend, rulebook
@@ -34,9 +34,11 @@ GIB = float(1 << 30)
 
 
 def fmt_ts(ts: float | None) -> str:
+    """A log time as the log wrote it: its wall time in the zone ``--log.timezone`` names (the one the
+    zone-less headers were read in), not the process's local zone."""
     if ts is None:
         return "?"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    return clock.wall_text(ts)
 
 
 def fmt_dur(s: float | None) -> str:
@@ -441,7 +443,7 @@ def build_report(pipe, cfg: RulesConfig | None = None) -> dict:
     rules = rules_of(pipe)
     cfg = cfg or (rules.config if rules is not None else RulesConfig())
     hist = history_of(pipe)
-    out = {"sources": []}
+    out = {"zone": clock.zone_label(), "sources": []}  # the zone every time of the report is written in
     with pipe.lock:
         for name, src in pipe.sources.items():
             vr = version_range(src, cfg)
