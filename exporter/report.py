@@ -352,6 +352,10 @@ CAUSE_WORDS = {
     "fatal_error": "the engine hit a fatal error",
     "engine_dead": "the engine core died (EngineDeadError)",
     "init_failed": "the engine failed to start",
+    "scheduler_error": "the scheduler hit an exception",
+    "tokenizer_error": "the tokenizer manager hit an exception",
+    "detokenizer_error": "the detokenizer manager hit an exception",
+    "child_failed": "a child process failed and signalled the server",
 }
 NOT_SERVING = ("idle", "stalled", "stopped", "dead")  # the states in which findings are not the state now
 

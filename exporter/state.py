@@ -122,6 +122,10 @@ CONFIG_KEYS = (
 # moves); stopped: a shutdown was logged; dead: the engine died (EngineDeadError, a fatal error).
 SERVER_STATES = ("starting", "serving", "idle", "stalled", "stopped", "dead")
 ENDED = ("stopped", "dead")
+# deaths that are the consequence of a stop when a shutdown was logged first: vLLM's EngineDeadError (the API
+# server sees its engine core stopped), SGLang's "SIGQUIT received ... one child failed" (a child killed on the
+# way out); a death of its own (a fatal error, "Scheduler hit an exception") is one even during a shutdown
+CONSEQUENCES = ("engine_dead", "child_failed")
 
 
 def _gauge_setter(gauges: tuple[tuple[str, str], ...]) -> Callable[[ServerState, ev.BatchStats], None]:
@@ -241,7 +245,7 @@ class SourceState:
             return False
         if cur == "stopped" and state not in ("starting", "dead"):
             return False
-        if cur == "stopped" and state == "dead" and cause == "engine_dead":
+        if cur == "stopped" and state == "dead" and cause in CONSEQUENCES:
             return False
         self.life = state
         self.life_since = ts if ts is not None else self.last_ts
