@@ -62,12 +62,21 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _zone(s: str) -> str:
-    try:
-        clock.zone_of(s)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return s
+def _checked(check):
+    """An argparse ``type`` that keeps the text and refuses what ``check`` raises ValueError for, with its message."""
+
+    def parse(s: str) -> str:
+        try:
+            check(s)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        return s
+
+    return parse
+
+
+_zone = _checked(clock.zone_of)
+_year = _checked(clock.year_of)
 
 
 def add_timezone_args(p: argparse.ArgumentParser) -> None:
@@ -82,14 +91,6 @@ def add_timezone_args(p: argparse.ArgumentParser) -> None:
         "(default: this process's zone, TZ), UTC, an IANA name (Europe/Berlin) or +HH:MM; times with a zone are "
         "exact anyway (docs/formats/README.md#time)",
     )
-
-
-def _year(s: str) -> str:
-    try:
-        clock.year_of(s)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return s
 
 
 def add_year_args(p: argparse.ArgumentParser) -> None:
