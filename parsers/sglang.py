@@ -549,8 +549,9 @@ def _too_long(msg: str) -> Result:
 # ``Received sigquit from a child process. It usually means the child failed.``); 0.5.2x's subprocess
 # watchdog ``Subprocess <name> (pid=N) crashed with exit code N. Triggering SIGQUIT for cleanup...``. A
 # requested stop: ``SIGTERM received. signum=... Draining requests and shutting down...`` (the tokenizer
-# manager's handler), ``Gracefully exiting... Remaining number of requests N``, and uvicorn's ``Shutting down``
-# and ``Finished server process`` (behind SGLang's header: it formats uvicorn's loggers).
+# manager's handler), ``Gracefully exiting... Remaining number of requests N``. uvicorn's ``Shutting down`` is not
+# read: behind SGLang's header it is an ``INFO:`` line, which the bulk scanner counts as an access line before any
+# parser sees it (so it would be read in some formats and not in others).
 
 _HIT_CAUSE = {  # whose exception it was -> the bounded cause (ev.Lifecycle.cause)
     "Scheduler": "scheduler_error",
@@ -570,25 +571,13 @@ def _hit(msg: str) -> Result:
     return ev.Lifecycle("dead", _HIT_CAUSE[msg.partition(" ")[0]])
 
 
-def _uvicorn(msg: str) -> Result:
-    """uvicorn's lines behind SGLang's header: access lines (most lines of a log: one ``endswith``), and the
-    two of a shutdown."""
-    if msg.endswith("OK") or msg[10:11].isdigit():
-        return None  # an access line: 'INFO:     10.4.1.9:51130 - "POST ..." 200 OK'
-    if msg.startswith("INFO:     Shutting down"):
-        return ev.Lifecycle("stopping", "uvicorn")
-    if msg.startswith("INFO:     Finished server process"):
-        return ev.Lifecycle("stopped", "uvicorn")
-    return None
-
-
 def _dispatch(msg: str) -> Result:
     if len(msg) > MAX_LINE:
         return _too_long(msg)
     c = msg[0]
     if c == "I":
         if msg.startswith("INFO:"):
-            return _uvicorn(msg)  # uvicorn (access and server lines)
+            return None  # uvicorn (access and server lines; the bulk scanner counts them before any parser)
     elif c == "D":
         if msg.startswith("Decode batch"):
             return _batch(msg)

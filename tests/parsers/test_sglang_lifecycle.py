@@ -28,8 +28,6 @@ LINES = [
     (H + "SIGTERM received. signum=None frame=None. Draining requests and shutting down...", "stopping", "signal"),
     (H + "Signal SIGTERM received while health check failed. Force exiting.", "stopping", "signal"),
     (H + "Gracefully exiting... Remaining number of requests 0. Remaining requests remaining_rids=[].", "stopping", "signal"),
-    (H + "INFO:     Shutting down", "stopping", "uvicorn"),
-    (H + "INFO:     Finished server process [1]", "stopped", "uvicorn"),
 ]
 
 
@@ -45,6 +43,10 @@ def test_each_line_is_its_lifecycle_event(line, state, cause):
     [
         H + 'INFO:     10.12.0.4:60220 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
         H + "INFO:     Waiting for application shutdown.",
+        # uvicorn's stop behind SGLang's header: an INFO: line, counted by the bulk scanner as an access line in the
+        # default format, so not read in any (the SIGTERM line before it says stopped)
+        H + "INFO:     Shutting down",
+        H + "INFO:     Finished server process [1]",
         H + "Subprocess watchdog initialized.",
         H + "SIGQUIT received in a test of the handler",  # not the handler's sentence
         H + "Using custom SIGQUIT handler: my.module.handler",
