@@ -21,9 +21,10 @@ run: $(STAMP)
 	$(BIN)/hybrid-cache-exporter serve --log demo=fixtures/demo/sglang-mamba-bound.log --from-beginning --listen $(HOST):$(PORT)
 
 ## Debian tools the tests use for real: promtool + prometheus (real server), mtail (bench),
-## logrotate (rotation), chromium (status page and HTML report, headless); kubectl ships with the image
-TOOLS_CMDS = promtool prometheus mtail logrotate chromium
-TOOLS_PKGS = prometheus mtail logrotate chromium
+## logrotate (rotation), chromium (status page and HTML report, headless), faketime (the goldens under another
+## year's clock, tests/cli/test_log_year.py); kubectl ships with the image
+TOOLS_CMDS = promtool prometheus mtail logrotate chromium faketime
+TOOLS_PKGS = prometheus mtail logrotate chromium faketime
 tools:
 	@missing=; for c in $(TOOLS_CMDS); do command -v $$c >/dev/null || [ -x /usr/sbin/$$c ] || missing=1; done; \
 	[ -z "$$missing" ] || { \

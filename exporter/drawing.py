@@ -18,10 +18,11 @@ import calendar
 import hashlib
 import json
 import re
-import time
 from functools import cache
 from html import escape
 from importlib import resources
+
+from parsers import clock as logclock
 
 from . import rulebook
 from .history import BUCKET_SECONDS as BUCKET
@@ -49,7 +50,7 @@ main{padding:12px 20px;max-width:1400px}
 section.server{background:#fff;border:1px solid #dde;border-radius:6px;margin:0 0 18px;padding:12px 16px}
 section.server h2{font-size:16px;margin:0 0 6px;font-weight:600}section.server h2 .eng{color:#777;font-weight:400;font-size:13px}
 .badge{display:inline-block;padding:3px 10px;border-radius:12px;font-weight:700;font-size:15px;margin:2px 0 6px}
-.badge.firing{background:#d62728;color:#fff}.badge.ok{background:#2ca02c;color:#fff}.badge.quiet{background:#9a9a9a;color:#fff}
+.badge.firing{background:#d62728;color:#fff}.badge.ok{background:#2ca02c;color:#fff}.badge.quiet{background:#9a9a9a;color:#fff}.badge.life{background:#e8e8e8;color:#333;margin-left:6px}.badge.life.dead{background:#7f0000;color:#fff}.badge.life.stalled{background:#ff7f0e;color:#fff}
 ul.findings.grey{color:#8a8a8a}ul.findings.grey code{color:#8a8a8a}p.quiet-note{color:#6a6a6a;font-style:italic}.start{font-size:13px}
 p.words{margin:4px 0}
 .now{display:flex;flex-wrap:wrap;gap:6px 28px;margin:8px 0}.meter{display:flex;align-items:center;gap:8px}
@@ -75,9 +76,10 @@ def static(name: str) -> bytes:
 
 
 def clock(ts: float) -> float:
-    """Log time as "clock seconds": the local wall-clock time the log printed, written as UTC, so
-    the chart's axis shows the log's own times (charts.js reads them in UTC)."""
-    return calendar.timegm(time.localtime(ts)) + (ts % 1.0)
+    """Log time as "clock seconds": the wall-clock time the log printed (in the zone ``--log.timezone``
+    names, the one its zone-less headers were read in), written as UTC, so the chart's axis shows the
+    log's own times (charts.js reads them in UTC)."""
+    return calendar.timegm(logclock.wall(ts)) + (ts % 1.0)
 
 
 def slug(source: str, dp_rank: str) -> str:
@@ -185,19 +187,30 @@ def legend(spans: list) -> str:
 
 
 def diagnosis_html(st: dict, spans: list, when: str = "now") -> str:
-    """Headline, the diagnosis in words, usage now, running vs cap vs queued, how old the last line is, the
-    findings with since-when and where to start, and the shading legend of the chart below. A server that has
-    gone quiet (``report.is_quiet``) has its findings greyed: they are what it said last, not the state now."""
+    """Headline, the server's state (idle, stalled, stopped, dead: since when, why), the diagnosis in words, usage
+    now, running vs cap vs queued, how old the last line is, the findings with since-when and where to start, and
+    the shading legend of the chart below. The findings of a server that is not serving (``report.life_of``: its
+    log's state, or on a live page the age of its last line where the log cannot tell) are greyed: they are what
+    it said last, not the state now."""
     n = st["now"]
+    life = st.get("life") or {}
     quiet = st.get("quiet")
     cls = "quiet" if quiet and st["firing"] else "firing" if st["firing"] else "ok"
     out = [f'<div class="badge {cls}">{escape(st["headline"])}</div>']
-    if quiet:
-        last = " The findings below are what it said last." if st["firing"] else ""
+    state = life.get("state")
+    if state:
+        out.append(f'<div class="badge life {escape(state)}">{escape(state)}</div>')
+    last = " The findings below are what it said last." if st["firing"] else ""
+    if life.get("by") == "log":
+        out.append(f'<p class="words quiet-note">{escape(life["sentence"])}{last}</p>')
+    elif quiet:
+        told = f" Its log last said {state}." if state else ""
         out.append(
             f'<p class="words quiet-note">No line from this server for {escape(_dur(st["age_seconds"]))}: it has gone quiet (idle, stopped '
-            f"or dead).{last}</p>"
+            f"or dead, or its log stopped being written).{escape(told)}{last}</p>"
         )
+    elif state:
+        out.append(f'<p class="words life">{escape(life["sentence"])}</p>')
     out += [f'<p class="words">{escape(w)}</p>' for w in st["words"]]
     cap = "" if n["cap"] is None else f" / cap {_int(n['cap'])}"
     age = f" ({_dur(st['age_seconds'])} ago)" if st.get("age_seconds") is not None else ""

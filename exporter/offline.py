@@ -279,17 +279,32 @@ def _first_bytes(path: str) -> bytes:
 _ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
 
 
+# Another engine's line that wears an engine's header: lmdeploy's metrics line (lmdeploy 0.18.0
+# metrics/loggers.py, its one print: '[%Y-%m-%d %H:%M:%S DP{n}] Avg thr (in/out): ...') is SGLang's header
+# to the letter, and says nothing SGLang prints. It does not make a file an engine's log.
+_LOOKALIKE_RE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d DP\d+\] Avg thr \(in/out\): ")
+
+
 def _has_header(path: str, engine: str | None) -> bool:
     """Whether a file that gave no parsed line still has a line with an engine's header (a piece of
-    a log with only access lines): such a file is a log, only a quiet one."""
+    a log with only access lines): such a file is a log, only a quiet one. Another engine's
+    lookalike line (``_LOOKALIKE_RE``) is not such a header."""
     if path == "-":
         return False
-    g = Generation(path, path, (1, 0, ""))
+    seen = 0
     try:
-        _scan_head(g, engine)
+        year = _year(path, _first_bytes(path), engine)
+        with closing(read_blocks(path)) as blocks:
+            for text in blocks:
+                seen += len(text)
+                for line in text[:-1].split("\n"):
+                    if parse_line(line, engine, year).engine and not _LOOKALIKE_RE.search(line):
+                        return True
+                if seen >= PRESCAN_BYTES:
+                    return False
     except (OSError, EOFError, ValueError, lzma.LZMAError):
         return False
-    return g.engine is not None
+    return False
 
 
 __all__ = ["Generation", "generation_of", "order_generations", "replay_files"]

@@ -44,11 +44,10 @@ import lzma
 import os
 import re
 import sys
-import time
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
-from parsers import VLLM, parse_line
+from parsers import VLLM, clock, parse_line
 from parsers.prefix import SGLANG_HEADER_RE
 
 from .container import CRI, DOCKER, PLAIN, Record, detect, record_parser
@@ -409,8 +408,12 @@ def file_year(lines: Iterable[str], mtime: float, engine: str | None = None) -> 
     (its last write), or the year before when the first dated line, taken in that year, would lie
     after the modification time (a December line in a file last written in January). It holds for
     files that span less than a year; from that line on, the state's rollover (a line more than
-    180 days before the newest starts a new year) carries it (docs/serve.md, "The vLLM year")."""
-    year = time.localtime(mtime).tm_year
+    180 days before the newest starts a new year) carries it (docs/serve.md, "The vLLM year").
+    A year set with ``--log.year`` (``parsers.clock.set_year``) is taken instead, whatever the file."""
+    fixed = clock.fixed_year()
+    if fixed is not None:
+        return fixed
+    year = clock.wall(mtime).tm_year
     for i, line in enumerate(lines):
         if i >= YEAR_LOOK:
             break

@@ -140,6 +140,16 @@ def _episode(ep: dict) -> str:
     return f"fired {ep['start']} -> {ep['end'] or 'still firing at the end of the log'}"
 
 
+def life_line(st: dict) -> str:
+    """The server's state in a sentence (``report.life_of``), and, when it is not serving, that its findings are
+    what it said last; '' when the log told no state."""
+    life = st.get("life") or {}
+    if not life.get("state"):
+        return ""
+    last = " Its findings are what it said last, not the state now." if life.get("quiet") and st.get("firing") else ""
+    return life["sentence"] + last
+
+
 def render_text(rep: dict) -> str:
     out: list[str] = []
     w = out.append
@@ -151,10 +161,12 @@ def render_text(rep: dict) -> str:
         for srv in s["servers"]:
             w("-" * 100)
             lt = srv["log_time"]
-            w(f"dp_rank {srv['dp_rank']}   log time {lt['first']} .. {lt['last']} ({fmt_dur(lt['seconds'])})")
+            w(f"dp_rank {srv['dp_rank']}   log time {lt['first']} .. {lt['last']} ({fmt_dur(lt['seconds'])}, zone {rep.get('zone', '?')})")
             st = srv.get("status")
             if st:
                 w(f"Diagnosis at the end of the log: {st['headline']}")
+                if life_line(st):
+                    w(f"  {life_line(st)}")
                 for line in st["words"]:
                     w(f"  {line}")
                 for line in start_lines(st):
@@ -232,11 +244,11 @@ def render_markdown(rep: dict) -> str:
             w("")
         for srv in s["servers"]:
             lt = srv["log_time"]
-            w(f"### dp_rank {srv['dp_rank']}: {lt['first']} .. {lt['last']} ({fmt_dur(lt['seconds'])})")
+            w(f"### dp_rank {srv['dp_rank']}: {lt['first']} .. {lt['last']} ({fmt_dur(lt['seconds'])}, zone {rep.get('zone', '?')})")
             w("")
             st = srv.get("status")
             if st:
-                w(f"**Diagnosis at the end of the log: {st['headline']}.** " + " ".join(st["words"]))
+                w(f"**Diagnosis at the end of the log: {st['headline']}.** " + (f"*{_md(life_line(st))}* " if life_line(st) else "") + " ".join(st["words"]))
                 w("")
                 for line in start_lines(st):
                     w(f"- **{_md(line)}**")
@@ -355,7 +367,8 @@ def render_html(rep: dict, title: str = "hybrid-cache-exporter report") -> str:
             lt = srv["log_time"]
             overview.append(
                 f'<tr><td><a href="#s-{key}">{escape(s["source"])}</a></td><td>{escape(srv["dp_rank"])}</td>'
-                f'<td><span class="badge {"firing" if st["firing"] else "ok"}">{escape(st["headline"])}</span></td>'
+                f'<td><span class="badge {"quiet" if st["firing"] and st.get("quiet") else "firing" if st["firing"] else "ok"}">{escape(st["headline"])}</span>'
+                f"{escape(' ' + st['life']['state']) if (st.get('life') or {}).get('state') else ''}</td>"
                 f"<td>{escape(lt['first'])} .. {escape(lt['last'])} ({fmt_dur(lt['seconds'])})</td></tr>"
             )
             title_html = f"source <b>{escape(s['source'])}</b> &middot; DP rank {escape(srv['dp_rank'])}"
@@ -376,7 +389,7 @@ def render_html(rep: dict, title: str = "hybrid-cache-exporter report") -> str:
         "<th>log time</th></tr>" + "".join(overview) + "</table></section>"
     )
     data = {"refresh": 0, "charts": charts, "histograms": hists}
-    made = "made " + time.strftime("%Y-%m-%d %H:%M")
+    made = "made " + time.strftime("%Y-%m-%d %H:%M") + f"; log times in zone {rep.get('zone', '?')}"
     return drawing.document(title, head + "".join(body), data, inline=True, updated=made)
 
 

@@ -17,7 +17,7 @@ This module builds the report's data (``--json`` prints it as is; the status pag
 
 from __future__ import annotations
 
-import time
+from parsers import clock
 
 from . import capacity as cap
 from . import flags, recommend, rulebook
@@ -35,9 +35,11 @@ GIB = float(1 << 30)
 
 
 def fmt_ts(ts: float | None) -> str:
+    """A log time as the log wrote it: its wall time in the zone ``--log.timezone`` names (the one the
+    zone-less headers were read in), not the process's local zone."""
     if ts is None:
         return "?"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    return clock.wall_text(ts)
 
 
 def fmt_dur(s: float | None) -> str:
@@ -280,13 +282,15 @@ def server_status(
         d = start.get(fd["rule"])
         fd["start_here"] = {"flag": d["flag"], "effect": d["effect"]} if d else None
     age = None if now is None or last is None else max(0.0, now - last)
+    life = life_of(src, age)
     out = {
         "source": src.name,
         "dp_rank": srv.dp_rank,
         "engine": src.engine,
         "at": fmt_ts(last),
         "age_seconds": None if age is None else round(age, 1),
-        "quiet": is_quiet(age),
+        "quiet": life["quiet"],
+        "life": life,
         "headline": ", ".join(f["label"] for f in findings) if findings else "no finding",
         "firing": bool(findings),
         "binding_now": binding,
@@ -332,11 +336,60 @@ def model_words(mc: dict | None) -> str | None:
 
 QUIET_AFTER_SECONDS = 120.0  # a server that printed nothing for this long has gone quiet (idle, stopped or dead)
 
+# The server's state as its log tells it (state.SERVER_STATES, hybrid_cache_server_state; docs/rules.md#quiet-and-death),
+# in words, and the bounded cause of a stop or a death (ev.Lifecycle.cause).
+LIFE_WORDS = {
+    "starting": "starting: boot lines, not ready yet",
+    "serving": "serving",
+    "idle": "idle: ready, no request running or waiting",
+    "stalled": "stalled: requests running or waiting, but no progress in its last stats interval",
+    "stopped": "stopped: it logged a shutdown",
+    "dead": "dead: the engine died",
+}
+CAUSE_WORDS = {
+    "signal": "a signal asked it to stop",
+    "api_server": "the API server triggered the shutdown",
+    "uvicorn": "the HTTP server shut down",
+    "fatal_error": "the engine hit a fatal error",
+    "engine_dead": "the engine core died (EngineDeadError)",
+    "init_failed": "the engine failed to start",
+    "scheduler_error": "the scheduler hit an exception",
+    "tokenizer_error": "the tokenizer manager hit an exception",
+    "detokenizer_error": "the detokenizer manager hit an exception",
+    "child_failed": "a child process failed and signalled the server",
+}
+NOT_SERVING = ("idle", "stalled", "stopped", "dead")  # the states in which findings are not the state now
+
 
 def is_quiet(age_seconds: float | None) -> bool:
-    """Whether a server whose last line is ``age_seconds`` old has gone quiet: what it said then (its findings)
-    is no longer the state now. The one test of it (the status page greys the findings of such a server)."""
+    """Whether a server whose last line is ``age_seconds`` old has gone quiet by the clock alone: the test for
+    what the log cannot tell (a server whose last state is serving or starting, then nothing: a hang, a log
+    that stopped being written). :func:`life_of` asks the log's state first."""
     return age_seconds is not None and age_seconds > QUIET_AFTER_SECONDS
+
+
+def life_of(src: SourceState, age_seconds: float | None = None) -> dict:
+    """The server's state: ``state`` (SERVER_STATES or None), ``since`` (log time), ``cause`` (bounded word) and
+    its ``words``; ``quiet``: whether its findings are not the state now (grey them), ``by``: ``log`` (the state
+    says it is not serving), ``age`` (the log says serving or nothing, but its last line is older than
+    QUIET_AFTER_SECONDS on a live page) or None. The one notion of the status page, ``report`` and the alerts
+    (HybridCacheEngineDied, HybridCacheServerStalled)."""
+    state, cause = src.life, src.life_cause
+    by = "log" if state in NOT_SERVING else "age" if is_quiet(age_seconds) else None
+    words = LIFE_WORDS.get(state, "not told by the log yet") if state else "not told by the log yet"
+    if cause in CAUSE_WORDS:
+        words += f" ({CAUSE_WORDS[cause]})"
+    since = fmt_ts(src.life_since) if src.life_since is not None else None
+    return {
+        "state": state,
+        "since": since,
+        "cause": cause,
+        "words": words,
+        "sentence": f"Server state: {words}" + (f", since {since}." if since else "."),
+        "quiet": by is not None,
+        "by": by,
+        "age_seconds": None if age_seconds is None else round(age_seconds, 1),
+    }
 
 
 def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
@@ -440,7 +493,7 @@ def build_report(pipe, cfg: RulesConfig | None = None, hist: History | None = No
     """The report's data, as the rules configured by ``cfg`` diagnosed it. With the timelines the
     pipeline kept (``hist``: ``report --html``), each server also carries its timeline as chart data."""
     cfg = cfg or RulesConfig()
-    out = {"sources": []}
+    out = {"zone": clock.zone_label(), "sources": []}  # the zone every time of the report is written in
     with pipe.lock:
         for name, src in pipe.sources.items():
             vr = version_range(src, cfg)
@@ -463,4 +516,4 @@ def build_report(pipe, cfg: RulesConfig | None = None, hist: History | None = No
     return out
 
 
-__all__ = ["build_report", "server_status"]
+__all__ = ["build_report", "life_of", "server_status"]

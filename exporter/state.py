@@ -27,10 +27,10 @@ Semantics worth knowing:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from parsers import clock
 from parsers import events as ev
 from parsers.clock import day_start
 
@@ -78,6 +78,10 @@ def _is_boot(e: object) -> bool:
 # moves); stopped: a shutdown was logged; dead: the engine died (EngineDeadError, a fatal error).
 SERVER_STATES = ("starting", "serving", "idle", "stalled", "stopped", "dead")
 ENDED = ("stopped", "dead")
+# deaths that are the consequence of a stop when a shutdown was logged first: vLLM's EngineDeadError (the API
+# server sees its engine core stopped), SGLang's "SIGQUIT received ... one child failed" (a child killed on the
+# way out); a death of its own (a fatal error, "Scheduler hit an exception") is one even during a shutdown
+CONSEQUENCES = ("engine_dead", "child_failed")
 
 
 def _gauge_setter(gauges: tuple[tuple[str, str], ...]) -> Callable[[ServerState, ev.BatchStats], None]:
@@ -175,7 +179,7 @@ class SourceState:
     restarts: int = 0
     runtime_seen: bool = False  # runtime lines since the last boot
     last_ts: float | None = None
-    year: int = field(default_factory=lambda: time.localtime().tm_year)
+    year: int = field(default_factory=clock.default_year)  # --log.year, else the clock's until the file tells
     unified_memory: dict[str, float] = field(default_factory=dict)
     rule_memory: SourceMemory = field(default_factory=SourceMemory)  # the diagnosis' per-boot memory
     max_dp_ranks: int = 0  # distinct dp_rank values kept (0 = DEFAULT_MAX_DP_RANKS); see admits()
@@ -198,7 +202,7 @@ class SourceState:
             return False
         if cur == "stopped" and state not in ("starting", "dead"):
             return False
-        if cur == "stopped" and state == "dead" and cause == "engine_dead":
+        if cur == "stopped" and state == "dead" and cause in CONSEQUENCES:
             return False
         self.life = state
         self.life_since = ts if ts is not None else self.last_ts

@@ -9,7 +9,13 @@ are exact whatever the setting. Why local by default: the engine writes its own 
 sidecar shares its container's zone settings (usually UTC); a log copied to a machine in another
 zone is replayed with ``--log.timezone`` set to the server's zone. docs/formats/README.md#time.
 
-Pure functions apart from that one process-wide setting and the caches (one conversion per minute
+The year of a time written without one (vLLM's ``MM-DD``, a syslog date) is the other such setting
+(:func:`set_year`, ``--log.year``): by default it comes from the file (``exporter.reading.file_year``:
+its modification time and first dated line; docs/serve.md#the-vllm-year), and a year set here is
+taken instead, whatever the file's time and the machine's clock (a copied log, goldens that must
+pass in any year).
+
+Pure functions apart from those two process-wide settings and the caches (one conversion per minute
 of log). Nothing here raises on a bad date: out-of-range fields are normalised as ``mktime`` does.
 """
 
@@ -20,12 +26,15 @@ import time
 from datetime import datetime, timedelta, timezone, tzinfo
 
 LOCAL = "local"
+FROM_FILE = "file"  # --log.year's default: the year of year-less times from the file they are read from
+YEAR_ENV = "HCE_LOG_YEAR"  # --log.year's default when set (the test suite pins it, as it pins TZ)
 
 _ZONE: tzinfo | None = None  # None: the process's local zone (time.mktime / time.localtime)
 _ZONE_NAME = LOCAL
 _EPOCH_CACHE: dict[str, float] = {}  # 'YYYY-MM-DD HH:MM' -> Unix time of its first second
 _MINUTE_TEXT: dict[float, str] = {}  # the reverse, for the sampler's 10-s buckets (bucket_of)
 _UTC_MINUTES: dict[tuple[str, str, int], float] = {}  # RFC3339 (date, HH:MM, zone offset) -> Unix time
+_YEAR: int | None = None  # --log.year; None: from the file (FROM_FILE)
 
 
 def set_zone(name: str | None) -> None:
@@ -64,6 +73,45 @@ def zone_of(name: str | None) -> tzinfo | None:
 def zone_name() -> str:
     """The zone zone-less times are read in, as set (``local`` by default)."""
     return _ZONE_NAME
+
+
+def zone_label() -> str:
+    """The zone as a reader wants it named: the set name, or ``local (CET)`` with the process's zone."""
+    if _ZONE is None:
+        return f"{LOCAL} ({time.strftime('%Z') or 'unnamed'})"
+    return _ZONE_NAME
+
+
+def year_of(text: str | int | None) -> int | None:
+    """The year ``--log.year`` means: None for ``file`` (or None / ``''``), else a year 1970-9999.
+    Raises ValueError for anything else."""
+    if text is None or text == "" or text == FROM_FILE:
+        return None
+    try:
+        y = int(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"not a year: {text!r} (a year such as 2026, or 'file')") from None
+    if not 1970 <= y <= 9999:
+        raise ValueError(f"year out of range: {text!r} (1970-9999)")
+    return y
+
+
+def set_year(year: str | int | None) -> None:
+    """Date year-less log times in ``year`` from now on (``file`` or None: from each file, the default).
+    Raises ValueError as :func:`year_of` does."""
+    global _YEAR
+    _YEAR = year_of(year)
+
+
+def fixed_year() -> int | None:
+    """The year set by :func:`set_year`, or None when it comes from the file."""
+    return _YEAR
+
+
+def default_year() -> int:
+    """The year of a source's year-less times before its file tells one: the set year, else the
+    current year of the configured zone (stdin, a pipe: no file to ask)."""
+    return _YEAR if _YEAR is not None else _wall(time.time()).tm_year
 
 
 def wall_epoch(y: int, mo: int, d: int, h: int, mi: int, s: float = 0.0) -> float:
@@ -154,6 +202,17 @@ def bucket_of(ts: float) -> str:
     return f"{ymdhm}{int(ts - m) // 10}"
 
 
+def wall(ts: float) -> time.struct_time:
+    """The wall time of ``ts`` in the configured zone (what the log's zone-less headers would print):
+    the one conversion the report's and the pictures' times use."""
+    return _wall(ts)
+
+
+def wall_text(ts: float, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
+    """``ts`` as the log would print it: its wall time in the configured zone (``--log.timezone``)."""
+    return time.strftime(fmt, _wall(ts))
+
+
 def _wall(ts: float) -> time.struct_time:
     if _ZONE is None:
         return time.localtime(ts)
@@ -161,14 +220,23 @@ def _wall(ts: float) -> time.struct_time:
 
 
 __all__ = [
+    "FROM_FILE",
     "LOCAL",
+    "YEAR_ENV",
     "bucket_of",
     "day_start",
+    "default_year",
+    "fixed_year",
     "minute_epoch",
     "rfc3339_epoch",
+    "set_year",
     "set_zone",
     "sglang_ts",
+    "wall",
     "wall_epoch",
+    "wall_text",
+    "year_of",
+    "zone_label",
     "zone_name",
     "zone_of",
 ]

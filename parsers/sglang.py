@@ -541,18 +541,50 @@ def _too_long(msg: str) -> Result:
     return None
 
 
+# --------------------------------------------------------------------------------------------
+# death and shutdown lines (docs/formats/sglang.md#death-and-shutdown), read in the released code of
+# 0.4.6, 0.4.10, 0.5.15-0.5.23: a process's ``except Exception`` prints ``<Name> hit an exception:
+# <traceback>`` (the traceback follows on header-less lines) and sends SIGQUIT to the parent, whose handler
+# prints ``SIGQUIT received. ... It usually means one child failed.`` (0.5.x; 0.4.x and the launch phase:
+# ``Received sigquit from a child process. It usually means the child failed.``); 0.5.2x's subprocess
+# watchdog ``Subprocess <name> (pid=N) crashed with exit code N. Triggering SIGQUIT for cleanup...``. A
+# requested stop: ``SIGTERM received. signum=... Draining requests and shutting down...`` (the tokenizer
+# manager's handler), ``Gracefully exiting... Remaining number of requests N``. uvicorn's ``Shutting down`` is not
+# read: behind SGLang's header it is an ``INFO:`` line, which the bulk scanner counts as an access line before any
+# parser sees it (so it would be read in some formats and not in others).
+
+_HIT_CAUSE = {  # whose exception it was -> the bounded cause (ev.Lifecycle.cause)
+    "Scheduler": "scheduler_error",
+    "TokenizerManager": "tokenizer_error",
+    "MultiTokenizerRouter": "tokenizer_error",
+    "DetokenizerManager": "detokenizer_error",
+    "MultiDetokenizerRouter": "detokenizer_error",
+    "DataParallelController": "fatal_error",
+    "TpModelWorkerClient": "fatal_error",
+}
+_HIT_STARTS = tuple(f"{name} hit an exception" for name in _HIT_CAUSE)
+_SUBPROCESS_CRASH_RE = re.compile(r"Subprocess \S+ \(pid=\d+\) crashed with exit code ")
+
+
+def _hit(msg: str) -> Result:
+    """``<Name> hit an exception: Traceback ...``: the process died (its parent is told by SIGQUIT)."""
+    return ev.Lifecycle("dead", _HIT_CAUSE[msg.partition(" ")[0]])
+
+
 def _dispatch(msg: str) -> Result:
     if len(msg) > MAX_LINE:
         return _too_long(msg)
     c = msg[0]
     if c == "I":
         if msg.startswith("INFO:"):
-            return None  # uvicorn (access and server lines)
+            return None  # uvicorn (access and server lines; the bulk scanner counts them before any parser)
     elif c == "D":
         if msg.startswith("Decode batch"):
             return _batch(msg)
         if msg.startswith("Decode out of memory happened"):
             return _retraction(msg)
+        if msg.startswith(_HIT_STARTS):
+            return _hit(msg)
     elif c == "P":
         if msg.startswith("Prefill batch"):
             return _batch(msg)
@@ -566,9 +598,13 @@ def _dispatch(msg: str) -> Result:
             return _retraction(msg)
         if msg.startswith("The server is fired up"):
             return ev.ServerReady()
+        if msg.startswith(_HIT_STARTS):
+            return _hit(msg)
     elif c == "M":
         if msg.startswith("Mamba Cache is allocated"):
             return _mamba(msg)
+        if msg.startswith(_HIT_STARTS):
+            return _hit(msg)
     elif c == "m":
         if msg.startswith("max_total_num_tokens="):
             return _summary(msg)
@@ -580,6 +616,20 @@ def _dispatch(msg: str) -> Result:
     elif c == "S":
         if msg.startswith("SWAKVPool"):
             return _swa(msg)
+        if msg.startswith(_HIT_STARTS):
+            return _hit(msg)
+        if msg.startswith("SIGQUIT received") and "child failed" in msg:
+            return ev.Lifecycle("dead", "child_failed")
+        if msg.startswith("SIGTERM received") or msg.startswith("Signal SIGTERM received"):
+            return ev.Lifecycle("stopping", "signal")
+        if msg.startswith("Subprocess ") and _SUBPROCESS_CRASH_RE.match(msg):
+            return ev.Lifecycle("dead", "child_failed")
+    elif c == "R":
+        if msg.startswith("Received sigquit from a child process"):
+            return ev.Lifecycle("dead", "child_failed")
+    elif c == "G":
+        if msg.startswith("Gracefully exiting"):
+            return ev.Lifecycle("stopping", "signal")
     elif c == "U":
         if msg.startswith("Use ") and msg[4:25].lower() == "sliding window memory":
             return _swa(msg)
@@ -636,6 +686,13 @@ MESSAGE_STARTS: tuple[str, ...] = (
     "KV Cache is allocated",
     "KV Cache VA upper bound",
     "ReplaySSM ring buffers",
+    *_HIT_STARTS,
+    "SIGQUIT received",
+    "SIGTERM received",
+    "Signal SIGTERM received",
+    "Subprocess ",
+    "Received sigquit from a child process",
+    "Gracefully exiting",
     *(marker for marker, _, _ in _EXHAUSTED),
 )
 _REPLAY_LABELLED_RE = re.compile(r"\w+ ReplaySSM ring buffers")

@@ -24,6 +24,16 @@ import pytest
 # (tests/cli/test_timezone.py proves --log.timezone itself, under other zones).
 os.environ["TZ"] = "UTC"
 time.tzset()
+# The year of vLLM's year-less times comes from the file's modification time by default
+# (docs/serve.md#the-vllm-year), which a fresh clone sets to the clone's time: the goldens would
+# change with the calendar. Pin it the same way, for this process and every command it starts
+# (``--log.year``'s default is $HCE_LOG_YEAR); tests/cli/test_log_year.py proves the goldens under
+# other file times and clocks, and the tests of the file rule itself drop the pin.
+LOG_YEAR = 2026
+os.environ["HCE_LOG_YEAR"] = str(LOG_YEAR)
+from parsers import clock  # noqa: E402 - after the pins, which it reads at call time only
+
+clock.set_year(LOG_YEAR)
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent

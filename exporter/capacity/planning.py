@@ -181,7 +181,7 @@ def unmodelled_notes(model: ModelSpec, inputs: PlanInputs, *, gpu_memory: bool =
         else:
             out.append(
                 "cpu: vLLM's CPU build (128-token default blocks, SSM state float32 on AVX512-BF16/AMX CPUs, "
-                "KV cache dtype auto/bfloat16/float16 only, default max_num_seqs 128 x TP x PP); "
+                "KV cache dtype auto or fp8 (fp8 on x86 with AVX-512 or AMX, head size a multiple of 32; MLA models auto only), default max_num_seqs 128 x TP x PP); "
                 "the budget is VLLM_CPU_KVCACHE_SPACE / --kv-cache-memory-bytes"
             )
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from parsers import clock
 
@@ -46,10 +47,11 @@ def _positive_int(s: str) -> int:
 
 def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     """Options every command that reads logs shares: engine, rule thresholds, the dp_rank bound,
-    the zone of the logs' times."""
+    the zone and the year of the logs' times."""
     add_engine_args(p)
     add_rules_args(p)
     add_timezone_args(p)
+    add_year_args(p)
     p.add_argument(
         "--max-dp-ranks",
         type=_positive_int,
@@ -60,12 +62,21 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _zone(s: str) -> str:
-    try:
-        clock.zone_of(s)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return s
+def _checked(check):
+    """An argparse ``type`` that keeps the text and refuses what ``check`` raises ValueError for, with its message."""
+
+    def parse(s: str) -> str:
+        try:
+            check(s)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        return s
+
+    return parse
+
+
+_zone = _checked(clock.zone_of)
+_year = _checked(clock.year_of)
 
 
 def add_timezone_args(p: argparse.ArgumentParser) -> None:
@@ -82,9 +93,26 @@ def add_timezone_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def set_log_timezone(args: argparse.Namespace) -> None:
-    """Read the logs' zone-less times in the zone ``--log.timezone`` names, from now on."""
+def add_year_args(p: argparse.ArgumentParser) -> None:
+    """``--log.year``: the year of the times the logs write without one (docs/serve.md#the-vllm-year)."""
+    default = os.environ.get(clock.YEAR_ENV) or clock.FROM_FILE
+    p.add_argument(
+        "--log.year",
+        dest="log_year",
+        type=_year,
+        default=default,  # a string: argparse checks it with the type, $HCE_LOG_YEAR too
+        metavar="YEAR",
+        help="year of the first times the logs write without one (vLLM's MM-DD headers): 'file' (default: from the "
+        f"file's modification time and first line; ${clock.YEAR_ENV} when set) or a year such as 2026; a log that "
+        "passes 31 December moves to the next year as it does (docs/serve.md#the-vllm-year)",
+    )
+
+
+def set_log_clock(args: argparse.Namespace) -> None:
+    """Read the logs' zone-less times in the zone ``--log.timezone`` names, and date their year-less
+    times in the year ``--log.year`` names, from now on."""
     clock.set_zone(getattr(args, "log_timezone", clock.LOCAL))
+    clock.set_year(getattr(args, "log_year", clock.FROM_FILE))
 
 
 def add_file_args(p: argparse.ArgumentParser) -> None:

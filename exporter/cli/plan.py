@@ -15,6 +15,7 @@ from .. import capacity as cap
 from ..app import replay
 from ..plan import PlanRequest, UsageError, build, from_log, render, render_from_log, to_dict
 from . import COMMANDS
+from .common import add_timezone_args, add_year_args, set_log_clock
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -89,12 +90,15 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "--spec-draft-tokens", type=int, default=0, metavar="D", help="speculative draft tokens (SGLang D / vLLM num_speculative_tokens)"
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_timezone_args(p)  # --from-log reads a log as replay does
+    add_year_args(p)
     p.set_defaults(func=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     if args.from_log:
+        set_log_clock(args)
         pipe, failed = replay(args.from_log, None, None, None)
         if failed:
             print(f"plan: error: {failed} file(s) could not be read (above)", file=sys.stderr)

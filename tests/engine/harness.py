@@ -13,7 +13,8 @@ No tests here: ``tests/engine/test_*.py`` use it, and ``docs/engine-suite.md`` s
   ``logrotate`` copytruncate leaves no hole), started with ``--enforce-eager`` on loopback and
   stopped by process group. ``logging=`` takes one of :data:`LOGGINGS` (the engine's default
   format, a JSON ``dictConfig`` by ``VLLM_LOGGING_CONFIG_PATH``, 0.32's own ``--logging-config.formatter
-  json``, a ``VLLM_LOGGING_PREFIX``).
+  json``, a ``VLLM_LOGGING_PREFIX``, or ``both``: one dictConfig with two handlers, vLLM's default formatter
+  to stdout (the log, as by default) and JSON to ``<log>.json``, so one run writes both formats).
 * :class:`Load` sends a bounded number of completion requests from a few threads, for at most a
   bounded time, to the engine on 127.0.0.1 only.
 * :func:`scrub` turns a real log into a fixture: the paths of this machine are replaced by fixed
@@ -60,7 +61,7 @@ retraction_window_seconds: 15
 """
 
 READY = "Application startup complete"
-LOGGINGS = ("default", "json", "json-formatter", "prefix")
+LOGGINGS = ("default", "json", "json-formatter", "prefix", "both")
 LOGGING_PREFIX = "[tiny-vllm] "
 
 
@@ -144,6 +145,31 @@ def json_logging_config(path: Path) -> Path:
     return path
 
 
+def two_handler_config(path: Path, json_log: Path) -> Path:
+    """vLLM's default logging (vllm/logger.py ``DEFAULT_LOGGING_CONFIG``: NewLineFormatter, its format and date
+    format, to stdout) plus a second handler writing the same records as JSON (pythonjsonlogger's JsonFormatter, as
+    vLLM's docs show) to ``json_log``: the two formats of one run, line for line."""
+    default_format = "(%(vllm_process_name)s pid=%(process)d) %(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s"
+    cfg = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {
+            "vllm": {"()": "vllm.logging_utils.NewLineFormatter", "datefmt": "%m-%d %H:%M:%S", "format": default_format},
+            "json": {
+                "class": "pythonjsonlogger.jsonlogger.JsonFormatter",
+                "format": "%(asctime)s %(levelname)s %(name)s %(filename)s %(lineno)d %(message)s",
+            },
+        },
+        "handlers": {
+            "vllm": {"class": "logging.StreamHandler", "formatter": "vllm", "level": "INFO", "stream": "ext://sys.stdout"},
+            "json": {"class": "logging.FileHandler", "formatter": "json", "level": "INFO", "filename": str(json_log), "mode": "a"},
+        },
+        "loggers": {"vllm": {"handlers": ["vllm", "json"], "level": "INFO", "propagate": False}},
+    }
+    path.write_text(json.dumps(cfg, indent=1))
+    return path
+
+
 @dataclass
 class Engine:
     """One vLLM server process group writing (appending) to ``log``."""
@@ -160,6 +186,11 @@ class Engine:
     stopped: bool = False
     started_at: float = 0.0
     boot_seconds: float = 0.0
+
+    @property
+    def json_log(self) -> Path:
+        """Where ``logging="both"`` writes the JSON records."""
+        return Path(str(self.log) + ".json")
 
     @property
     def base(self) -> str:
@@ -195,7 +226,9 @@ class Engine:
             env["VLLM_LOGGING_CONFIG_PATH"] = str(json_logging_config(self.log.parent / "vllm-logging.json"))
         elif self.logging == "prefix":
             env["VLLM_LOGGING_PREFIX"] = LOGGING_PREFIX
-        elif self.logging not in ("default", "json-formatter"):
+        elif self.logging == "both":
+            env["VLLM_LOGGING_CONFIG_PATH"] = str(two_handler_config(self.log.parent / "vllm-logging-both.json", self.json_log))
+        elif self.logging not in ("default", "json-formatter", "both"):
             raise ValueError(f"logging must be one of {LOGGINGS}")
         env.update(self.env_extra)
         return env

@@ -14,6 +14,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,8 @@ class Run:
     boot2_load: str
     end_exposition: str
     text: str  # rotated copy + live file: every byte the engine wrote that logrotate kept
+    reports: dict  # report of the real log (rotated copy + live file) in text, markdown, json, html
+    page: str  # the sidecar's status page after boot 2 stopped
 
 
 def rotate(log: Path, workdir: Path) -> Path:
@@ -96,6 +99,9 @@ def run(qwen, workdir) -> Run:
         e2_load = side.caught_up()
         eng2.stop()
         e_end = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "stopped", 30, "boot 2 stopped")
+        reps = c.reports([rotated, log], side.rules)
+        with urllib.request.urlopen(side.base + "/", timeout=30) as r:
+            page = r.read().decode()
         text = h.read(rotated) + h.read(log)
         effect = ""
         for line in rep.stdout.splitlines():
@@ -104,7 +110,7 @@ def run(qwen, workdir) -> Run:
         fixture = workdir / f"{SOURCE}.joined.log"
         fixture.write_text(text)
         h.save_fixture(fixture, SOURCE, workdir)
-        return Run(log, rotated, e1, v1, fired, recommended, effect, e_idle, rep.stdout, e_stop, e2, v2, e2_load, e_end, text)
+        return Run(log, rotated, e1, v1, fired, recommended, effect, e_idle, rep.stdout, e_stop, e2, v2, e2_load, e_end, text, reps, page)
     finally:
         eng.stop()
         if eng2 is not None:
@@ -143,6 +149,15 @@ def test_second_boot_has_the_predicted_cap_and_capacity(run, qwen):
     c.assert_plan(qwen / "config.json", boot2, run.boot2_vllm, run.recommended, "--max-num-seqs", str(run.recommended))
     assert f"cap {CAP} → {run.recommended}" in run.effect, run.effect
     assert "request_cap_bound" not in c.findings_on(run.boot2_load, SOURCE)
+
+
+def test_report_and_status_page_compare_the_two_boots(run):
+    """Issue 21 item 4 with the real engine: `report` (text, markdown, json, html) of the real log and the sidecar's
+    status page say the flag that changed, the pools and the cap before/after, what the exporter predicted and what
+    vLLM then logged (equal), the binding and queueing shares before/after; and the server's state, stopped."""
+    kv = c.last_boot(h.read(run.rotated)).tokens
+    c.assert_before_after(run.reports, run.page, SOURCE, CAP, run.recommended, kv, "request_cap_bound")
+    assert "Server state: stopped: it logged a shutdown" in run.page and "Server state: stopped: it logged a shutdown" in run.reports["text"]
 
 
 def test_sidecar_counts_every_stats_line_once(run):

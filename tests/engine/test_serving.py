@@ -17,6 +17,13 @@ import harness as h
 import pytest
 
 SOURCE = "serving"
+JSON_SOURCE = "serving-json"  # the JSON handler's file of the same run, followed by the same sidecar
+
+
+def all_read(e: str) -> bool:
+    """Nothing left to read of either file."""
+    lags = [v for _, v in h.samples(e, "hybrid_cache_exporter_read_lag_bytes")]
+    return len(lags) >= 2 and not any(lags)
 CONCURRENCY = 6
 MAX_TOKENS = 48
 # a shared prefix longer than two blocks of 384 tokens (prefix caching hits on whole blocks), then a unique tail
@@ -38,11 +45,12 @@ class Run:
     stopped_exposition: str
     plan: dict
     load: h.Load
+    json_log: str  # the same run's records as JSON (a second handler of one logging dictConfig)
 
 
 @pytest.fixture(scope="module")
 def run(qwen, workdir) -> Run:
-    log, side, eng = c.scenario(qwen, workdir, SOURCE)
+    log, side, eng = c.scenario(qwen, workdir, SOURCE, logging="both")  # the same records as JSON: JSON_SOURCE
     try:
         e0, v0 = c.boot(side, eng, SOURCE)
         boot = c.last_boot(h.read(log))
@@ -55,10 +63,12 @@ def run(qwen, workdir) -> Run:
         c.wait_log(log, c.IDLE_LINE, 4 * h.STATS_INTERVAL + 30, after=h.read(log).rfind("Avg prompt"))
         time.sleep(2 * h.STATS_INTERVAL)  # vLLM prints nothing more while idle
         e_idle, v_idle = side.caught_up(), eng.metrics()
+        e_idle = c.wait_exporter(side, lambda e: all_read(e), 20, "both files read")
         eng.stop()
-        e_stop = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "stopped", 30, "the stopped state")
+        e_stop = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "stopped" and c.state_of(e, JSON_SOURCE) == "stopped", 30, "the stopped state")
+        e_stop = c.wait_exporter(side, lambda e: all_read(e), 20, "both files read")
         h.save_fixture(log, SOURCE, workdir)
-        return Run(h.read(log), e0, v0, rec, e_idle, v_idle, e_stop, p, load)
+        return Run(h.read(log), e0, v0, rec, e_idle, v_idle, e_stop, p, load, h.read(eng.json_log))
     finally:
         eng.stop()
         side.stop()
@@ -130,3 +140,18 @@ def test_every_line_parsed_or_ignored(run):
     c.assert_clean_lines(run.stopped_exposition, SOURCE)
     n = len(h.stats_lines(run.log))
     assert c.exp(run.stopped_exposition, "stats_lines_total", SOURCE) == n
+
+
+def test_the_json_logging_config_gives_the_same_metrics_on_the_same_run(run):
+    """Issue 20 item 3, live: one dictConfig (VLLM_LOGGING_CONFIG_PATH) with two handlers, vLLM's default formatter
+    to the log and pythonjsonlogger's JsonFormatter to a second file: the exporter following both exports the same
+    capacity, gauges, counters, findings and state for both, at the idle line and after the shutdown; the JSON
+    file has a record for every vLLM line of the log (its stats lines, one for one) and no format drift."""
+    assert run.json_log.count('"levelname"') > 50 and '"message": "Engine 000: Avg prompt throughput' in run.json_log
+    assert len(h.stats_lines(run.log)) == run.json_log.count("Avg prompt throughput") > 0
+    n = c.assert_same_metrics(run.idle_exposition, SOURCE, JSON_SOURCE)
+    assert n > 20, n
+    assert c.exp(run.idle_exposition, "kv_capacity_tokens", JSON_SOURCE) == c.exp(run.idle_exposition, "kv_capacity_tokens", SOURCE) is not None
+    assert c.assert_same_metrics(run.stopped_exposition, SOURCE, JSON_SOURCE) > 20
+    assert c.state_of(run.stopped_exposition, JSON_SOURCE) == "stopped"
+    c.assert_clean_lines(run.stopped_exposition, JSON_SOURCE)

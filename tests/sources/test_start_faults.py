@@ -125,15 +125,16 @@ def test_vllm_year_from_the_file_in_replay(tmp_path):
     'log stopped' alert could never fire)."""
     log = tmp_path / "server.log"
     last = _december_log(log)
-    out = subprocess.run([str(h.EXE), "replay", str(log)], check=True, capture_output=True, text=True).stdout
+    # the file rule itself: --log.year file over the suite's pin (tests/conftest.py)
+    out = subprocess.run([str(h.EXE), "replay", "--log.year", "file", str(log)], check=True, capture_output=True, text=True).stdout
     assert h.value(out, "hybrid_cache_last_line_timestamp_seconds") == last
 
 
 def test_vllm_year_from_the_file_in_serve(serve, tmp_path):
     log = tmp_path / "server.log"
     last = _december_log(log)
-    srv = serve("--log", str(log), "--from-beginning")
+    srv = serve("--log", str(log), "--from-beginning", "--log.year", "file")
     text = h.wait_count(srv, 4, name=h.LINES)
     assert h.value(text, "hybrid_cache_last_line_timestamp_seconds") == last
-    srv2 = serve("--log", str(log))  # from the end: the lines read back carry the same year
+    srv2 = serve("--log", str(log), "--log.year", "file")  # from the end: the lines read back carry the same year
     assert h.value(srv2.metrics(), "hybrid_cache_last_line_timestamp_seconds") == last

