@@ -33,6 +33,14 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """``@ci_support.needs(ok, why)``: skip with the reason on a developer's machine, fail in CI."""
+    import ci_support  # on sys.path only once this file has run
+
+    for mark in item.iter_markers("needs"):
+        ci_support.need(*mark.args)
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     """The repository's top directory."""
