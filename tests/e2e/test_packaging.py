@@ -21,8 +21,6 @@ import test_serve_support as h
 
 from exporter import __version__
 
-pytestmark = pytest.mark.xdist_group("wheel")  # under xdist (make test): one built wheel and one fresh venv for both tests, on one worker
-
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "fixtures" / "demo" / "sglang-mamba-bound.log"
 GOLDEN = ROOT / "tests" / "golden" / "demo__sglang-mamba-bound.prom"

@@ -21,8 +21,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from exporter import web, webconfig
 
-pytestmark = pytest.mark.xdist_group("listen-certs")  # under xdist (make test): the module's certificates are made once, on one worker
-
 OPENSSL = shutil.which("openssl")
 
 

@@ -15,8 +15,7 @@ import ci_support
 import pytest
 import test_serve_support as h
 
-# xdist_group: the module's certificates are made once, on one worker
-pytestmark = [pytest.mark.xdist_group("tls-certs"), ci_support.needs(shutil.which("openssl") is not None, "openssl CLI not available")]
+pytestmark = ci_support.needs(shutil.which("openssl") is not None, "openssl CLI not available")
 
 
 def _run(*args, cwd):
