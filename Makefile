@@ -31,10 +31,13 @@ tools:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $(TOOLS_PKGS) >/dev/null; }
 
-## set up the same environment and run every test
+## set up the same environment and run every test: the parallel pass (xdist; most tests wait on
+## real processes, so 4 workers on 2 cores), then the tests marked serial alone
+TEST_WORKERS ?= 4
 test: $(STAMP) tools
 	$(BIN)/ruff check .
-	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest
+	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope -m "not serial"
+	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest -m serial
 
 ## regenerate tests/golden/*.prom (the replay output of every fixture; `make test` diffs against them)
 golden: $(STAMP)

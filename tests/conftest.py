@@ -43,6 +43,41 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 
+# The slowest modules of `make test` (measured, docs/architecture.md "Test run time"), handed out
+# first: xdist's loadscope gives whole modules to its workers in collection order, so a long module
+# collected last would run alone at the end. Only the order changes; any module may join or leave.
+HEAVY_FIRST = (
+    "e2e/test_packaging.py",
+    "collector/test_golden.py",
+    "web/test_browser.py",
+    "e2e/test_bench_smoke.py",
+    "e2e/test_prometheus_integration.py",
+    "sources/test_logrotate.py",
+    "sources/test_serve_restart.py",
+    "cli/test_replay_cli.py",
+    "sources/test_held_faults.py",
+    "sources/test_reading_serve.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+
+    def key(item: pytest.Item) -> int:
+        rel = Path(str(item.path)).resolve().relative_to(TESTS).as_posix() if str(item.path).startswith(str(TESTS)) else ""
+        return rank.get(rel, len(rank))
+
+    items.sort(key=key)  # stable: the order inside a module and among the others is kept
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """``@ci_support.needs(ok, why)``: skip with the reason on a developer's machine, fail in CI."""
+    import ci_support  # on sys.path only once this file has run
+
+    for mark in item.iter_markers("needs"):
+        ci_support.need(*mark.args)
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     """The repository's top directory."""

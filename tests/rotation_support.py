@@ -19,10 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
+import ci_support
 
 LOGROTATE = shutil.which("logrotate") or ("/usr/sbin/logrotate" if os.path.exists("/usr/sbin/logrotate") else None)
-needs_logrotate = pytest.mark.skipif(LOGROTATE is None, reason="logrotate not installed (make tools installs it)")
+needs_logrotate = ci_support.needs(LOGROTATE is not None, "logrotate not installed (make tools installs it)")
 
 SEQ = re.compile(rb"gen throughput \(token/s\): (\d+)\.00")
 

@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import ci_support
 import pytest
 import test_serve_support as h
 
@@ -44,6 +45,7 @@ def test_sigstop_across_three_rotations(serve, tmp_path, mode):
     assert time.monotonic() - t0 < 30  # caught up (the audit: under 4 s; generous here)
 
 
+@pytest.mark.serial  # timed bounds or a load of its own: run alone (Makefile's test target)
 def test_nice_19_next_to_cpu_hogs(tmp_path):
     """serve at nice 19 with two busy loops on this 2-core machine: it counts everything, later."""
     log = tmp_path / "s.log"
@@ -102,7 +104,7 @@ def _tmpfs(size: str, ro: bool = False):
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(d)], capture_output=True, text=True)
     if r.returncode != 0:
         d.rmdir()
-        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): the full and read-only filesystem cases need one")
+        ci_support.need(False, f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): the full and read-only filesystem cases need one")
     try:
         yield d
     finally:
@@ -164,7 +166,7 @@ def test_stdin_faults(serve, tmp_path):
     assert srv.proc.poll() is None and srv.get("/healthz")[0] == 200
 
 
-@pytest.mark.skipif(not Path("/usr/share/zoneinfo/Europe/Berlin").exists(), reason="no tzdata")
+@ci_support.needs(Path("/usr/share/zoneinfo/Europe/Berlin").exists(), "no tzdata")
 def test_a_log_across_the_dst_change(tmp_path):
     """An SGLang log whose local times repeat an hour (Europe/Berlin, 25 October 2026, 03:00 ->
     02:00), served in that time zone: every line counted, and the same facts as replay."""

@@ -13,7 +13,10 @@ import pytest
 import rotation_support as rs
 import test_serve_support as h
 
-pytestmark = rs.needs_logrotate
+# serial: rotations 0.15 s apart against a 0.3 s poll leave a generation about one poll interval
+# uncompressed; beside three other workers a late poll lost one (1,568 of 1,848 lines, once in 9
+# parallel runs: "rotated before it was seen"), which the serial runs never did. See reliability.md.
+pytestmark = [rs.needs_logrotate, pytest.mark.serial]
 
 
 @pytest.fixture
@@ -46,13 +49,22 @@ MODES = {
 }
 
 
-@pytest.mark.parametrize("mode", list(MODES))
-@pytest.mark.parametrize("watch", [pytest.param([], id="inotify"), pytest.param(["--poll-interval", "0.3"], id="poll")])
+WATCHES = {"inotify": [], "poll": ["--poll-interval", "0.3"]}
+# One run is enough for these modes: dateext's second-long gaps under inotify; the extension
+# naming polled, so the copies hold unread lines. Only the cases that apply are generated.
+ONE_WATCH = {"copytruncate-dateext": "inotify", "copytruncate-extension": "poll"}
+CASES = [
+    pytest.param(mode, WATCHES[watch], id=f"{watch}-{mode}")
+    for watch in WATCHES
+    for mode in MODES
+    if ONE_WATCH.get(mode, watch) == watch
+]
+
+
+@pytest.mark.parametrize(("mode", "watch"), CASES)
 def test_logrotate_exact(serve, writers, tmp_path, mode, watch):
     """Six forced rotations under a steady writer: every line counted once. In poll mode the
     exporter lags the writer, so at each copytruncate the copy holds lines not read yet."""
-    if mode == "copytruncate-dateext" and watch or mode == "copytruncate-extension" and not watch:
-        pytest.skip("one run of this mode is enough (extension: polled, so the copies hold unread lines)")
     directives, kind, gap = MODES[mode]
     log = tmp_path / "server.log"
     log.touch()

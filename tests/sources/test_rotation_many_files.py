@@ -30,6 +30,7 @@ def _limit_fds() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
 
 
+@pytest.mark.serial  # timed bounds or a load of its own: run alone (Makefile's test target)
 def test_two_thousand_files(tmp_path):
     d = tmp_path / "logs"
     d.mkdir()

@@ -11,6 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import ci_support
 import pytest
 import test_serve_support as h
 
@@ -31,8 +32,8 @@ def test_unreadable_at_start_is_read_from_its_beginning(serve, shared_dir, fault
     """A path that cannot be read at start (a directory Docker made for a bind-mounted log that did
     not exist yet, a symlink loop, permission denied), fixed later: every line it then holds is
     read, as for a path that appears after the start (before: 0/100, 0/100 and 50/100)."""
-    if fault == "permission-denied" and UNPRIVILEGED and not shutil.which("setpriv"):
-        pytest.skip("running as root without setpriv: permissions cannot be denied")
+    if fault == "permission-denied" and UNPRIVILEGED:
+        ci_support.need(shutil.which("setpriv") is not None, "running as root without setpriv: permissions cannot be denied")
     log = shared_dir / "server.log"
     real = shared_dir / "real.log"
     if fault == "directory":

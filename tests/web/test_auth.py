@@ -98,6 +98,7 @@ def test_bcrypt_runs_in_a_bounded_pool(monkeypatch) -> None:
     assert peak <= 2
 
 
+@pytest.mark.serial  # timed bounds or a load of its own: run alone (Makefile's test target)
 def test_a_flood_of_bad_passwords_does_not_starve_authorised_scrapes() -> None:
     h = bcrypt.hashpw(b"secret", bcrypt.gensalt(8)).decode()
     cfg = WebConfig(users={"prom": h.encode()})
@@ -206,6 +207,7 @@ def test_concurrent_checks_of_one_credential_share_one_bcrypt(recorded) -> None:
     assert len(recorded) <= 2  # the dummy-hash warm-up aside, one check
 
 
+@pytest.mark.serial  # timed bounds or a load of its own: run alone (Makefile's test target)
 def test_a_flood_of_distinct_wrong_passwords_locks_nobody_out(serve, tmp_path) -> None:
     """Through a real serve, bcrypt cost 10: 100 threads of distinct wrong passwords from one
     address. The scraper verified before the flood gets 200 every time (before: 401 twice), and a

@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 import bcrypt
+import ci_support
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -175,8 +176,7 @@ def _openssl(*args: str, cwd: Path) -> None:
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     """One CA and two server certificates (CN one/two) for 127.0.0.1, EC keys (fast)."""
-    if OPENSSL is None:
-        pytest.skip("openssl CLI not available")
+    ci_support.need(OPENSSL is not None, "openssl CLI not available")
     d = tmp_path_factory.mktemp("pki")
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=test-ca", cwd=d)

@@ -17,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+import ci_support
 import pytest
 import test_serve_support as h
 
@@ -36,6 +37,7 @@ def _threads(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
 
+@pytest.mark.serial  # timed bounds or a load of its own: run alone (Makefile's test target)
 def test_listen_queue_and_bounded_workers_under_200_clients(serve, tmp_path):
     srv = serve("--log", str(_demo(tmp_path)), "--from-beginning")
     if shutil.which("ss"):
@@ -58,6 +60,7 @@ def test_listen_queue_and_bounded_workers_under_200_clients(serve, tmp_path):
     assert most[0] <= web.MAX_WORKERS + 12, most  # the workers are bounded (before: one thread per connection)
 
 
+@pytest.mark.serial  # timed bounds or a load of its own: run alone (Makefile's test target)
 def test_keepalive_clients_take_turns(serve, tmp_path):
     """200 clients that keep their connections: the pool goes round them (a connection is closed
     after its answer while others wait), nobody waits out the timeout."""
@@ -94,7 +97,7 @@ def test_connections_that_send_nothing_cannot_hold_the_workers(serve, tmp_path):
     _scrape_behind_silent_connections(srv.port, lambda timeout: http.client.HTTPConnection("127.0.0.1", srv.port, timeout=timeout))
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl CLI not available")
+@ci_support.needs(shutil.which("openssl") is not None, "openssl CLI not available")
 def test_stalled_tls_handshakes_cannot_hold_the_workers(serve, tmp_path):
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "k.pem"]

@@ -11,10 +11,11 @@ import urllib.error
 import urllib.request
 
 import bcrypt
+import ci_support
 import pytest
 import test_serve_support as h
 
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl CLI not available")
+pytestmark = ci_support.needs(shutil.which("openssl") is not None, "openssl CLI not available")
 
 
 def _run(*args, cwd):
