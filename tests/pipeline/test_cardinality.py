@@ -11,6 +11,7 @@ import threading
 import tracemalloc
 from pathlib import Path
 
+import feed_support
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -37,19 +38,13 @@ def samples(text: bytes) -> list:
     return [s for f in text_string_to_metric_families(text.decode()) for s in f.samples]
 
 
-@pytest.mark.parametrize("path", ["text", "lines", "one-by-one"])
+@pytest.mark.parametrize("path", feed_support.PATHS)
 def test_thirty_thousand_dp_tags_keep_256_ranks_and_count_the_rest(path: str) -> None:
     n = 30_000
     lines = dp_lines(n, n)  # every line a new DP<n> tag
     pipe = new_pipeline("sglang")
     tracemalloc.start()
-    if path == "text":
-        pipe.feed_text("s", "\n".join(lines) + "\n")
-    elif path == "lines":
-        pipe.feed_lines("s", lines)
-    else:
-        for ln in lines:
-            pipe.feed("s", ln)
+    feed_support.feed(pipe, path, lines)
     pipe.finish()
     text = exposition(pipe)
     _, peak = tracemalloc.get_traced_memory()
