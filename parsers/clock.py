@@ -111,7 +111,7 @@ def fixed_year() -> int | None:
 def default_year() -> int:
     """The year of a source's year-less times before its file tells one: the set year, else the
     current year of the configured zone (stdin, a pipe: no file to ask)."""
-    return _YEAR if _YEAR is not None else _wall(time.time()).tm_year
+    return _YEAR if _YEAR is not None else wall(time.time()).tm_year
 
 
 def wall_epoch(y: int, mo: int, d: int, h: int, mi: int, s: float = 0.0) -> float:
@@ -186,7 +186,7 @@ def rfc3339_epoch(s: str) -> float:
 
 def day_start(ts: float) -> float:
     """Unix time of the midnight (in the configured zone) that begins the day of ``ts``."""
-    t = _wall(ts)
+    t = wall(ts)
     return ts - (ts % 1) - (t.tm_hour * 3600 + t.tm_min * 60 + t.tm_sec)
 
 
@@ -197,7 +197,7 @@ def bucket_of(ts: float) -> str:
     m = ts - ts % 60.0
     ymdhm = _MINUTE_TEXT.get(m)
     if ymdhm is None:
-        ymdhm = time.strftime("%Y-%m-%d %H:%M", _wall(ts))
+        ymdhm = time.strftime("%Y-%m-%d %H:%M", wall(ts))
         m = minute_epoch(ymdhm)  # the minute's start as headers give it (whole-minute zones)
     return f"{ymdhm}{int(ts - m) // 10}"
 
@@ -205,18 +205,14 @@ def bucket_of(ts: float) -> str:
 def wall(ts: float) -> time.struct_time:
     """The wall time of ``ts`` in the configured zone (what the log's zone-less headers would print):
     the one conversion the report's and the pictures' times use."""
-    return _wall(ts)
+    if _ZONE is None:
+        return time.localtime(ts)
+    return datetime.fromtimestamp(ts, _ZONE).timetuple()
 
 
 def wall_text(ts: float, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
     """``ts`` as the log would print it: its wall time in the configured zone (``--log.timezone``)."""
-    return time.strftime(fmt, _wall(ts))
-
-
-def _wall(ts: float) -> time.struct_time:
-    if _ZONE is None:
-        return time.localtime(ts)
-    return datetime.fromtimestamp(ts, _ZONE).timetuple()
+    return time.strftime(fmt, wall(ts))
 
 
 __all__ = [
