@@ -461,19 +461,17 @@ def _mamba_mode(msg: str) -> object:
     return ev.HybridLayout(mamba_cache_mode=m.group("m1") or m.group("m2") or m.group("m3"))
 
 
-def _updating(msg: str) -> object:
-    m = NEMOTRON_DTYPE_RE.match(msg)
-    if m is None:
-        return _fallback(msg)
-    return ev.HybridLayout(mamba_ssm_dtype=m.group("dt"))
+def _ssm_dtype(pattern: re.Pattern):
+    """A parser of one line that says the SSM state's dtype (its ``dt`` group): NemotronH's
+    ``Updating ...``, Qwen3.5's (``Using the user-specified value.`` too), the CPU's ``Reset ...``."""
 
+    def parse(msg: str) -> object:
+        m = pattern.match(msg)
+        if m is None:
+            return _fallback(msg)
+        return ev.HybridLayout(mamba_ssm_dtype=m.group("dt"))
 
-def _qwen35(msg: str) -> object:
-    m = QWEN35_DTYPE_RE.match(msg)
-    if m is None:
-        return _fallback(msg)
-    # "Using the user-specified value."
-    return ev.HybridLayout(mamba_ssm_dtype=m.group("dt"))
+    return parse
 
 
 def _capping(msg: str) -> object:
@@ -612,13 +610,6 @@ def _kv_word(msg: str) -> object:
     return _fallback(msg)
 
 
-def _reset(msg: str) -> object:
-    m = SSM_RESET_RE.match(msg)
-    if m is None:
-        return _fallback(msg)
-    return ev.HybridLayout(mamba_ssm_dtype=m.group("dt"))
-
-
 def _gdn_kernel(msg: str) -> object:
     m = GDN_KERNEL_RE.match(msg)
     if m is None:
@@ -718,8 +709,8 @@ _DISPATCH: dict[str, Callable[[str], object]] = {
     "Mamba": _mamba_mode,
     "Hybrid": _mamba_mode,
     "Warning:": _mamba_mode,
-    "Updating": _updating,
-    "Qwen3.5": _qwen35,
+    "Updating": _ssm_dtype(NEMOTRON_DTYPE_RE),
+    "Qwen3.5": _ssm_dtype(QWEN35_DTYPE_RE),
     "Capping": _capping,
     "No": _no,
     "non-default": _non_default,
@@ -740,7 +731,7 @@ _DISPATCH: dict[str, Callable[[str], object]] = {
     "Explicitly": _kv_set,
     "Auto": _kv_set,
     "kv": _kv_word,
-    "Reset": _reset,
+    "Reset": _ssm_dtype(SSM_RESET_RE),
     "[shutdown]": _shutdown,
     "Shutting": _shutting,
     "EngineCore": _engine_core,
