@@ -2,7 +2,7 @@
 ``--log.year`` names otherwise, on every command that reads logs. The suite pins it (tests/conftest.py sets
 ``$HCE_LOG_YEAR``, ``--log.year``'s default, as it pins ``TZ``), so the goldens pass in any year: proven here
 with the fixtures' modification times in 2027 and in 2031 (``os.utime`` on copies), and with the clock itself
-in 2031 (Debian's ``faketime``), run as a user runs it: the console command, a process per fixture."""
+in 2031 (Debian's ``faketime``), each fixture replayed by the command line's entry under that environment (tests/replay_batch.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from parsers import clock
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
 sys.path.insert(0, str(ROOT / "tests" / "collector"))
+from replay_batch import replay_many  # noqa: E402
 from test_golden import fixtures, golden_path  # noqa: E402
 
 # the vLLM fixtures: the ones a file's time or the clock could move; of them, the ones with a line whose only
@@ -55,12 +55,14 @@ def _replay(path: Path, *args: str, pin: bool = True, prefix: tuple[str, ...] = 
 
 
 def _differ(pairs: list[tuple[Path, Path]], *args: str, pin: bool = True, prefix: tuple[str, ...] = ()) -> list[str]:
-    def one(pair):
-        log, copy = pair
-        return None if _replay(copy, *args, pin=pin, prefix=prefix) == golden_path(log).read_text() else f"{log.parent.name}/{log.name}"
-
-    with ThreadPoolExecutor(max_workers=2) as ex:
-        return [d for d in ex.map(one, pairs) if d]
+    """The fixtures whose copy replays to something else than their golden (every copy in one of two
+    processes, tests/replay_batch.py, under the same environment and prefix as a process per copy)."""
+    env = dict(os.environ)
+    if not pin:
+        env.pop(clock.YEAR_ENV, None)
+    results = replay_many([["replay", *args, str(copy)] for _, copy in pairs], env=env, prefix=prefix)
+    assert [r["stderr"] for r in results if r["rc"] != 0] == []
+    return [f"{log.parent.name}/{log.name}" for (log, _), r in zip(pairs, results, strict=True) if r["stdout"] != golden_path(log).read_text()]
 
 
 def test_the_suite_pins_the_year():

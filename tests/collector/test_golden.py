@@ -13,20 +13,22 @@ log time, and samples carry no timestamps. Nothing is excluded. Should a process
 ever enter ``replay``'s output, add its name to ``EXCLUDED`` (with the reason) instead of
 letting the files churn.
 
-The files are produced by the installed console command, a subprocess per fixture, exactly as a
-user runs it, so the CLI's own wiring is covered too.
+The files are produced by the command line's own entry, argument parsing included, every fixture
+replayed in one of two processes (tests/replay_batch.py: a process per fixture was most of the
+time of ``make test``); the console command itself runs a process per log in tests/cli.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from replay_batch import replay_many  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
@@ -53,29 +55,23 @@ def _family(line: str) -> str:
     return name
 
 
-def render(log: Path, pure_python: bool = False) -> str:
-    """``hybrid-cache-exporter replay <log>`` as text, minus the EXCLUDED families. ``pure_python``
-    forces the Python twin of the C scanner (both must give the same bytes)."""
-    env = dict(os.environ)
-    env.pop("HCE_PURE_PYTHON", None)
-    if pure_python:
-        env["HCE_PURE_PYTHON"] = "1"
-    out = subprocess.run(
-        [sys.executable, "-m", "exporter", "replay", str(log.relative_to(ROOT))],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        check=True,
-        timeout=120,
-    ).stdout.decode()
+def _strip(out: str) -> str:
     if not EXCLUDED:
         return out
     return "".join(ln for ln in out.splitlines(keepends=True) if _family(ln) not in EXCLUDED)
 
 
 def render_all(logs: list[Path], pure_python: bool = False) -> dict[Path, str]:
-    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as ex:
-        return dict(zip(logs, ex.map(lambda p: render(p, pure_python), logs), strict=True))
+    """``hybrid-cache-exporter replay <log>`` of each log as text, minus the EXCLUDED families.
+    ``pure_python`` forces the Python twin of the C scanner (both must give the same bytes)."""
+    env = dict(os.environ)
+    env.pop("HCE_PURE_PYTHON", None)
+    if pure_python:
+        env["HCE_PURE_PYTHON"] = "1"
+    results = replay_many([["replay", str(p.relative_to(ROOT))] for p in logs], env=env)
+    failed = [f"{p.relative_to(ROOT)}: rc {r['rc']}: {r['stderr'][-500:]}" for p, r in zip(logs, results, strict=True) if r["rc"] != 0]
+    assert failed == [], failed
+    return {p: _strip(r["stdout"]) for p, r in zip(logs, results, strict=True)}
 
 
 def regenerate() -> None:
