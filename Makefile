@@ -34,6 +34,11 @@ tools:
 ## set up the same environment and run every test: the parallel pass (xdist; most tests wait on
 ## real processes, so 4 workers on 2 cores), then the tests marked serial alone
 TEST_WORKERS ?= 4
+# the tests write bytecode caches (pytest's rewritten test modules, the exporter's modules) even where the
+# environment says not to (PYTHONDONTWRITEBYTECODE=1 on this project's machines): without them each of the
+# ~5 pytest processes spent ~10 s of CPU rewriting the test modules, and each exporter process compiled what it
+# imports (docs/architecture.md, "Test run time")
+test engine-test: export PYTHONDONTWRITEBYTECODE :=
 test: $(STAMP) tools
 	$(BIN)/ruff check .
 	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope -m "not serial"
