@@ -48,7 +48,6 @@ if str(TESTS) not in sys.path:
 # collected last would run alone at the end. Only the order changes; any module may join or leave.
 HEAVY_FIRST = (
     "e2e/test_packaging.py",
-    "sources/test_rotation_many_files.py",
     "collector/test_golden.py",
     "web/test_browser.py",
     "e2e/test_bench_smoke.py",

@@ -30,8 +30,7 @@ def _limit_fds() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
 
 
-# in the parallel pass: nothing here is timed but by generous deadlines, and the idle bound is the process's own
-# CPU time, which the other workers' load does not add to (it ran alone until 2026-12-02: 27-31 s of the serial pass)
+@pytest.mark.serial  # timed bounds or a load of its own: run alone (Makefile's test target)
 def test_two_thousand_files(tmp_path):
     d = tmp_path / "logs"
     d.mkdir()
