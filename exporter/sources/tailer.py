@@ -185,7 +185,11 @@ class Tailer(Siblings):
             a.retired = True
             self._renamed = True
             if a.parked and not self._find_parked(a):
-                log.warning("%s: rotated while its descriptor was closed (budget) and gone; bytes after %d lost", self.path, a.read_pos)
+                log.warning(
+                    "%s: rotated while its descriptor was closed (budget) and gone; bytes after %d are read from a copy if one turns up, else lost",
+                    self.path,
+                    a.read_pos,
+                )
                 a.close()
             else:
                 self._drain(a)

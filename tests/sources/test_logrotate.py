@@ -5,6 +5,7 @@ exporter runs and >= 3 while it is down."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import signal
 import time
@@ -15,7 +16,8 @@ import test_serve_support as h
 
 # serial: rotations 0.15 s apart against a 0.3 s poll leave a generation about one poll interval
 # uncompressed; beside three other workers a late poll lost one (1,568 of 1,848 lines, once in 9
-# parallel runs: "rotated before it was seen"), which the serial runs never did. See reliability.md.
+# parallel runs): a poll stalled past four rotations, so `rotate 3` had deleted a generation never
+# seen (test_poll_late_compressed_generations: only such a one is lost). See reliability.md.
 pytestmark = [rs.needs_logrotate, pytest.mark.serial]
 
 
@@ -123,3 +125,46 @@ def test_restart_across_rotations(serve, writers, tmp_path, sig, mode):
     written = w.stop()
     assert lr.runs == 8 and written > covered > 0
     h.wait_count(srv2, written - covered, timeout=30)
+
+
+ROTATIONS = "hybrid_cache_exporter_rotations_total"
+
+
+# A late poll, made deterministic: serve (polling every 0.3 s) is stopped (SIGSTOP) while logrotate
+# rotates ``k`` times, so the generation it was reading and those it never saw are renamed, then
+# compressed (delaycompress: ``x.log.1`` becomes ``x.log.2.gz`` at the next rotation), before it
+# looks again. The one it was reading is still open (read from its descriptor, even once deleted);
+# the ones it never saw are read from their ``.gz``. ``rotate 3`` deletes a never-seen generation
+# after its fourth rotation (k = 5): its lines exist nowhere any more, and exactly those are missing.
+@pytest.mark.parametrize("k", [2, 3, 4, 5], ids=lambda k: f"{k}-rotations")
+def test_poll_late_compressed_generations(serve, writers, tmp_path, k):
+    """Every line still on disk counted once when a poll comes after the generations were
+    renamed and compressed; only the lines of a generation deleted unseen are missing."""
+    directives, kind, gap = MODES["create-rotate3-compress-delaycompress"]
+    log = tmp_path / "server.log"
+    log.touch()
+    lr = rs.Logrotate(tmp_path, log, directives)
+    srv = serve("--log", str(log), "--from-beginning", "--poll-interval", "0.3")
+    w = writers(log, kind)
+    h.wait_for(lambda: h.value(srv.metrics(), h.DECODE) > 0, what="first lines counted")
+    lost = 0
+    seen = 0
+    for _ in range(2):  # twice: once from the first file, once from a rotated one
+        os.kill(srv.proc.pid, signal.SIGSTOP)
+        try:
+            for j in range(k):
+                time.sleep(gap)
+                if j == 4:  # the oldest generation never seen is deleted by this rotation
+                    lost += gzip.decompress((tmp_path / "server.log.3.gz").read_bytes()).count(b"\n")
+                lr.rotate()
+        finally:
+            os.kill(srv.proc.pid, signal.SIGCONT)
+        # the new file and every never-seen generation still there, each a rotation
+        seen += min(k, 4)
+        h.wait_for(lambda s=seen: h.value(srv.metrics(), ROTATIONS) >= s, what="the rotations noticed")
+    written = w.stop()
+    assert lr.runs == 2 * k and written > 300
+    assert (lost > 0) == (k == 5)
+    text = h.wait_count(srv, written - lost, timeout=30)
+    assert h.value(text, h.LINES, outcome="parsed") == written - lost
+    assert h.value(text, ROTATIONS) == 2 * min(k, 4)

@@ -4,7 +4,10 @@ closed and reopened by identity, including one rotated while closed."""
 
 from __future__ import annotations
 
+import gzip
+import logging
 import os
+import shutil
 import threading
 import time
 import urllib.error
@@ -120,5 +123,38 @@ def test_descriptor_budget_closes_idle_files_and_reopens_by_identity(tmp_path):
         time.sleep(0.2)
         assert _count(pipe) == 5 * n + 10
         assert m.open_fds <= 8 + 2  # the rotated one drained, plus one being opened
+    finally:
+        m.stop()
+
+
+def test_closed_file_renamed_and_compressed_before_the_next_look(tmp_path, caplog):
+    """A file whose descriptor the budget closed is written, renamed and compressed (the plain
+    copy deleted) before the exporter looks again (a poll that does not come until woken): the
+    rest of it is read from the ``.gz``, found by its first bytes, and nothing twice."""
+    d = tmp_path / "logs"
+    d.mkdir()
+    n = 30
+    for i in range(n):
+        h.fsync_append(d / f"f{i}.log", h.lines_blob(0, 3))
+    pipe = Pipeline()
+    m = Manager(pipe, [(None, str(d / "*.log"))], from_beginning=True, fd_budget=8, poll_interval=600)
+    caplog.set_level(logging.INFO, logger="hybrid_cache_exporter.tailer")
+    m.start()
+    try:
+        _wait(lambda: _count(pipe) == 3 * n, "first lines")
+        t0 = m.tailers[str(d / "f0.log")]
+        _wait(lambda: t0.active is not None and t0.active.parked and not t0.busy(), "f0 closed, nothing left to read")
+        h.fsync_append(d / "f0.log", h.lines_blob(3, 4))
+        os.rename(d / "f0.log", d / "f0.log.1")
+        h.fsync_append(d / "f0.log", h.lines_blob(7, 5))
+        with open(d / "f0.log.1", "rb") as f, gzip.open(d / "f0.log.1.gz", "wb") as g:
+            shutil.copyfileobj(f, g)
+        os.unlink(d / "f0.log.1")
+        m._wake()
+        _wait(lambda: _count(pipe, "f0") == 12, "the rest from the .gz, then the new file")
+        time.sleep(0.2)
+        assert _count(pipe) == 3 * n + 9
+        assert any("descriptor was closed (budget) and gone" in r.getMessage() for r in caplog.records)
+        assert any("continues a generation read before" in r.getMessage() and "(compressed)" in r.getMessage() for r in caplog.records)
     finally:
         m.stop()
