@@ -12,6 +12,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 import test_serve_support as h
@@ -97,12 +98,20 @@ def test_healthz_fails_when_the_tailer_thread_dies(tmp_path):
         srv.server_close()
 
 
-def test_descriptor_budget_closes_idle_files_and_reopens_by_identity(tmp_path):
+BUDGET_FILES = 30  # files against a descriptor budget of 8
+
+
+def _budget_files(tmp_path) -> Path:
+    """``BUDGET_FILES`` logs of 3 lines each in ``tmp_path/logs``: more than the budget holds open."""
     d = tmp_path / "logs"
     d.mkdir()
-    n = 30
-    for i in range(n):
+    for i in range(BUDGET_FILES):
         h.fsync_append(d / f"f{i}.log", h.lines_blob(0, 3))
+    return d
+
+
+def test_descriptor_budget_closes_idle_files_and_reopens_by_identity(tmp_path):
+    d, n = _budget_files(tmp_path), BUDGET_FILES
     pipe = Pipeline()
     m = Manager(pipe, [(None, str(d / "*.log"))], from_beginning=True, fd_budget=8)
     m.start()
@@ -131,11 +140,7 @@ def test_closed_file_renamed_and_compressed_before_the_next_look(tmp_path, caplo
     """A file whose descriptor the budget closed is written, renamed and compressed (the plain
     copy deleted) before the exporter looks again (a poll that does not come until woken): the
     rest of it is read from the ``.gz``, found by its first bytes, and nothing twice."""
-    d = tmp_path / "logs"
-    d.mkdir()
-    n = 30
-    for i in range(n):
-        h.fsync_append(d / f"f{i}.log", h.lines_blob(0, 3))
+    d, n = _budget_files(tmp_path), BUDGET_FILES
     pipe = Pipeline()
     m = Manager(pipe, [(None, str(d / "*.log"))], from_beginning=True, fd_budget=8, poll_interval=600)
     caplog.set_level(logging.INFO, logger="hybrid_cache_exporter.tailer")
