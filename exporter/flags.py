@@ -368,7 +368,7 @@ def on_cpu(src: SourceState) -> bool:
 
 def plan_kv_dtype(model: cap.ModelSpec, inputs: cap.PlanInputs, value: str | None, flag: str = "--kv-cache-dtype") -> cap.Effect | None:
     """``plan``'s fp8 KV cache, gated on vLLM's CPU build: withheld for an MLA model and a head size it refuses,
-    and said to need AVX-512 or AMX (the CPU the plan is for is not known)."""
+    and for a CPU without AVX-512 (``--cpu-isa``), and said to need AVX-512 or AMX (the default ISA is assumed)."""
     eff = cap.plan_kv_dtype(model, inputs, value, flag)
     if eff is None or inputs.engine != ev.VLLM or inputs.platform != "cpu":
         return eff
@@ -376,6 +376,8 @@ def plan_kv_dtype(model: cap.ModelSpec, inputs: cap.PlanInputs, value: str | Non
         return None  # CPU_MLA / AMX_MLA: KV dtype auto only
     if model.head_dim and model.head_dim % 32:
         return None  # "FP8 KV cache requires head_size divisible by 32 on CPU."
+    if inputs.cpu_isa not in ("avx512-bf16", "avx512"):
+        return None  # "FP8 KV cache on CPU requires x86 with AVX-512 or AMX."
     return replace(eff, summary=eff.summary + " (x86 with AVX-512 or AMX only)", notes=(*eff.notes, CPU_FP8_ASSUMES))
 
 

@@ -53,6 +53,7 @@ class PlanRequest:
     mamba_cache_mode: str = "auto"
     prefix_caching: bool | None = None
     platform: str = "hopper"
+    cpu_isa: str = "avx512-bf16"
     gdn_prefill_backend: str = "auto"
     num_gpu_blocks_override: int | None = None
     context_len: int | None = None
@@ -108,6 +109,7 @@ def build(args: PlanRequest) -> tuple[cap.Plan | None, list[cap.Effect], list[st
         sglang_version=args.sglang_version,
         vllm_mode=args.mamba_cache_mode,
         platform=args.platform,
+        cpu_isa=args.cpu_isa,
         gdn_backend=args.gdn_prefill_backend,
         prefix_caching=args.prefix_caching,
         vllm_version=args.vllm_version,
@@ -166,6 +168,8 @@ def to_dict(plan: cap.Plan, effects: list[cap.Effect], notes: list[str]) -> dict
         },
         "engine": plan.inputs.engine,
         "tp": plan.inputs.tp,
+        "platform": plan.inputs.platform,
+        **({"cpu_isa": plan.inputs.cpu_isa} if plan.inputs.platform == "cpu" else {}),
         "kv_bytes_per_token_per_gpu": plan.kv_bytes_per_token,
         "kv_bytes_per_token_all_gpus": plan.kv_bytes_per_token_all_gpus,
         "state": {

@@ -15,7 +15,7 @@ from .sizing import (
     sglang_pool,
     sglang_slots_per_request,
 )
-from .vllm import VLLMPool, vllm_default_mode, vllm_gdn_prefill_kernel, vllm_pool, vllm_ssm_dtype
+from .vllm import CPU_ISA_WORDS, VLLMPool, vllm_default_mode, vllm_gdn_prefill_kernel, vllm_pool, vllm_ssm_dtype
 
 # --------------------------------------------------------------------------------------------------------------
 # config-driven plan and its flag effects
@@ -44,6 +44,7 @@ class PlanInputs:
     language_model_only: bool = False
     notes: tuple[str, ...] = field(default=())
     platform: str = "hopper"  # hopper | blackwell | cpu: vLLM block alignment, SGLang page size
+    cpu_isa: str = "avx512-bf16"  # platform cpu: what the CPU has (capacity/vllm.py::CPU_ISAS): SSM dtype, fp8 KV
     gdn_backend: str = "auto"  # vLLM --gdn-prefill-backend: auto | flashinfer | triton (capacity/vllm.py::GDN_BACKENDS)
     prefix_caching: bool | None = None  # vLLM --enable-prefix-caching / --no-enable-prefix-caching (None: default)
     vllm_version: str | None = None  # vLLM release for the version table (default 0.33.0)
@@ -112,8 +113,9 @@ def make_plan(model: ModelSpec, inputs: PlanInputs) -> Plan:
             platform=inputs.platform,
             num_gpu_blocks_override=inputs.num_gpu_blocks_override,
             gdn_backend=inputs.gdn_backend,
+            cpu_isa=inputs.cpu_isa,
         )
-        ssm = vllm_ssm_dtype(inputs.platform, inputs.ssm_dtype)
+        ssm = vllm_ssm_dtype(inputs.platform, inputs.ssm_dtype, model.linear_kind, inputs.cpu_isa)
         st = linear_state(model, tp, ssm, engine="vllm", conv_extra_tokens=inputs.spec_draft_tokens)
         return Plan(model, inputs, kvt, kvt * tp, st, vp.n_mamba_groups * vp.blocks_per_request or None, vllm=vp)
     st = linear_state(model, tp, inputs.ssm_dtype, engine="sglang")
@@ -180,7 +182,8 @@ def unmodelled_notes(model: ModelSpec, inputs: PlanInputs, *, gpu_memory: bool =
             out.append("cpu: SGLang 0.5.23 has no CPU path for these models; the SGLang numbers assume its GPU defaults")
         else:
             out.append(
-                "cpu: vLLM's CPU build (128-token default blocks, SSM state float32 on AVX512-BF16/AMX CPUs, "
+                f"cpu: vLLM's CPU build on a CPU with {CPU_ISA_WORDS[inputs.cpu_isa]} (--cpu-isa; 128-token default blocks, "
+                "SSM state float32 on AVX512-BF16/AMX CPUs, else as asked; "
                 "KV cache dtype auto or fp8 (fp8 on x86 with AVX-512 or AMX, head size a multiple of 32; MLA models auto only), default max_num_seqs 128 x TP x PP); "
                 "the budget is VLLM_CPU_KVCACHE_SPACE / --kv-cache-memory-bytes"
             )

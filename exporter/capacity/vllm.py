@@ -17,6 +17,16 @@ from .sizing import kv_bytes_per_token_per_layer, linear_state
 
 VLLM_LATEST = (0, 33, 0, 0)
 PLATFORMS = ("hopper", "blackwell", "cpu")
+# what vLLM's CPU build asks of the CPU (torch.cpu._is_avx512_bf16_supported / _is_avx512_supported /
+# _is_amx_tile_supported; /proc/cpuinfo flags avx512_bf16, avx512f, amx_bf16): avx512-bf16 covers AMX CPUs
+# too; avx2 is any x86 without AVX-512; other is a CPU that is not x86 (ARM, POWER, s390x, RISC-V)
+CPU_ISA_WORDS = {
+    "avx512-bf16": "AVX512-BF16 or AMX",
+    "avx512": "AVX-512 without BF16",
+    "avx2": "no AVX-512 (x86)",
+    "other": "no x86 ISA (ARM, POWER, s390x, RISC-V)",
+}
+CPU_ISAS = tuple(CPU_ISA_WORDS)
 # --gdn-prefill-backend (0.33.0 engine/arg_utils.py; additional_config["gdn_prefill_backend"]): what ``plan`` takes
 GDN_BACKENDS = ("auto", "flashinfer", "triton")
 # the default --block-size: CacheConfig.DEFAULT_BLOCK_SIZE (config/cache.py) on GPUs; the CPU backend's 128
@@ -103,14 +113,20 @@ def vllm_gdn_prefill_kernel(model: ModelSpec, platform: str = "hopper", requeste
     return "triton"
 
 
-def vllm_ssm_dtype(platform: str, ssm_dtype: str | None) -> str | None:
-    """The SSM state dtype the engine stores: on the CPU build, ``auto`` (None) becomes float32 (0.32.0-0.33.0
-    ``platforms/cpu.py::CpuPlatform.check_and_update_config``: ``Reset SSM cache type to float32 for accelerated
-    GDN mamba backend ...`` on CPUs with AVX512-BF16 / AMX, the ones its accelerated GDN runs on); float16 /
-    bfloat16 asked for a GDN model are kept. GPUs: as asked (None: the model's own)."""
-    if platform == "cpu" and ssm_dtype in (None, "auto"):
-        return "float32"
-    return ssm_dtype
+def vllm_ssm_dtype(platform: str, ssm_dtype: str | None, linear_kind: str | None = "gdn", cpu_isa: str = "avx512-bf16") -> str | None:
+    """The SSM state dtype the engine stores. On the CPU build (0.32.0-0.33.0 ``platforms/cpu.py::
+    CpuPlatform.check_and_update_config``), on a CPU with AVX512-BF16 (AMX CPUs have it), any SSM cache dtype
+    but float32 becomes float32 (``Reset SSM cache type to float32 for accelerated GDN mamba backend ...``),
+    except float16 / bfloat16 asked for a GDN model, which are kept (``Using bfloat16 SSM state storage ...``);
+    on any other CPU the dtype is as asked (None: the model's own, bf16 for the suite's tiny Qwen3-Next). GPUs:
+    as asked."""
+    if cpu_isa not in CPU_ISAS:
+        raise ValueError(f"unknown CPU ISA {cpu_isa!r} (one of {', '.join(CPU_ISAS)})")
+    if platform != "cpu" or cpu_isa != "avx512-bf16" or ssm_dtype == "float32":
+        return ssm_dtype
+    if ssm_dtype in ("float16", "bfloat16") and linear_kind == "gdn":
+        return ssm_dtype
+    return "float32"
 
 
 def vllm_checkpoint_blocks(
@@ -240,6 +256,7 @@ def vllm_pool(
     prefix_caching: bool | None = None,
     num_gpu_blocks_override: int | None = None,
     gdn_backend: str = "auto",
+    cpu_isa: str = "avx512-bf16",
 ) -> VLLMPool:
     """vLLM V1 hybrid pool: page unification, grouping, blocks, concurrency (docs/sizing.md, "vLLM").
 
@@ -251,7 +268,8 @@ def vllm_pool(
     if platform not in PLATFORMS:
         raise ValueError(f"unknown platform {platform!r} (one of {', '.join(PLATFORMS)})")
     m = (mode or vllm_default_mode(version, prefix_caching)).lower()
-    st = linear_state(model, tp, vllm_ssm_dtype(platform, ssm_dtype), engine="vllm", conv_extra_tokens=spec_tokens)
+    ssm = vllm_ssm_dtype(platform, ssm_dtype, model.linear_kind, cpu_isa)
+    st = linear_state(model, tp, ssm, engine="vllm", conv_extra_tokens=spec_tokens)
     attn_tok = kv_bytes_per_token_per_layer(model, kv_dtype, tp)
     mamba_page = st.page_bytes
     block = user_block_size or DEFAULT_BLOCK_SIZE[platform]

@@ -78,6 +78,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "64-token pages; cpu: vLLM's CPU build, 128-token blocks; docs/sizing.md)",
     )
     p.add_argument(
+        "--cpu-isa",
+        choices=cap.CPU_ISAS,
+        default="avx512-bf16",
+        help="--platform cpu: what the CPU has, from the flags in /proc/cpuinfo (default avx512-bf16: avx512_bf16, AMX CPUs "
+        "too; avx512: avx512f without it; avx2: x86 without AVX-512; other: not x86). vLLM keeps the SSM state float32 "
+        "only on avx512-bf16 and takes an fp8 KV cache only on avx512-bf16/avx512 (docs/sizing.md)",
+    )
+    p.add_argument(
         "--gdn-prefill-backend",
         choices=cap.GDN_BACKENDS,
         default="auto",

