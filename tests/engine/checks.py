@@ -85,11 +85,31 @@ def assert_capacity(e: str, source: str, log: str, vm: str) -> Boot:
     assert info["radix_cache_strategy"] == cc["mamba_cache_mode"]
     if "Reset SSM cache type" in log or "SSM state storage" in log:
         assert info["mamba_ssm_dtype"] == cc["mamba_ssm_cache_dtype"]
+        assert CPU_ISA == "avx512-bf16", "vLLM took its AVX512-BF16 branch on a CPU whose /proc/cpuinfo says " + CPU_ISA
     return boot
 
 
+def cpu_isa(cpuinfo: str) -> str:
+    """This CPU as ``plan --cpu-isa`` takes it, from the flags of /proc/cpuinfo as its help says: what vLLM's CPU
+    build asks torch (``_is_avx512_bf16_supported``, ``_is_avx512_supported``) decides the SSM dtype and fp8."""
+    m = re.search(r"^flags\s*:(.*)$", cpuinfo, re.M)
+    flags = set(m.group(1).split()) if m else set()
+    if "avx512_bf16" in flags or "amx_bf16" in flags:
+        return "avx512-bf16"
+    if "avx512f" in flags:
+        return "avx512"
+    return "avx2" if "avx2" in flags or "sse2" in flags else "other"
+
+
+CPU_ISA = cpu_isa(Path("/proc/cpuinfo").read_text())
+
+
 def plan(config: Path, *args: str) -> dict:
-    r = subprocess.run([str(h.EXE), "plan", "--config", str(config), "--engine", "vllm", "--json", *args], capture_output=True, text=True, timeout=60)
+    """``plan --json`` for this CPU (``--cpu-isa`` from /proc/cpuinfo unless given)."""
+    isa = () if "--cpu-isa" in args else ("--cpu-isa", CPU_ISA)
+    r = subprocess.run(
+        [str(h.EXE), "plan", "--config", str(config), "--engine", "vllm", "--json", *isa, *args], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 

@@ -18,15 +18,10 @@ import pytest
 
 SOURCE = "serving"
 JSON_SOURCE = "serving-json"  # the JSON handler's file of the same run, followed by the same sidecar
-
-
-def all_read(e: str) -> bool:
-    """Nothing left to read of either file."""
-    lags = [v for _, v in h.samples(e, "hybrid_cache_exporter_read_lag_bytes")]
-    return len(lags) >= 2 and not any(lags)
 CONCURRENCY = 6
 MAX_TOKENS = 48
-# a shared prefix longer than two blocks of 384 tokens (prefix caching hits on whole blocks), then a unique tail
+# a shared prefix longer than two blocks (384 tokens on AVX512-BF16, 256 without; prefix caching hits on whole
+# blocks), then a unique tail
 PREFIX = " ".join(random.Random(7).choice(["alpha", "beta", "gamma", "delta", "pool", "cache", "state"]) for _ in range(260))
 
 
@@ -63,10 +58,10 @@ def run(qwen, workdir) -> Run:
         c.wait_log(log, c.IDLE_LINE, 4 * h.STATS_INTERVAL + 30, after=h.read(log).rfind("Avg prompt"))
         time.sleep(2 * h.STATS_INTERVAL)  # vLLM prints nothing more while idle
         e_idle, v_idle = side.caught_up(), eng.metrics()
-        e_idle = c.wait_exporter(side, lambda e: all_read(e), 20, "both files read")
+        e_idle = c.wait_exporter(side, side.all_read, 20, "both files read")
         eng.stop()
         e_stop = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "stopped" and c.state_of(e, JSON_SOURCE) == "stopped", 30, "the stopped state")
-        e_stop = c.wait_exporter(side, lambda e: all_read(e), 20, "both files read")
+        e_stop = c.wait_exporter(side, side.all_read, 20, "both files read")
         h.save_fixture(log, SOURCE, workdir)
         return Run(h.read(log), e0, v0, rec, e_idle, v_idle, e_stop, p, load, h.read(eng.json_log))
     finally:
@@ -79,6 +74,8 @@ def test_capacity_equals_log_and_cache_config_info(run):
     # the CPU build's default request cap (engine/arg_utils.py::get_batch_defaults: 128 x TP x PP)
     assert c.exp(run.boot_exposition, "max_running_requests", SOURCE) == 128
     assert h.labels_of(run.boot_exposition, "hybrid_cache_gdn_prefill_kernel_info", source=SOURCE)["kernel"] == "cpu"
+    # the CPU decides the SSM dtype (plan --cpu-isa): the AVX512-BF16 branch is taken exactly where cpuinfo says
+    assert ("Reset SSM cache type to float32" in run.log) == (c.CPU_ISA == "avx512-bf16"), c.CPU_ISA
 
 
 def test_plan_reproduces_the_engine(run, qwen):
