@@ -41,7 +41,7 @@ TEST_WORKERS ?= 4
 test engine-test: export PYTHONDONTWRITEBYTECODE :=
 test: $(STAMP) tools
 	$(BIN)/ruff check .
-	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope -m "not serial"
+	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder -m "not serial"
 	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest -m serial
 
 ## regenerate tests/golden/*.prom (the replay output of every fixture; `make test` diffs against them)

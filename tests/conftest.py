@@ -44,15 +44,18 @@ if str(TESTS) not in sys.path:
 
 
 # The slowest modules of `make test` (measured, docs/architecture.md "Test run time"), handed out
-# first: xdist's loadscope gives whole modules to its workers in collection order, so a long module
-# collected last would run alone at the end. Only the order changes; any module may join or leave.
+# first: xdist's loadscope gives whole modules to its workers in collection order (with
+# --no-loadscope-reorder, as the Makefile runs it; by default it puts the modules with the most tests
+# first, and these have few), so a long module collected last would run alone at the end. Only the
+# order changes; any module may join or leave.
 HEAVY_FIRST = (
     "e2e/test_packaging.py",
-    "collector/test_golden.py",
-    "web/test_browser.py",
-    "e2e/test_bench_smoke.py",
+    "sources/test_rotation_many_files.py",
     "e2e/test_prometheus_integration.py",
-    "sources/test_logrotate.py",
+    "collector/test_golden.py",
+    "e2e/test_bench_smoke.py",
+    "e2e/test_lifecycle_alerts.py",
+    "web/test_browser.py",
     "sources/test_serve_restart.py",
     "cli/test_replay_cli.py",
     "sources/test_held_faults.py",

@@ -82,9 +82,11 @@ class Serve:
             self.err.flush()
         return self.err_path.read_text(errors="replace")
 
+    scrape_timeout = 5.0  # seconds a request may take (a test of a huge exposition gives more)
+
     def get(self, path: str = "/metrics") -> tuple[int, str]:
         try:
-            with urllib.request.urlopen(self.base + path, timeout=5) as r:
+            with urllib.request.urlopen(self.base + path, timeout=self.scrape_timeout) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()

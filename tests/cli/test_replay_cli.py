@@ -1,4 +1,6 @@
-"""`replay` through the real command: promtool-clean expositions, bad input, `python -m exporter`."""
+"""`replay` through the real command: promtool-clean expositions, bad input, `python -m exporter`. The
+expositions promtool checks come from the command line's entry called once per fixture in two processes
+(tests/replay_batch.py, as the goldens do); the tests below it run the command one process each."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 import ci_support
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from replay_batch import replay_many
 
 ROOT = Path(__file__).resolve().parents[2]
 EXE = [sys.executable, "-m", "exporter"]
@@ -38,14 +41,20 @@ def promtool() -> str | None:
     return p
 
 
+@pytest.fixture(scope="module")
+def replayed() -> dict[str, dict]:
+    """``replay <fixture>`` of every fixture: its exit code, stdout and stderr."""
+    return dict(zip(FIXTURES, replay_many([["replay", p] for p in FIXTURES]), strict=True))
+
+
 @pytest.mark.parametrize("path", FIXTURES, ids=[os.path.relpath(p, ROOT) for p in FIXTURES])
-def test_every_fixture_exposition_passes_promtool(path: str) -> None:
+def test_every_fixture_exposition_passes_promtool(path: str, replayed: dict[str, dict]) -> None:
     tool = promtool()
     ci_support.need(tool is not None, "promtool not installed")
-    r = replay(path)
-    assert r.returncode == 0, r.stderr.decode()
-    assert values(r.stdout.decode(), "hybrid_cache_exporter_lines_total")
-    check = subprocess.run([tool, "check", "metrics"], input=r.stdout, capture_output=True, timeout=60)
+    r = replayed[path]
+    assert r["rc"] == 0, r["stderr"]
+    assert values(r["stdout"], "hybrid_cache_exporter_lines_total")
+    check = subprocess.run([tool, "check", "metrics"], input=r["stdout"].encode(), capture_output=True, timeout=60)
     assert check.returncode == 0 and not check.stdout.strip() and not check.stderr.strip(), (check.stdout + check.stderr).decode()
 
 

@@ -30,7 +30,6 @@ def _limit_fds() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
 
 
-@pytest.mark.serial  # timed bounds or a load of its own: run alone (Makefile's test target)
 def test_two_thousand_files(tmp_path):
     d = tmp_path / "logs"
     d.mkdir()
@@ -46,6 +45,9 @@ def test_two_thousand_files(tmp_path):
     )
     srv = h.Serve.__new__(h.Serve)
     srv.port, srv.proc, srv.err, srv.err_path, srv.base = port, proc, err, tmp_path / "serve.err", f"http://127.0.0.1:{port}"
+    # the parallel pass: a scrape of 2,000 sources takes ~1.5 s alone and more than 5 s beside
+    # three busy workers; no bound on the scrape's time is asserted here (the idle CPU is the process's own)
+    srv.scrape_timeout = 60.0
     try:
         srv.wait_up(timeout=60)
         h.wait_for(lambda: srv.get("/readyz")[0] == 200, timeout=60, what="ready")
