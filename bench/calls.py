@@ -93,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--route", action="store_true", help="also print the modules in call order")
     a = ap.parse_args(argv)
     r = measure(a.log, a.rule)
-    print(f"{r['file']} line {r['line']} turns {r['rule']} on: {r['calls']} calls of {r['functions']} functions, {r['module_switches']} module switches")
+    print(
+        f"{r['file']} line {r['line']} turns {r['rule']} on: {r['calls']} calls of {r['functions']} functions, {r['module_switches']} module switches"
+    )
     print(
         f"the line's path up to the recommendations: {r['path_calls']} calls, {r['path_switches']} module switches, "
         f"{len(r['path_modules'])} modules: {' '.join(r['path_modules'])}"

@@ -37,7 +37,9 @@ def _one(fmt: str, line: str) -> str:
         group = f"[{tags.strip()}]" if tags.strip() else ""
         return f"[{date} {hms}.{ms}]{group}[scheduler.py:212][INFO]: {msg}"
     if fmt == "json":
-        return json.dumps({"asctime": f"{date} {hms},{ms}", "levelname": "INFO", "name": "sglang.srt.managers.scheduler", "message": msg, **ranks})
+        return json.dumps(
+            {"asctime": f"{date} {hms},{ms}", "levelname": "INFO", "name": "sglang.srt.managers.scheduler", "message": msg, **ranks}
+        )
     esc = msg.replace("\\", "\\\\").replace('"', '\\"')
     return f'ts={date}T{hms}.{ms}Z level=info {" ".join(f"{k}={v}" for k, v in ranks.items())}{" " if ranks else ""}msg="{esc}"'
 

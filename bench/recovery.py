@@ -30,7 +30,10 @@ import test_serve_support as h  # noqa: E402
 
 def build(path: Path, gb: float) -> None:
     base = path.with_suffix(".base.log")
-    subprocess.run([sys.executable, str(ROOT / "bench" / "gen.py"), "--engine", "sglang", "--lines", "500000", "--out", str(base), "--no-truth"], check=True)
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "gen.py"), "--engine", "sglang", "--lines", "500000", "--out", str(base), "--no-truth"],
+        check=True,
+    )
     data = base.read_bytes()
     base.unlink()
     i = data.find(b"Decode batch")

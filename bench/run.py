@@ -802,7 +802,17 @@ def render(results: dict) -> str:
         md.append(
             f"### Formats: {fm['file']} ({fm['lines']:,} lines) rewritten in each format (bench/formats.py); replay, median of {results['reps']}\n"
         )
-        md += head(["format", "wall s", "lines/s", "us per line", "vs default", "vs mtail (default format)", "decode batches (truth " + str(fm["truth"]) + ")"])
+        md += head(
+            [
+                "format",
+                "wall s",
+                "lines/s",
+                "us per line",
+                "vs default",
+                "vs mtail (default format)",
+                "decode batches (truth " + str(fm["truth"]) + ")",
+            ]
+        )
         for r in fm["rows"]:
             vs_mtail = f"{r['lines_per_s'] / fm['mtail_lines_per_s']:.2f}x" if fm.get("mtail_lines_per_s") else "-"
             md.append(
@@ -1089,7 +1099,13 @@ def main(argv: list[str] | None = None) -> int:
                     failures.append(f"formats: {t.name}: decode batches {got}, truth {ftruth['decode_batches']}")
             mt = results.get("throughput", {}).get("tools", [])
             mtail_rate = next((r["lines_per_s"] for r in mt if r["name"].startswith("mtail")), None)
-            results["formats"] = {"file": fpath.name, "lines": prof.formats_lines, "truth": ftruth["decode_batches"], "rows": rows, "mtail_lines_per_s": mtail_rate}
+            results["formats"] = {
+                "file": fpath.name,
+                "lines": prof.formats_lines,
+                "truth": ftruth["decode_batches"],
+                "rows": rows,
+                "mtail_lines_per_s": mtail_rate,
+            }
 
         # 4: live latency + idle
         if "live" not in skip:

@@ -54,7 +54,7 @@ def advice_template(rule: str) -> str:
     checks every alert of the rule catalogue carries exactly this."""
     sel = f'rule="{rule}",{_SELECT}'
     return (
-        f"{{{{ range query (printf `hybrid_cache_recommendation_info{{{sel},rank=\"1\"}}` {_ARGS}) }}}}"
+        f'{{{{ range query (printf `hybrid_cache_recommendation_info{{{sel},rank="1"}}` {_ARGS}) }}}}'
         f"Start here: {FLAG_TEXT}"
         f"{{{{ end }}}}"
         f"{{{{ with query (printf `count(hybrid_cache_recommendation_info{{{sel}}}) - 1 > 0` {_ARGS}) }}}}"

@@ -227,7 +227,9 @@ def diagnosis_html(st: dict, spans: list, when: str = "now") -> str:
             since = f" since {escape(f['since'])}" if f["since"] else ""
             dur = f" ({_dur(f['for_seconds'])} of log time)" if f["for_seconds"] else ""
             sh = f.get("start_here")
-            start = f'<br><span class="start">Start here: <code>{escape(sh["flag"])}</code> &mdash; {escape(sh["effect"])}</span>' if sh else ""
+            start = (
+                f'<br><span class="start">Start here: <code>{escape(sh["flag"])}</code> &mdash; {escape(sh["effect"])}</span>' if sh else ""
+            )
             items.append(f"<li><b>{escape(f['label'])}</b>{since}{dur}: {escape(f['title'].split(': ', 1)[-1])}{start}</li>")
         out.append(f'<ul class="findings{" grey" if quiet else ""}">' + "".join(items) + "</ul>")
     out.append(legend(spans))
@@ -257,8 +259,10 @@ def actions_html(st: dict, facts: list[tuple[str, str]]) -> str:
             for i, r in enumerate(ranked, 1)
         )
         out.append(
-            "<h3>Recommended flags <span class=\"muted\">(start with the first of each finding, one change at a time)</span></h3>"
-            "<table><tr><th>#</th><th>flag</th><th>expected effect</th><th>why</th><th>risk</th><th>for (rank)</th></tr>" + rows + "</table>"
+            '<h3>Recommended flags <span class="muted">(start with the first of each finding, one change at a time)</span></h3>'
+            "<table><tr><th>#</th><th>flag</th><th>expected effect</th><th>why</th><th>risk</th><th>for (rank)</th></tr>"
+            + rows
+            + "</table>"
         )
     held = [r for r in recs if not r["rank"]]
     if held:
@@ -267,7 +271,7 @@ def actions_html(st: dict, facts: list[tuple[str, str]]) -> str:
             for r in held
         )
         out.append(
-            "<h3>Not to apply as they are <span class=\"muted\">(never in an alert)</span></h3>"
+            '<h3>Not to apply as they are <span class="muted">(never in an alert)</span></h3>'
             "<table><tr><th>flag</th><th>expected effect</th><th>caveat</th></tr>" + rows + "</table>"
         )
     if recs and st.get("balanced_ratio"):
@@ -291,10 +295,13 @@ def before_after_html(ba: dict | None) -> str:
     """The last restart: the settings that changed, pools and cap before / after / predicted, binding, queueing."""
     if not ba:
         return ""
-    changed = "; ".join(
-        f"{c['setting']} {c['before'] if c['before'] is not None else 'unset'} → {c['after'] if c['after'] is not None else 'unset'}"
-        for c in ba["changed"]
-    ) or "no logged setting (see the notes)"
+    changed = (
+        "; ".join(
+            f"{c['setting']} {c['before'] if c['before'] is not None else 'unset'} → {c['after'] if c['after'] is not None else 'unset'}"
+            for c in ba["changed"]
+        )
+        or "no logged setting (see the notes)"
+    )
     rows = "".join(
         f"<tr><td>{escape(r['what'])}</td><td>{_int(r['before'])}</td><td>{_int(r['after'])}</td>"
         f"<td>{_int(r.get('predicted')) if 'predicted' in r else ''}{escape(' (' + r['verdict'] + ')' if r.get('verdict') else '')}</td></tr>"
@@ -303,16 +310,24 @@ def before_after_html(ba: dict | None) -> str:
     b, a = ba["before"], ba["after"]
     bind = ""
     if b["binding"] and a["binding"]:
-        bind = "".join(
-            f"<tr><td>{escape(rulebook.BINDING_WORDS.get(k, (k,))[0])} binds</td><td>{_pct1(b['binding'].get(k))}</td><td>{_pct1(a['binding'].get(k))}</td><td></td></tr>"
-            for k in b["binding"]
-        ) + f"<tr><td>requests waiting</td><td>{_pct1(b['queued'])}</td><td>{_pct1(a['queued'])}</td><td></td></tr>"
+        bind = (
+            "".join(
+                f"<tr><td>{escape(rulebook.BINDING_WORDS.get(k, (k,))[0])} binds</td><td>{_pct1(b['binding'].get(k))}</td><td>{_pct1(a['binding'].get(k))}</td><td></td></tr>"
+                for k in b["binding"]
+            )
+            + f"<tr><td>requests waiting</td><td>{_pct1(b['queued'])}</td><td>{_pct1(a['queued'])}</td><td></td></tr>"
+        )
     notes = "".join(f"<li>{escape(n)}</li>" for n in ba["notes"])
-    preds = "".join(f"<li>predicted for <code>{escape(p['flag'])} {escape(p['value'])}</code>: {escape(p['effect'])}</li>" for p in ba["predictions"])
+    preds = "".join(
+        f"<li>predicted for <code>{escape(p['flag'])} {escape(p['value'])}</code>: {escape(p['effect'])}</li>" for p in ba["predictions"]
+    )
     return (
-        f"<h3>Before and after the restart <span class=\"muted\">({ba['boots']} boots in the log)</span></h3>"
+        f'<h3>Before and after the restart <span class="muted">({ba["boots"]} boots in the log)</span></h3>'
         f"<p>Changed: {escape(changed)}</p>"
-        "<table><tr><th></th><th>before</th><th>after</th><th>predicted from the first boot's log</th></tr>" + rows + bind + "</table>"
+        "<table><tr><th></th><th>before</th><th>after</th><th>predicted from the first boot's log</th></tr>"
+        + rows
+        + bind
+        + "</table>"
         + (f"<ul>{preds}{notes}</ul>" if preds or notes else "")
     )
 
@@ -333,14 +348,22 @@ def workload_html(wl: dict | None) -> str:
         d = wl.get(key)
         if d:
             rows.append(
-                f"<tr><td>{escape(what)}</td><td>{d['samples']:,}</td>" + "".join(f"<td>{_int(d[q])}</td>" for q in ("p10", "p50", "p90", "max")) + "</tr>"
+                f"<tr><td>{escape(what)}</td><td>{d['samples']:,}</td>"
+                + "".join(f"<td>{_int(d[q])}</td>" for q in ("p10", "p50", "p90", "max"))
+                + "</tr>"
             )
     table = (
-        "<table><tr><th>length</th><th>samples</th><th>p10</th><th>p50</th><th>p90</th><th>max</th></tr>" + "".join(rows) + "</table>" if rows else ""
+        "<table><tr><th>length</th><th>samples</th><th>p10</th><th>p50</th><th>p90</th><th>max</th></tr>" + "".join(rows) + "</table>"
+        if rows
+        else ""
     )
     ratio = ""
     if wl.get("ratio"):
-        ratio = "<p><code>--mamba-full-memory-ratio</code> for these lengths: " + ", ".join(f"{escape(q)} <b>{r:g}</b>" for q, r in wl["ratio"].items()) + "</p>"
+        ratio = (
+            "<p><code>--mamba-full-memory-ratio</code> for these lengths: "
+            + ", ".join(f"{escape(q)} <b>{r:g}</b>" for q, r in wl["ratio"].items())
+            + "</p>"
+        )
     verdict = f"<p>{escape(wl['verdict'])}</p>" if wl.get("verdict") else ""
     return "<h3>Request lengths (the workload behind the ratio)</h3>" + table + ratio + verdict
 

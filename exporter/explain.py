@@ -115,7 +115,12 @@ def _event(e: object) -> str:
         if isinstance(v, float):
             v = f"{v:.6g}"
         elif isinstance(v, dict):
-            v = "{" + ", ".join(f"{k}: {x:.6g}" if isinstance(x, float) else f"{k}: {x}" for k, x in list(v.items())[:8]) + (", ..." if len(v) > 8 else "") + "}"
+            v = (
+                "{"
+                + ", ".join(f"{k}: {x:.6g}" if isinstance(x, float) else f"{k}: {x}" for k, x in list(v.items())[:8])
+                + (", ..." if len(v) > 8 else "")
+                + "}"
+            )
         items.append(f"{f.name}={v}")
     text = f"{type(e).__name__}(" + ", ".join(items) + ")"
     return text if len(text) <= MAX_EVENT_TEXT else text[: MAX_EVENT_TEXT - 4] + " ...)"

@@ -392,7 +392,9 @@ def _unmodelled(src: SourceState, srv: ServerState) -> tuple[str, ...]:
     if speculative_on(src) and not extra:
         out.append("speculative decoding's extra state")
     if _mamba_size_set(src):
-        out.append("--max-mamba-cache-size (or, with the radix cache off, --max-running-requests), which sizes the mamba pool instead of the ratio")
+        out.append(
+            "--max-mamba-cache-size (or, with the radix cache off, --max-running-requests), which sizes the mamba pool instead of the ratio"
+        )
     return tuple(out)
 
 

@@ -148,7 +148,9 @@ def _unified_gates(x: Context) -> tuple[list[str], list[str]]:
         elif v.may_be_in("0.5.18", "0.5.21") and spec != "DSPARK":
             refused.append(f"speculative decoding {spec or '(algorithm not logged)'} (SGLang 0.5.18-0.5.21: DSPARK only)")
         elif spec not in ("DSPARK", "EAGLE", "EAGLE3", "DFLASH") or number(c.get("speculative_eagle_topk")) not in (None, 1.0):
-            refused.append(f"speculative decoding {spec or '(algorithm not logged)'} (SGLang 0.5.22+: DSPARK, EAGLE, EAGLE3, DFLASH, top-k 1)")
+            refused.append(
+                f"speculative decoding {spec or '(algorithm not logged)'} (SGLang 0.5.22+: DSPARK, EAGLE, EAGLE3, DFLASH, top-k 1)"
+            )
     if not unset(c.get("disaggregation_mode")) and str(c.get("disaggregation_mode")).lower() != "null":
         if v.may_be_in("0.5.15", "0.5.17"):
             refused.append("PD disaggregation (SGLang 0.5.15-0.5.17)")
@@ -309,7 +311,11 @@ def c_skip_decode_lock(x: Context) -> Candidate | None:
     if table is not None and spr < table:
         return None  # already on
     return Candidate(
-        "1", f"slots per request {spr} -> {spr - 1}", f"{f.strategy} on SGLang {f.version} (>=0.5.17)", x.mamba_findings, assumes=_spr_assumed(f)
+        "1",
+        f"slots per request {spr} -> {spr - 1}",
+        f"{f.strategy} on SGLang {f.version} (>=0.5.17)",
+        x.mamba_findings,
+        assumes=_spr_assumed(f),
     )
 
 
@@ -573,6 +579,7 @@ CATALOGUE: tuple[FlagEntry, ...] = (
 )
 BY_NAME: dict[str, FlagEntry] = {norm_flag(e.flag): e for e in CATALOGUE}
 BY_NAME[norm_flag("--mamba-scheduler-strategy")] = BY_NAME[norm_flag("--mamba-radix-cache-strategy")]  # its name in 0.5.13
+
 
 def playbook(x: Context, rule: str) -> tuple[str, ...]:
     """The flags that may answer ``rule`` on this server, in the rule catalogue's order (a retraction storm is

@@ -242,7 +242,9 @@ def replay_files(pipe, paths: Iterable[str], source: str | None, err=sys.stderr)
                 if other and _has_header(path, other):
                     print(
                         f"hybrid-cache-exporter: {path}: no {_ENGINE_NAMES[forced]} log line in it, but it looks like a "
-                        f"{_ENGINE_NAMES[other]} log: --engine {forced} was given (use --engine {other}, or auto)".replace(" a SGLang", " an SGLang"),
+                        f"{_ENGINE_NAMES[other]} log: --engine {forced} was given (use --engine {other}, or auto)".replace(
+                            " a SGLang", " an SGLang"
+                        ),
                         file=err,
                     )
                 else:

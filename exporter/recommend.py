@@ -131,6 +131,7 @@ def order(recs: list[Recommendation]) -> list[Recommendation]:
     4. the expected gain in concurrency (the request cap, from the log): a known gain first, the larger first;
     5. the playbook's order (the rule catalogue's actions).
     """
+
     def key(ir: tuple[int, Recommendation]) -> tuple:
         i, r = ir
         gain = 0 if r.gain is not None and r.gain > 0 else 1 if r.gain is None else 2

@@ -59,7 +59,8 @@ def before_after_lines(ba: dict | None) -> list[str]:
         out.append(
             "  changed: "
             + "; ".join(
-                f"{c['setting']} {fmt_value(c['before'])} → {fmt_value(c['after'])}" + (f" ({c['flag']})" if c["flag"] else "") for c in ba["changed"]
+                f"{c['setting']} {fmt_value(c['before'])} → {fmt_value(c['after'])}" + (f" ({c['flag']})" if c["flag"] else "")
+                for c in ba["changed"]
             )
         )
     for n in ba["notes"]:
@@ -89,10 +90,15 @@ def workload_lines(wl: dict | None) -> list[str]:
     if not wl:
         return []
     out = ["Request lengths (the workload behind the ratio)"]
-    for key, what in (("running", "KV tokens per running request (batch means)"), ("prompt", "prompt tokens per new request (prefill lines)")):
+    for key, what in (
+        ("running", "KV tokens per running request (batch means)"),
+        ("prompt", "prompt tokens per new request (prefill lines)"),
+    ):
         d = wl.get(key)
         if d:
-            out.append(f"  {what}: p10 {fmt_int(d['p10'])}, p50 {fmt_int(d['p50'])}, p90 {fmt_int(d['p90'])}, max {fmt_int(d['max'])} ({fmt_int(d['samples'])} samples)")
+            out.append(
+                f"  {what}: p10 {fmt_int(d['p10'])}, p50 {fmt_int(d['p50'])}, p90 {fmt_int(d['p90'])}, max {fmt_int(d['max'])} ({fmt_int(d['samples'])} samples)"
+            )
     for b in wl.get("histogram", ()):
         out.append(f"    {fmt_int(b['lo']):>9s}-{fmt_int(b['hi']):<9s} |{_bar(b['share'])}| {b['share'] * 100:5.1f}%")
     if wl.get("ratio"):
@@ -133,7 +139,6 @@ def advice_lines(st: dict) -> list[str]:
             for c in d["caveats"]:
                 out.append(f"       caveat: {c}")
     return out
-
 
 
 def _episode(ep: dict) -> str:
@@ -248,7 +253,11 @@ def render_markdown(rep: dict) -> str:
             w("")
             st = srv.get("status")
             if st:
-                w(f"**Diagnosis at the end of the log: {st['headline']}.** " + (f"*{_md(life_line(st))}* " if life_line(st) else "") + " ".join(st["words"]))
+                w(
+                    f"**Diagnosis at the end of the log: {st['headline']}.** "
+                    + (f"*{_md(life_line(st))}* " if life_line(st) else "")
+                    + " ".join(st["words"])
+                )
                 w("")
                 for line in start_lines(st):
                     w(f"- **{_md(line)}**")

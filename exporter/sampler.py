@@ -149,7 +149,9 @@ class Sampler:
                     src.detect(ev.SGLANG)
                     ts = h.ts
                     bucket = bucket_of(ts) if ts is not None else None
-                    return self._pend(src, ss, line, msg[0], ts, bucket, h.dp_rank, h.tp_rank, h.pp_rank, r[0], r[1], ss.shapes.checked, None)
+                    return self._pend(
+                        src, ss, line, msg[0], ts, bucket, h.dp_rank, h.tp_rank, h.pp_rank, r[0], r[1], ss.shapes.checked, None
+                    )
             parsed = message_line(h, src.engine) if "\n" not in msg else parse_line(line, src.engine, src.year)
         else:
             parsed = parse_line(line, src.engine, src.year)
@@ -237,7 +239,9 @@ class Sampler:
         ts = parsed.ts
         bucket = bucket_of(ts) if ts is not None else None
         c = "D" if e.kind == "decode" else "P"
-        return self._pend(src, ss, line, c, ts, bucket, parsed.dp_rank, parsed.tp_rank, parsed.pp_rank, e.new_tokens, e.cached_tokens, None, parsed)
+        return self._pend(
+            src, ss, line, c, ts, bucket, parsed.dp_rank, parsed.tp_rank, parsed.pp_rank, e.new_tokens, e.cached_tokens, None, parsed
+        )
 
     def _pend(
         self,

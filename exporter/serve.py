@@ -115,7 +115,9 @@ class Service:
         ProcessCollector(registry=self.registry)
         exposed = Labelled(self.registry, cfg.labels, self.pods.labels if self.pods else None)
         listens = [cfg.listen] if isinstance(cfg.listen, str) else list(cfg.listen)
-        pages = StatusPages(self.pipe, self.history, self.rows, self.ready, telemetry_path=cfg.telemetry_path, version=_version(), rules=cfg.rules)
+        pages = StatusPages(
+            self.pipe, self.history, self.rows, self.ready, telemetry_path=cfg.telemetry_path, version=_version(), rules=cfg.rules
+        )
         self.app = App(
             exposed,
             self.ready,

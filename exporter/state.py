@@ -359,7 +359,12 @@ class SourceState:
             self.runtime_seen = True
             # the usual sample (serving, busy, making progress) changes no state: three reads
             life = self.life
-            if batch and (life != "serving" or not (e.running or e.queued) or e.gen_throughput == 0.0) and life not in ENDED and e.kind != "prefix_cache":
+            if (
+                batch
+                and (life != "serving" or not (e.running or e.queued) or e.gen_throughput == 0.0)
+                and life not in ENDED
+                and e.kind != "prefix_cache"
+            ):
                 _life_of_sample(self, e, ts)
         if not batch:
             self.generation += 1  # capacity, configuration, the release may have changed: the facts again

@@ -123,7 +123,6 @@ def strip_collector(line: str) -> tuple[str, float | None]:
     return line, cts
 
 
-
 def split_header(line: str, engine: str | None, year: int) -> Header:
     """Find the engine's logging header in an already unwrapped line.
 

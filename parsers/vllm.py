@@ -142,9 +142,7 @@ QWEN35_DTYPE_RE = re.compile(
 SSM_RESET_RE = re.compile(r"Reset SSM cache type to (?P<dt>\w+) for accelerated GDN mamba backend ")
 SSM_STORAGE_RE = re.compile(r"Using (?P<dt>\w+) SSM state storage for the CPU accelerated GDN backend")
 # layers/mamba/gdn/qwen_gdn_linear_attn.py::_log_gdn_backend_decision (0.33.0; 0.32.0 CPU form without requested=)
-GDN_KERNEL_RE = re.compile(
-    r"Using (?P<k>[\w/ ]+?) GDN prefill kernel \((?:requested=(?P<req>\w+), )?head_k_dim=(?P<hk>\w+)\)"
-)
+GDN_KERNEL_RE = re.compile(r"Using (?P<k>[\w/ ]+?) GDN prefill kernel \((?:requested=(?P<req>\w+), )?head_k_dim=(?P<hk>\w+)\)")
 GDN_KERNELS = {
     "flashinfer": "flashinfer",
     "triton/fla": "triton",

@@ -75,7 +75,9 @@ def records(lines: list[str], year: int | None = None) -> list[Rec | str]:
             if " pid=" in pm:
                 pid = int(pm.split(" pid=", 1)[1].split(")")[0].split(",")[0])
             proc = m.group("proc") or (pm.rsplit("(", 1)[-1].split(" ")[0] if " pid=" in pm else None)
-            r = Rec(ts, "vllm", plain[m.end() :], "", m.group("level"), proc, pid, m.group("file").rsplit("/", 1)[-1], int(m.group("lineno")))
+            r = Rec(
+                ts, "vllm", plain[m.end() :], "", m.group("level"), proc, pid, m.group("file").rsplit("/", 1)[-1], int(m.group("lineno"))
+            )
             out.append(r if plain == line and m.start() == 0 else _Timed(line, ts))
             continue
         out.append(line)
@@ -128,8 +130,13 @@ def render(fmt: str, lines: list[str]) -> str:
     out = io.StringIO()
     if fmt == "config":
         sgl = logging.Formatter("[%(asctime)s.%(msecs)03d][%(filename)s:%(lineno)d][%(levelname)s]: %(message)s", "%Y-%m-%d %H:%M:%S")
-        sgl_tags = logging.Formatter("[%(asctime)s.%(msecs)03d][%(ranks)s][%(filename)s:%(lineno)d][%(levelname)s]: %(message)s", "%Y-%m-%d %H:%M:%S")
-        vl = logging.Formatter("[%(asctime)s.%(msecs)03d][%(processName)s pid=%(process)d][%(filename)s:%(lineno)d][%(levelname)s]: %(message)s", "%Y-%m-%d %H:%M:%S")
+        sgl_tags = logging.Formatter(
+            "[%(asctime)s.%(msecs)03d][%(ranks)s][%(filename)s:%(lineno)d][%(levelname)s]: %(message)s", "%Y-%m-%d %H:%M:%S"
+        )
+        vl = logging.Formatter(
+            "[%(asctime)s.%(msecs)03d][%(processName)s pid=%(process)d][%(filename)s:%(lineno)d][%(levelname)s]: %(message)s",
+            "%Y-%m-%d %H:%M:%S",
+        )
         for r in recs:
             if isinstance(r, str):
                 out.write(r + "\n")
@@ -152,7 +159,11 @@ def render(fmt: str, lines: list[str]) -> str:
     else:  # structlog's renderers: the event dict a processor chain builds
         import structlog
 
-        render_ = structlog.processors.JSONRenderer() if fmt == "structlog" else structlog.processors.LogfmtRenderer(key_order=["timestamp", "level", "event"])
+        render_ = (
+            structlog.processors.JSONRenderer()
+            if fmt == "structlog"
+            else structlog.processors.LogfmtRenderer(key_order=["timestamp", "level", "event"])
+        )
         for r in recs:
             if isinstance(r, str):
                 out.write(r + "\n")

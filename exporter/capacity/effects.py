@@ -43,7 +43,9 @@ class Effect:
     @property
     def changes_nothing(self) -> bool:
         """No figure it knows moves (``max-num-seqs 4: cap 4 → 4``): ``plan`` does not print such an effect."""
-        pairs = [(getattr(self, k + "_before"), getattr(self, k + "_after")) for k in ("mamba_slots", "slots_per_request", "kv_tokens", "cap")]
+        pairs = [
+            (getattr(self, k + "_before"), getattr(self, k + "_after")) for k in ("mamba_slots", "slots_per_request", "kv_tokens", "cap")
+        ]
         known = [(a, b) for a, b in pairs if a is not None or b is not None]
         return bool(known) and all(a == b for a, b in known)
 

@@ -175,7 +175,11 @@ def unmodelled_notes(model: ModelSpec, inputs: PlanInputs, *, gpu_memory: bool =
         out.append(
             f"GDN prefill kernel: {kernel}"
             + (" (one prefill-checkpoint block per request in align mode, 64-token block alignment)" if kernel == "flashinfer" else "")
-            + ("; on Blackwell this assumes a CUDA 13 runtime (CUDA 12: --gdn-prefill-backend triton)" if inputs.platform == "blackwell" and kernel == "flashinfer" else "")
+            + (
+                "; on Blackwell this assumes a CUDA 13 runtime (CUDA 12: --gdn-prefill-backend triton)"
+                if inputs.platform == "blackwell" and kernel == "flashinfer"
+                else ""
+            )
         )
     if inputs.platform == "cpu":
         if inputs.engine == "sglang":

@@ -113,7 +113,9 @@ def run(args: argparse.Namespace) -> int:
             return 1
         servers = from_log(pipe)
         if args.json:
-            print(json.dumps([dict(s, effects=[asdict(e) for e in s["effects"]]) for s in servers], indent=2, ensure_ascii=False, default=str))
+            print(
+                json.dumps([dict(s, effects=[asdict(e) for e in s["effects"]]) for s in servers], indent=2, ensure_ascii=False, default=str)
+            )
         else:
             print(render_from_log(servers))
         return 0

@@ -265,16 +265,33 @@ def test_vllm_platforms_match_oracle(case):
     kv = "fp8" if name == "kimi-k3" and platform != "cpu" else "bfloat16"
     avail = int(30 * GiB)
     want = vl.size_pool(
-        cfg, available_memory=avail, tp=tp, cache_dtype=kv, enable_prefix_caching=pc, max_model_len=32768, platform=platform, gdn_backend=backend
+        cfg,
+        available_memory=avail,
+        tp=tp,
+        cache_dtype=kv,
+        enable_prefix_caching=pc,
+        max_model_len=32768,
+        platform=platform,
+        gdn_backend=backend,
     )
     plan = cap.make_plan(
         model(name),
         cap.PlanInputs(
-            engine="vllm", tp=tp, budget_bytes=avail, kv_dtype=kv, context_len=32768, prefix_caching=pc, platform=platform, gdn_backend=backend
+            engine="vllm",
+            tp=tp,
+            budget_bytes=avail,
+            kv_dtype=kv,
+            context_len=32768,
+            prefix_caching=pc,
+            platform=platform,
+            gdn_backend=backend,
         ),
     )
     vp = plan.vllm
-    got = {k: getattr(vp, k) for k in ("mode", "mamba_page", "block_size", "page_bytes", "num_blocks", "blocks_per_request", "max_concurrency", "cap")}
+    got = {
+        k: getattr(vp, k)
+        for k in ("mode", "mamba_page", "block_size", "page_bytes", "num_blocks", "blocks_per_request", "max_concurrency", "cap")
+    }
     assert got == {k: want[k] for k in got}
 
 

@@ -56,7 +56,9 @@ def test_before_and_after_two_vllm_boots():
 
 
 def test_the_workload_behind_the_ratio_and_a_log_too_short_to_know():
-    rep = json.loads(run("report", "--json", str(SCEN / "sglang-mamba-bound.log"), str(ROOT / "fixtures" / "sglang" / "v0.5.23.log")).stdout)
+    rep = json.loads(
+        run("report", "--json", str(SCEN / "sglang-mamba-bound.log"), str(ROOT / "fixtures" / "sglang" / "v0.5.23.log")).stdout
+    )
     by = {s["source"]: s["servers"][0]["workload"] for s in rep["sources"]}
     wl = by["sglang-mamba-bound"]
     assert wl["running"]["samples"] >= 30 and wl["running"]["p50"] <= wl["running"]["p90"] <= wl["running"]["max"]
@@ -68,7 +70,9 @@ def test_the_workload_behind_the_ratio_and_a_log_too_short_to_know():
 
 
 def test_plan_from_log_starts_from_the_logged_pools_and_says_how_far_the_model_is():
-    out = run("plan", "--from-log", str(SCEN / "sglang-mamba-bound.log"), str(SCEN / "sglang-kv-bound.log"), str(SCEN / "vllm-max-num-seqs.log")).stdout
+    out = run(
+        "plan", "--from-log", str(SCEN / "sglang-mamba-bound.log"), str(SCEN / "sglang-kv-bound.log"), str(SCEN / "vllm-max-num-seqs.log")
+    ).stdout
     assert "model check: the ratio arithmetic gives 79 mamba slots for ratio 0.9, the log 80 (+1 %): within 5 %" in out
     assert "the log 240 (-21 %): ratio predictions scaled from the logged pools" in out
     assert "model and log disagree by -21 %" in out  # said in the scaled effect itself
@@ -78,7 +82,19 @@ def test_plan_from_log_starts_from_the_logged_pools_and_says_how_far_the_model_i
 
 
 def test_plan_prints_no_effect_that_changes_nothing():
-    out = run("plan", "--config", str(ROOT / "fixtures" / "configs" / "qwen3.8-27b.json"), "--engine", "vllm", "--kv-budget", "38", "--context-len", "131072", "--max-num-seqs", "16").stdout
+    out = run(
+        "plan",
+        "--config",
+        str(ROOT / "fixtures" / "configs" / "qwen3.8-27b.json"),
+        "--engine",
+        "vllm",
+        "--kv-budget",
+        "38",
+        "--context-len",
+        "131072",
+        "--max-num-seqs",
+        "16",
+    ).stdout
     assert "max-num-seqs" not in out.split("flag effects:", 1)[1].split("note:", 1)[0]
     assert "note: --max-num-seqs frees no KV memory in vLLM V1" in out
 

@@ -41,7 +41,9 @@ def test_explain_says_what_each_line_was_read_as(tmp_path: Path) -> None:
 
 def test_explain_reads_stdin_and_names_other_engines_lines(tmp_path: Path) -> None:
     lines = "2026-03-02 08:01:41,222 - lmdeploy - INFO - cache_engine.py:51 - build CacheEngine with config:CacheConfig(max_batches=256)\n"
-    r = subprocess.run([sys.executable, "-m", "exporter", "replay", "--explain", "-"], input=lines, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "exporter", "replay", "--explain", "-"], input=lines, capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stderr
     assert "stdin:1  ignored" in r.stdout and "a header, but no message SGLang or vLLM prints after it" in r.stdout
     assert "engine not known (no SGLang or vLLM message)" in r.stdout

@@ -49,7 +49,9 @@ def _replay(path: Path, *args: str, pin: bool = True, prefix: tuple[str, ...] = 
     env = dict(os.environ)
     if not pin:
         env.pop(clock.YEAR_ENV, None)
-    r = subprocess.run([*prefix, sys.executable, "-m", "exporter", "replay", *args, str(path)], cwd=ROOT, env=env, capture_output=True, timeout=120)
+    r = subprocess.run(
+        [*prefix, sys.executable, "-m", "exporter", "replay", *args, str(path)], cwd=ROOT, env=env, capture_output=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr.decode()
     return r.stdout.decode()
 
@@ -62,7 +64,9 @@ def _differ(pairs: list[tuple[Path, Path]], *args: str, pin: bool = True, prefix
         env.pop(clock.YEAR_ENV, None)
     results = replay_many([["replay", *args, str(copy)] for _, copy in pairs], env=env, prefix=prefix)
     assert [r["stderr"] for r in results if r["rc"] != 0] == []
-    return [f"{log.parent.name}/{log.name}" for (log, _), r in zip(pairs, results, strict=True) if r["stdout"] != golden_path(log).read_text()]
+    return [
+        f"{log.parent.name}/{log.name}" for (log, _), r in zip(pairs, results, strict=True) if r["stdout"] != golden_path(log).read_text()
+    ]
 
 
 def test_the_suite_pins_the_year():
@@ -90,11 +94,25 @@ def test_an_explicit_year_beats_the_pin_and_the_file(tmp_path):
 
 
 def test_a_bad_year_is_refused_by_every_command():
-    for cmd in (["replay", "fixtures/vllm/v0.33.0.log"], ["report", "fixtures/vllm/v0.33.0.log"], ["serve", "--log", "x.log"], ["plan", "--from-log", "x.log"]):
-        r = subprocess.run([sys.executable, "-m", "exporter", *cmd, "--log.year", "next"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    for cmd in (
+        ["replay", "fixtures/vllm/v0.33.0.log"],
+        ["report", "fixtures/vllm/v0.33.0.log"],
+        ["serve", "--log", "x.log"],
+        ["plan", "--from-log", "x.log"],
+    ):
+        r = subprocess.run(
+            [sys.executable, "-m", "exporter", *cmd, "--log.year", "next"], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
         assert r.returncode == 2 and "--log.year: not a year: 'next'" in r.stderr, (cmd, r.stderr)
     env = dict(os.environ, **{clock.YEAR_ENV: "20x6"})
-    r = subprocess.run([sys.executable, "-m", "exporter", "replay", "fixtures/vllm/v0.33.0.log"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "exporter", "replay", "fixtures/vllm/v0.33.0.log"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and "not a year: '20x6'" in r.stderr
 
 
@@ -105,7 +123,9 @@ def test_the_goldens_pass_under_faketime_in_2031(tmp_path):
             pytest.fail("faketime is required in CI (apt-get install faketime / make tools)")
         pytest.skip("faketime not installed (make tools installs it)")
     fake = (FAKETIME, "-f", "@2031-06-01 12:00:00")
-    probe = subprocess.run([*fake, sys.executable, "-c", "import time; print(time.localtime().tm_year)"], capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        [*fake, sys.executable, "-c", "import time; print(time.localtime().tm_year)"], capture_output=True, text=True, timeout=60
+    )
     assert probe.stdout.strip() == "2031", probe.stderr
     pairs = _copies(tmp_path, time.mktime((2031, 6, 1, 11, 0, 0, 0, 0, -1)))
     assert _differ(pairs, prefix=fake) == []

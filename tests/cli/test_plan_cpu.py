@@ -29,7 +29,10 @@ from parsers import events as ev  # noqa: E402
 def plan(config: Path, *args: str) -> str:
     r = subprocess.run(
         [sys.executable, "-m", "exporter", "plan", "--config", str(config), "--engine", "vllm", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert r.returncode == 0, r.stderr
     return r.stdout
@@ -72,7 +75,9 @@ def _kv_bound_on(device: str, model: str) -> Feeder:
     f = Feeder(ev.VLLM)
     f.event(ev.ServerStarting(version="0.32.0"), T0, tp=None, raw="version 0.32.0")
     f.config(kind="non_default_args", raw="non-default args: ", max_num_seqs=64, model=model)
-    f.event(ev.KVCapacity(tokens=100_000, max_model_len=2048, max_concurrency=48.8, device=device), T0, tp=None, raw=f"{device} KV cache size")
+    f.event(
+        ev.KVCapacity(tokens=100_000, max_model_len=2048, max_concurrency=48.8, device=device), T0, tp=None, raw=f"{device} KV cache size"
+    )
     for i in range(20):
         f.stats(T0 + 10 * i, running=40, queued=6, kv=0.97)
     assert f.finding("kv_bound") == 1

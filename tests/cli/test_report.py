@@ -188,7 +188,9 @@ def test_report_times_are_in_the_zone_of_log_timezone():
     env = dict(os.environ, TZ="America/New_York")
 
     def run(*args: str) -> str:
-        r = subprocess.run([sys.executable, "-m", "exporter", "report", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-m", "exporter", "report", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+        )
         assert r.returncode == 0, r.stderr
         return r.stdout
 
@@ -224,7 +226,9 @@ def test_report_says_the_servers_state_on_every_face():
     log = ROOT / "fixtures" / "vllm" / "mamba-blocks-exceeded.log"
 
     def run(*args: str) -> str:
-        r = subprocess.run([sys.executable, "-m", "exporter", "report", *args, str(log)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-m", "exporter", "report", *args, str(log)], capture_output=True, text=True, cwd=ROOT, timeout=120
+        )
         assert r.returncode == 0, r.stderr
         return r.stdout
 

@@ -26,8 +26,10 @@ def offset(tz: str, utc_ts: float) -> float:
     from zoneinfo import ZoneInfo
 
     return ZoneInfo(tz).utcoffset(datetime.utcfromtimestamp(utc_ts)).total_seconds()
-LAST = re.compile(rb'hybrid_cache_last_line_timestamp_seconds\{[^}]*\} (\S+)')
-TIMES = re.compile(rb'(_timestamp_seconds\{[^}]*\}) \S+')  # every log-time value of an exposition
+
+
+LAST = re.compile(rb"hybrid_cache_last_line_timestamp_seconds\{[^}]*\} (\S+)")
+TIMES = re.compile(rb"(_timestamp_seconds\{[^}]*\}) \S+")  # every log-time value of an exposition
 
 
 def replay(*args: str, tz: str = "UTC", cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -67,7 +69,10 @@ def test_times_with_a_zone_are_exact_whatever_the_setting(tmp_path: Path) -> Non
     )
     log = tmp_path / "z.log"
     log.write_text(line)
-    got = {last_ts(replay("--log.timezone", zone, str(log), tz=tz).stdout) for zone, tz in (("UTC", "UTC"), ("Asia/Kolkata", "CET-1"), ("local", "America/New_York"))}
+    got = {
+        last_ts(replay("--log.timezone", zone, str(log), tz=tz).stdout)
+        for zone, tz in (("UTC", "UTC"), ("Asia/Kolkata", "CET-1"), ("local", "America/New_York"))
+    }
     assert got == {1786688250.5}  # 2026-08-14T06:17:30.5Z
 
 

@@ -204,7 +204,17 @@ def test_the_face_is_on_top():
 def test_the_face_parses_and_prints_only():
     """The face builds nothing itself: no pipeline, collector, registry, tailer or server class is
     named in it (those are made by the composition root)."""
-    built = ("Pipeline(", "Rules(", "History(", "HybridCacheCollector(", "CollectorRegistry(", "Manager(", "StdinSource(", "make_server(", "attach(")
+    built = (
+        "Pipeline(",
+        "Rules(",
+        "History(",
+        "HybridCacheCollector(",
+        "CollectorRegistry(",
+        "Manager(",
+        "StdinSource(",
+        "make_server(",
+        "attach(",
+    )
     for mod, path in MODULES.items():
         if mod.startswith(FACE):
             text = path.read_text(encoding="utf-8")

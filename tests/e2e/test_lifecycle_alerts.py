@@ -61,7 +61,14 @@ def test_a_dead_and_a_stalled_server_page_and_a_stopped_one_does_not(tmp_path):
     try:
         for k in logs:
             cmd = exporter_cmd() + ["serve", "--web.listen-address", f"127.0.0.1:{ports[k]}", "--from-beginning"]
-            procs.append(subprocess.Popen([*cmd, "--log", f"server={tmp_path / f'{k}.log'}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [*cmd, "--log", f"server={tmp_path / f'{k}.log'}"],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
         cmd = ["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}"]
         cmd += [f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
@@ -71,7 +78,11 @@ def test_a_dead_and_a_stalled_server_page_and_a_stopped_one_does_not(tmp_path):
         want = {("dead", "HybridCacheEngineDied"), ("stalled", "HybridCacheServerStalled")}
 
         def firing() -> set[tuple[str, str]]:
-            return {(a["labels"]["instance"], a["labels"]["alertname"]) for a in prom.alerts() if a["state"] == "firing" and a["labels"]["alertname"] in LIFE_ALERTS}
+            return {
+                (a["labels"]["instance"], a["labels"]["alertname"])
+                for a in prom.alerts()
+                if a["state"] == "firing" and a["labels"]["alertname"] in LIFE_ALERTS
+            }
 
         wait_for("the lifecycle alerts to fire", lambda: firing() == want, 60, procs)
         time.sleep(4)  # a few more evaluations: nothing else joins (the stopped server never pages)

@@ -444,7 +444,9 @@ def test_fleet_dashboards_recording_rules_and_alerts_against_real_prometheus(tmp
             e = by_instance[a["labels"]["instance"]]
             rule = next(r.id for r in rulebook.RULES if r.alert == a["labels"]["alertname"])
             rep = json.loads(
-                subprocess.run(exporter_cmd() + ["report", "--json", str(e.fixture)], capture_output=True, text=True, timeout=120, check=True).stdout
+                subprocess.run(
+                    exporter_cmd() + ["report", "--json", str(e.fixture)], capture_output=True, text=True, timeout=120, check=True
+                ).stdout
             )
             recs = rep["sources"][0]["servers"][0]["status"]["recommendations"]
             first = [d["flag"] for d in recs if d["ranks"].get(rule) == 1]

@@ -117,7 +117,18 @@ def plan(config: Path, *args: str) -> dict:
 def assert_plan(config: Path, boot: Boot, vm: str, cap: float | None, *args: str) -> dict:
     """``plan`` for the same configuration, budget and platform reproduces what the engine logged."""
     cc = cache_config(vm)
-    p = plan(config, "--platform", "cpu", "--kv-budget", repr(boot.kv_gib), "--context-len", str(boot.max_len), "--vllm-version", h.VLLM_VERSION, *args)
+    p = plan(
+        config,
+        "--platform",
+        "cpu",
+        "--kv-budget",
+        repr(boot.kv_gib),
+        "--context-len",
+        str(boot.max_len),
+        "--vllm-version",
+        h.VLLM_VERSION,
+        *args,
+    )
     v = p["vllm"]
     assert v["block_size"] == int(cc["block_size"])
     assert v["num_blocks"] == int(cc["num_gpu_blocks"])
@@ -331,7 +342,9 @@ def reports(paths: list[Path], rules: Path) -> dict[str, str]:
     """``report`` of the real log in its four formats."""
     out = {}
     for fmt, flag in (("text", ()), ("markdown", ("--markdown",)), ("json", ("--json",)), ("html", ("--html",))):
-        r = subprocess.run([str(h.EXE), "report", *flag, "--rules-config", str(rules), *map(str, paths)], capture_output=True, text=True, timeout=180)
+        r = subprocess.run(
+            [str(h.EXE), "report", *flag, "--rules-config", str(rules), *map(str, paths)], capture_output=True, text=True, timeout=180
+        )
         assert r.returncode == 0, (fmt, r.stderr)
         out[fmt] = r.stdout
     return out

@@ -136,9 +136,7 @@ def json_logging_config(path: Path) -> Path:
                 "format": "%(asctime)s %(levelname)s %(name)s %(filename)s %(lineno)d %(message)s",
             }
         },
-        "handlers": {
-            "console": {"class": "logging.StreamHandler", "formatter": "json", "level": "INFO", "stream": "ext://sys.stdout"}
-        },
+        "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json", "level": "INFO", "stream": "ext://sys.stdout"}},
         "loggers": {"vllm": {"handlers": ["console"], "level": "INFO", "propagate": False}},
     }
     path.write_text(json.dumps(cfg, indent=1))
@@ -513,9 +511,12 @@ def standard_replacements(workdir: Path) -> dict[str, str]:
     env_dir = engine_env_dir()
     base = sys.base_prefix
     with contextlib.suppress(Exception):
-        base = subprocess.run(
-            [engine_python(), "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True, timeout=60
-        ).stdout.strip() or base
+        base = (
+            subprocess.run(
+                [engine_python(), "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True, timeout=60
+            ).stdout.strip()
+            or base
+        )
     return {
         str(workdir / "models"): "/models",
         str(workdir): "/work",

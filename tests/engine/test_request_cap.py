@@ -91,10 +91,15 @@ def run(qwen, workdir) -> Run:
         eng2 = h.Engine(qwen, log, args=("--max-model-len", "2048", "--max-num-seqs", str(recommended)))
         eng2.start()
         e2 = c.wait_exporter(
-            side, lambda e: c.exp(e, "server_restarts_total", SOURCE) == 1 and c.exp(e, "kv_capacity_tokens", SOURCE) is not None, 30, "boot 2"
+            side,
+            lambda e: c.exp(e, "server_restarts_total", SOURCE) == 1 and c.exp(e, "kv_capacity_tokens", SOURCE) is not None,
+            30,
+            "boot 2",
         )
         v2 = eng2.metrics()
-        h.Load(eng2.base, eng2.served_name, n=3 * recommended, concurrency=min(CONCURRENCY, recommended), max_tokens=64, max_seconds=60).start().join()
+        h.Load(
+            eng2.base, eng2.served_name, n=3 * recommended, concurrency=min(CONCURRENCY, recommended), max_tokens=64, max_seconds=60
+        ).start().join()
         c.wait_log(log, c.IDLE_LINE, 4 * h.STATS_INTERVAL + 30, after=h.read(log).rfind("non-default args"))
         e2_load = side.caught_up()
         eng2.stop()
@@ -157,7 +162,9 @@ def test_report_and_status_page_compare_the_two_boots(run):
     vLLM then logged (equal), the binding and queueing shares before/after; and the server's state, stopped."""
     kv = c.last_boot(h.read(run.rotated)).tokens
     c.assert_before_after(run.reports, run.page, SOURCE, CAP, run.recommended, kv, "request_cap_bound")
-    assert "Server state: stopped: it logged a shutdown" in run.page and "Server state: stopped: it logged a shutdown" in run.reports["text"]
+    assert (
+        "Server state: stopped: it logged a shutdown" in run.page and "Server state: stopped: it logged a shutdown" in run.reports["text"]
+    )
 
 
 def test_sidecar_counts_every_stats_line_once(run):

@@ -50,7 +50,9 @@ def run(qwen, workdir) -> Run:
         e0, v0 = c.boot(side, eng, SOURCE)
         boot = c.last_boot(h.read(log))
         p = c.plan(qwen / "config.json", "--platform", "cpu", "--kv-budget", repr(boot.kv_gib), "--context-len", str(boot.max_len))
-        load = h.Load(eng.base, eng.served_name, n=60, concurrency=CONCURRENCY, prompt=prompt, max_tokens=MAX_TOKENS, max_seconds=240).start()
+        load = h.Load(
+            eng.base, eng.served_name, n=60, concurrency=CONCURRENCY, prompt=prompt, max_tokens=MAX_TOKENS, max_seconds=240
+        ).start()
         rec = c.Recorder(eng, side, load)
         rec.run()
         load.join()
@@ -60,7 +62,9 @@ def run(qwen, workdir) -> Run:
         e_idle, v_idle = side.caught_up(), eng.metrics()
         e_idle = c.wait_exporter(side, side.all_read, 20, "both files read")
         eng.stop()
-        e_stop = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "stopped" and c.state_of(e, JSON_SOURCE) == "stopped", 30, "the stopped state")
+        e_stop = c.wait_exporter(
+            side, lambda e: c.state_of(e, SOURCE) == "stopped" and c.state_of(e, JSON_SOURCE) == "stopped", 30, "the stopped state"
+        )
         e_stop = c.wait_exporter(side, side.all_read, 20, "both files read")
         h.save_fixture(log, SOURCE, workdir)
         return Run(h.read(log), e0, v0, rec, e_idle, v_idle, e_stop, p, load, h.read(eng.json_log))
@@ -148,7 +152,11 @@ def test_the_json_logging_config_gives_the_same_metrics_on_the_same_run(run):
     assert len(h.stats_lines(run.log)) == run.json_log.count("Avg prompt throughput") > 0
     n = c.assert_same_metrics(run.idle_exposition, SOURCE, JSON_SOURCE)
     assert n > 20, n
-    assert c.exp(run.idle_exposition, "kv_capacity_tokens", JSON_SOURCE) == c.exp(run.idle_exposition, "kv_capacity_tokens", SOURCE) is not None
+    assert (
+        c.exp(run.idle_exposition, "kv_capacity_tokens", JSON_SOURCE)
+        == c.exp(run.idle_exposition, "kv_capacity_tokens", SOURCE)
+        is not None
+    )
     assert c.assert_same_metrics(run.stopped_exposition, SOURCE, JSON_SOURCE) > 20
     assert c.state_of(run.stopped_exposition, JSON_SOURCE) == "stopped"
     c.assert_clean_lines(run.stopped_exposition, JSON_SOURCE)

@@ -234,8 +234,7 @@ def write_tokenizer(out: str) -> None:
                 "unk_token": None,
                 "model_max_length": 4096,
                 "chat_template": (
-                    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-                    "{% endfor %}<|im_start|>assistant\n"
+                    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n"
                 ),
             },
             f,

@@ -52,7 +52,7 @@ OPTIONS = (
 )
 
 # runs inside the engine's Python: prints {option: declaration} of the parser the engine builds
-BUILD = r'''
+BUILD = r"""
 import importlib, importlib.abc, importlib.machinery, json, os, sys
 from unittest import mock
 MOCK = set(filter(None, os.environ.get("MOCK", "").split(",")))
@@ -97,7 +97,7 @@ for a in p._actions:
         out[o] = {"action": type(a).__name__, "nargs": a.nargs, "type": getattr(a.type, "__name__", None),
                   "choices": [str(c) for c in a.choices] if a.choices else None}
 json.dump(out, sys.stdout)
-'''
+"""
 
 
 def unpack(engine: str, version: str, wheels: Path) -> Path:

@@ -108,13 +108,17 @@ def test_vllm_behind_a_collector_stamp_and_a_logging_prefix() -> None:
 
 
 def _record(msg: str, **extra) -> logging.LogRecord:
-    return logging.makeLogRecord({"msg": msg, "levelname": "INFO", "levelno": 20, "name": "sglang.srt", "created": T + 0.5, "msecs": 500.0, **extra})
+    return logging.makeLogRecord(
+        {"msg": msg, "levelname": "INFO", "levelno": 20, "name": "sglang.srt", "created": T + 0.5, "msecs": 500.0, **extra}
+    )
 
 
 def test_python_json_logger() -> None:
     from pythonjsonlogger.json import JsonFormatter
 
-    line = JsonFormatter("%(asctime)s %(levelname)s %(name)s %(processName)s %(process)d %(message)s").format(_record(DECODE, dp_rank=1, tp_rank=0))
+    line = JsonFormatter("%(asctime)s %(levelname)s %(name)s %(processName)s %(process)d %(message)s").format(
+        _record(DECODE, dp_rank=1, tp_rank=0)
+    )
     r = parse_line(line, None)
     assert r.outcome == PARSED and r.engine == "sglang" and (r.dp_rank, r.tp_rank) == ("1", 0) and r.ts == T + 0.5
     line = JsonFormatter("%(asctime)s %(message)s", timestamp=True).format(_record(DECODE))
@@ -143,7 +147,13 @@ def test_structlog_json_and_logfmt() -> None:
         json.dumps({"message": DECODE, "ts": int((T + 0.5) * 1000)}),
         json.dumps({"message": DECODE, "time": int((T + 0.5) * 1e9)}),
         json.dumps({"text": "...", "record": {"message": DECODE, "time": {"repr": "x", "timestamp": T + 0.5}}}),  # loguru serialize
-        json.dumps({"log": json.dumps({"asctime": "2026-03-02 08:01:44,500", "message": DECODE}) + "\n", "stream": "stderr", "time": "2026-03-02T08:01:45Z"}),
+        json.dumps(
+            {
+                "log": json.dumps({"asctime": "2026-03-02 08:01:44,500", "message": DECODE}) + "\n",
+                "stream": "stderr",
+                "time": "2026-03-02T08:01:45Z",
+            }
+        ),
     ],
 )
 def test_structured_shapes(line: str) -> None:

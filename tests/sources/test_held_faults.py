@@ -104,7 +104,9 @@ def _tmpfs(size: str, ro: bool = False):
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(d)], capture_output=True, text=True)
     if r.returncode != 0:
         d.rmdir()
-        ci_support.need(False, f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): the full and read-only filesystem cases need one")
+        ci_support.need(
+            False, f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): the full and read-only filesystem cases need one"
+        )
     try:
         yield d
     finally:
@@ -181,7 +183,9 @@ def test_a_log_across_the_dst_change(tmp_path):
     replayed = subprocess.run([str(h.EXE), "replay", str(log)], env=env, check=True, capture_output=True, text=True).stdout
     port = h.free_port()
     err = open(tmp_path / "err", "wb")  # noqa: SIM115
-    proc = subprocess.Popen([str(h.EXE), "serve", "--listen", f"127.0.0.1:{port}", "--log", str(log), "--from-beginning"], env=env, stderr=err)
+    proc = subprocess.Popen(
+        [str(h.EXE), "serve", "--listen", f"127.0.0.1:{port}", "--log", str(log), "--from-beginning"], env=env, stderr=err
+    )
     srv = h.Serve.__new__(h.Serve)
     srv.port, srv.proc, srv.err, srv.err_path, srv.base = port, proc, err, tmp_path / "err", f"http://127.0.0.1:{port}"
     try:

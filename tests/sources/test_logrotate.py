@@ -56,10 +56,7 @@ WATCHES = {"inotify": [], "poll": ["--poll-interval", "0.3"]}
 # naming polled, so the copies hold unread lines. Only the cases that apply are generated.
 ONE_WATCH = {"copytruncate-dateext": "inotify", "copytruncate-extension": "poll"}
 CASES = [
-    pytest.param(mode, WATCHES[watch], id=f"{watch}-{mode}")
-    for watch in WATCHES
-    for mode in MODES
-    if ONE_WATCH.get(mode, watch) == watch
+    pytest.param(mode, WATCHES[watch], id=f"{watch}-{mode}") for watch in WATCHES for mode in MODES if ONE_WATCH.get(mode, watch) == watch
 ]
 
 

@@ -93,7 +93,9 @@ def test_second_boot_appended(serve, tmp_path, engine):
         log.write_bytes(data + second_boot(data))
     else:
         data = VLLM.read_bytes()
-        other = data.replace(b"GPU KV cache size: ", b"GPU KV cache size: 1").replace(b"Maximum concurrency for", b"Maximum concurrency  for")
+        other = data.replace(b"GPU KV cache size: ", b"GPU KV cache size: 1").replace(
+            b"Maximum concurrency for", b"Maximum concurrency  for"
+        )
         log.write_bytes(data + other)
     want = facts(replay(log))
     first_boot = facts(replay(_copy(tmp_path, data)))
@@ -114,7 +116,13 @@ def renamed(lines: list[str], source: str) -> list[str]:
     return sorted(re.sub(r'source="[^"]*"', f'source="{source}"', ln) for ln in lines)
 
 
-BOOT = ("hybrid_cache_mamba_capacity", "hybrid_cache_kv_capacity", "hybrid_cache_max_running", "hybrid_cache_server_info", "hybrid_cache_mamba_slots")
+BOOT = (
+    "hybrid_cache_mamba_capacity",
+    "hybrid_cache_kv_capacity",
+    "hybrid_cache_max_running",
+    "hybrid_cache_server_info",
+    "hybrid_cache_mamba_slots",
+)
 
 
 def boot_facts(lines: list[str]) -> list[str]:

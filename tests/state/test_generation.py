@@ -19,7 +19,9 @@ DECODE = (
     "[2026-08-14 08:11:{s:02d} TP0] Decode batch, #running-req: 16, #full token: 5208, full token usage: 0.11, "
     "mamba num: 64, mamba usage: 0.80, #queue-req: 4, cuda graph: True, gen throughput (token/s): 812.00"
 )
-MAMBA_120 = "[2026-08-14 08:10:40 TP0] Mamba Cache is allocated. max_mamba_cache_size: 120, conv_state size: 0.16GB, ssm_state size: 8.55GB "
+MAMBA_120 = (
+    "[2026-08-14 08:10:40 TP0] Mamba Cache is allocated. max_mamba_cache_size: 120, conv_state size: 0.16GB, ssm_state size: 8.55GB "
+)
 
 
 def test_facts_follow_the_log_without_the_rules():

@@ -122,7 +122,9 @@ def test_stalled_tls_handshakes_cannot_hold_the_workers(serve, tmp_path):
             return False
 
     h.wait_for(up, what="https up")
-    _scrape_behind_silent_connections(srv.port, lambda timeout: http.client.HTTPSConnection("127.0.0.1", srv.port, context=ctx, timeout=timeout))
+    _scrape_behind_silent_connections(
+        srv.port, lambda timeout: http.client.HTTPSConnection("127.0.0.1", srv.port, context=ctx, timeout=timeout)
+    )
 
 
 def test_a_bare_port_is_explained():
