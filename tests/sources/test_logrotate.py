@@ -164,4 +164,10 @@ def test_poll_late_compressed_generations(serve, writers, tmp_path, k):
     assert (lost > 0) == (k == 5)
     text = h.wait_count(srv, written - lost, timeout=30)
     assert h.value(text, h.LINES, outcome="parsed") == written - lost
-    assert h.value(text, ROTATIONS) == 2 * min(k, 4)
+    # A writer that reopens by path (WatchedFileHandler) can write between logrotate's rename and
+    # its create: the path is then the writer's new file, which logrotate moves aside as
+    # ``server.log-YYYYMMDDHH.backup`` before it creates its own. That is one more generation (read
+    # from there: its lines are in the count above), so one more rotation; once in 20 runs beside
+    # two CPU hogs, and in CI (5 rotations for k = 2).
+    extra = sum(n.endswith(".backup") for n in os.listdir(tmp_path))
+    assert h.value(text, ROTATIONS) == 2 * min(k, 4) + extra, sorted(os.listdir(tmp_path))
