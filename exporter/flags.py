@@ -367,6 +367,21 @@ def c_unified_memory(x: Context) -> Candidate | None:
 CPU_FP8_ASSUMES = "an x86 CPU with AVX-512 or AMX: vLLM's CPU build refuses an fp8 KV cache without (cpu_attn.py::_get_attn_isa)"
 
 
+# vLLM's CPU build (0.32.0-0.33.0, platforms/cpu.py::CpuPlatform.check_and_update_config), on a CPU with AVX512-BF16,
+# resets any SSM cache dtype but float32 to float32, except a 16-bit one asked for a GDN model (its accelerated GDN
+# keeps it); it says so (``Reset SSM cache type ...``) only when the dtype was not float32 already, which a Nemotron-H
+# on auto is (its config hook sets float32 first). So a 16-bit state for another family is withheld where the log
+# shows that branch, and assumes a CPU without it elsewhere (tests/cli/test_plan_cpu.py).
+CPU_SSM_ASSUMES = (
+    "a CPU without AVX512-BF16: with it vLLM's CPU build keeps this model's SSM state float32 whatever the flag (platforms/cpu.py)"
+)
+
+
+def _is_gdn(src: SourceState) -> bool:
+    """A Gated DeltaNet model: it logs its GDN prefill kernel, or its architecture is Qwen3-Next / Qwen3.5."""
+    return bool(src.config.get("_gdn_prefill_kernel")) or bool(re.search(r"Qwen3Next|Qwen3_5", vllm_arch(src) or ""))
+
+
 def on_cpu(src: SourceState) -> bool:
     """Whether the log is vLLM's CPU build's (its ``CPU KV cache size`` line, ``device_config=cpu``)."""
     return src.config.get("_device") == "cpu" or src.config.get("device_config") == "cpu"
@@ -424,8 +439,17 @@ def c_mamba_ssm_cache_dtype(x: Context) -> Candidate | None:
     value = "bfloat16" if f.version.at_least("0.22") else "float16" if f.version.at_least("0.15") else None
     if not value:
         return None
+    assumes: tuple[str, ...] = ()
+    if on_cpu(x.src) and not _is_gdn(x.src):
+        if x.src.config.get("_cpu_avx512_bf16"):
+            return None  # this CPU resets a 16-bit state of this model to float32: the flag would change nothing
+        assumes = (CPU_SSM_ASSUMES,)
     return Candidate(
-        value, "SSM state bytes halve: smaller mamba pages, more blocks", f"SSM state is {dt}; vLLM {f.version} accepts {value}", answers
+        value,
+        "SSM state bytes halve: smaller mamba pages, more blocks",
+        f"SSM state is {dt}; vLLM {f.version} accepts {value}",
+        answers,
+        assumes=assumes,
     )
 
 

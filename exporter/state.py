@@ -628,6 +628,8 @@ def _layout(src: SourceState, srv: ServerState, e: ev.HybridLayout) -> None:
         src.config["mamba_cache_mode"] = e.mamba_cache_mode
     if e.mamba_ssm_dtype:
         src.config["mamba_ssm_cache_dtype"] = e.mamba_ssm_dtype
+    if e.cpu_avx512_bf16:
+        src.config["_cpu_avx512_bf16"] = True
 
 
 def _kv_groups(src: SourceState, srv: ServerState, e: ev.KVCacheGroups) -> None:

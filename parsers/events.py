@@ -329,6 +329,9 @@ class HybridLayout:
     padding_layers: int | None = None
     mamba_cache_mode: str | None = None
     mamba_ssm_dtype: str | None = None
+    # vLLM's CPU build ran its AVX512-BF16 branch: it prints ``Reset SSM cache type ...`` and ``Using <dt> SSM
+    # state storage ...`` only on such a CPU (platforms/cpu.py), where it keeps no 16-bit state but a GDN one
+    cpu_avx512_bf16: bool = False
 
 
 @dataclass(slots=True)

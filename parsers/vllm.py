@@ -459,15 +459,16 @@ def _mamba_mode(msg: str) -> object:
     return ev.HybridLayout(mamba_cache_mode=m.group("m1") or m.group("m2") or m.group("m3"))
 
 
-def _ssm_dtype(pattern: re.Pattern):
+def _ssm_dtype(pattern: re.Pattern, cpu_avx512_bf16: bool = False):
     """A parser of one line that says the SSM state's dtype (its ``dt`` group): NemotronH's
-    ``Updating ...``, Qwen3.5's (``Using the user-specified value.`` too), the CPU's ``Reset ...``."""
+    ``Updating ...``, Qwen3.5's (``Using the user-specified value.`` too), the CPU's ``Reset ...``
+    (``cpu_avx512_bf16``: printed only on a CPU with AVX512-BF16)."""
 
     def parse(msg: str) -> object:
         m = pattern.match(msg)
         if m is None:
             return _fallback(msg)
-        return ev.HybridLayout(mamba_ssm_dtype=m.group("dt"))
+        return ev.HybridLayout(mamba_ssm_dtype=m.group("dt"), cpu_avx512_bf16=cpu_avx512_bf16)
 
     return parse
 
@@ -535,7 +536,7 @@ def _using(msg: str) -> object:
         return _gdn_kernel(msg)
     m = SSM_STORAGE_RE.match(msg)
     if m is not None:
-        return ev.HybridLayout(mamba_ssm_dtype=m.group("dt"))
+        return ev.HybridLayout(mamba_ssm_dtype=m.group("dt"), cpu_avx512_bf16=True)
     return _fallback(msg)
 
 
@@ -729,7 +730,7 @@ _DISPATCH: dict[str, Callable[[str], object]] = {
     "Explicitly": _kv_set,
     "Auto": _kv_set,
     "kv": _kv_word,
-    "Reset": _ssm_dtype(SSM_RESET_RE),
+    "Reset": _ssm_dtype(SSM_RESET_RE, cpu_avx512_bf16=True),
     "[shutdown]": _shutdown,
     "Shutting": _shutting,
     "EngineCore": _engine_core,

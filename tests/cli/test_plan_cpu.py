@@ -71,10 +71,12 @@ def test_plan_cpu_withholds_fp8_where_the_engine_refuses_it(tmp_path):
     assert fp8_effect(plan(odd, "--platform", "hopper", "--kv-budget", "1.0", "--context-len", "2048"))
 
 
-def _kv_bound_on(device: str, model: str) -> Feeder:
+def _kv_bound_on(device: str, model: str, *boot: object) -> Feeder:
     f = Feeder(ev.VLLM)
     f.event(ev.ServerStarting(version="0.32.0"), T0, tp=None, raw="version 0.32.0")
     f.config(kind="non_default_args", raw="non-default args: ", max_num_seqs=64, model=model)
+    for e in boot:
+        f.event(e, T0, tp=None, raw=repr(e))
     f.event(
         ev.KVCapacity(tokens=100_000, max_model_len=2048, max_concurrency=48.8, device=device), T0, tp=None, raw=f"{device} KV cache size"
     )
@@ -142,3 +144,40 @@ def test_vllm_cpu_ssm_dtype_by_isa():
         assert vllm_ssm_dtype("hopper", asked, kind, "avx2") == asked  # GPUs: as asked, whatever --cpu-isa says
     with pytest.raises(ValueError, match="unknown CPU ISA"):
         vllm_ssm_dtype("cpu", None, "gdn", "sse")
+
+
+def _reco(f: Feeder, flag: str):
+    return next((r for r in f.srv().rule_memory.recommendations if r.flag == flag), None)
+
+
+def test_the_ssm_dtype_advice_from_a_cpu_log_follows_the_cpu():
+    """--mamba-ssm-cache-dtype bfloat16 from a vLLM CPU log: the CPU build keeps a 16-bit state of a GDN model on
+    any CPU, but resets one of another family to float32 where it has AVX512-BF16 (exporter/flags.py, above
+    ``CPU_SSM_ASSUMES``). A Nemotron-H on auto logs no ``Reset`` line (its hook sets float32 first): the advice
+    assumes a CPU without AVX512-BF16; where the log shows the branch (a ``Reset`` line, as Granite's), it is
+    withheld; a Qwen3.5 (GDN) or a GPU gets it without the assumption."""
+    flag = "--mamba-ssm-cache-dtype"
+    nemotron = "nvidia/Nemotron-H-8B-Base-8K"
+    hybrid = ev.HybridLayout(block_size=256)  # "Setting attention block size to 256 tokens ...": a hybrid's pool
+    gpu = _reco(_kv_bound_on("GPU", nemotron, hybrid), flag)
+    assert gpu is not None and gpu.value == "bfloat16" and fl.CPU_SSM_ASSUMES not in gpu.assumes
+    cpu = _reco(_kv_bound_on("CPU", nemotron, hybrid), flag)
+    assert cpu is not None and cpu.value == "bfloat16" and fl.CPU_SSM_ASSUMES in cpu.assumes
+    reset = ev.HybridLayout(mamba_ssm_dtype="float32", cpu_avx512_bf16=True)
+    assert _reco(_kv_bound_on("CPU", nemotron, hybrid, reset), flag) is None
+    kernel = ev.GDNPrefillKernel(kernel="cpu", head_k_dim=128)  # "Using CPU GDN prefill kernel (head_k_dim=128)."
+    gdn = _reco(_kv_bound_on("CPU", "Qwen/Qwen3.5-27B", hybrid, reset, kernel), flag)
+    assert gdn is not None and gdn.value == "bfloat16" and fl.CPU_SSM_ASSUMES not in gdn.assumes
+
+
+def test_the_cpu_branch_is_read_from_the_real_logs():
+    """The real engine's lines that only the AVX512-BF16 branch prints set the fact; the others do not."""
+    from parsers import vllm as pv
+
+    for name, branch in (("serving.log", True), ("ssm-bf16.log", True), ("nemotron-h.log", False)):
+        seen = False
+        for line in (ENGINE / name).read_text().splitlines():
+            i = line.find("] ")
+            e = pv.parse_message(line[i + 2 :]) if i >= 0 else None
+            seen = seen or (isinstance(e, ev.HybridLayout) and e.cpu_avx512_bf16)
+        assert seen is branch, name

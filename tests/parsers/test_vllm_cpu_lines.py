@@ -27,8 +27,14 @@ P = "(Worker pid=15961) INFO 12-01 23:48:06 [x.py:1] "
         ("kv cache group sizes (256,)", ev.KVCacheGroups(block_sizes=(256,))),
         ("kv cache group sizes [12, 12, 12, 12]", ev.KVCacheGroups(block_sizes=(12, 12, 12, 12))),
         ("kv lcm block sizes 384", ev.KVCacheGroups(lcm_block_size=384)),
-        ("Reset SSM cache type to float32 for accelerated GDN mamba backend 'qwen3_next'.", ev.HybridLayout(mamba_ssm_dtype="float32")),
-        ("Using bfloat16 SSM state storage for the CPU accelerated GDN backend.", ev.HybridLayout(mamba_ssm_dtype="bfloat16")),
+        (
+            "Reset SSM cache type to float32 for accelerated GDN mamba backend 'qwen3_next'.",
+            ev.HybridLayout(mamba_ssm_dtype="float32", cpu_avx512_bf16=True),
+        ),
+        (
+            "Using bfloat16 SSM state storage for the CPU accelerated GDN backend.",
+            ev.HybridLayout(mamba_ssm_dtype="bfloat16", cpu_avx512_bf16=True),
+        ),
         ("Using CPU GDN prefill kernel (head_k_dim=128).", ev.GDNPrefillKernel("cpu", None, 128)),
         ("Using FlashInfer GDN prefill kernel (requested=auto, head_k_dim=128).", ev.GDNPrefillKernel("flashinfer", "auto", 128)),
         ("Using Triton/FLA GDN prefill kernel (requested=triton, head_k_dim=128).", ev.GDNPrefillKernel("triton", "triton", 128)),
