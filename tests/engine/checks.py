@@ -329,6 +329,42 @@ def wait_log(log: Path, pattern: str, timeout: float, after: int = 0) -> re.Matc
 IDLE_LINE = r"Running: 0 reqs, Waiting: 0 reqs"
 
 
+@dataclass
+class Served:
+    """One boot that served a load, went idle and was stopped: what the log, the sidecar and vLLM said."""
+
+    log: str
+    exposition: str  # the sidecar once it read the capacity lines
+    vllm: str  # vLLM's /metrics at that moment
+    end_exposition: str  # the sidecar once the server is stopped
+    done: int  # requests the load completed
+
+
+def serve_load_stop(model: Path, workdir: Path, source: str, *args: str, n: int, served_name: str = "tiny-qwen3-next") -> Served:
+    """Boot ``model`` with ``args``, send ``n`` requests (4 at a time), wait for the idle stats line, stop the engine
+    (SIGTERM) and wait for the sidecar to say so; the scrubbed log is saved as a fixture when asked."""
+    log, side, eng = scenario(model, workdir, source, *args, served_name=served_name)
+    try:
+        e, vm = boot(side, eng, source)
+        ld = h.Load(eng.base, eng.served_name, n=n, concurrency=4, max_tokens=32, max_seconds=120).start().join()
+        wait_log(log, IDLE_LINE, 4 * h.STATS_INTERVAL + 30)
+        eng.stop()
+        e_end = wait_exporter(side, lambda e: state_of(e, source) == "stopped", 30, "the stopped state")
+        h.save_fixture(log, source, workdir)
+        return Served(h.read(log), e, vm, e_end, ld.done)
+    finally:
+        eng.stop()
+        side.stop()
+
+
+def assert_served_and_stopped(run: Served, source: str, n: int) -> None:
+    """Every request served, one stats line counted per stats line logged, the server stopped, no format drift."""
+    assert run.done == n
+    assert exp(run.end_exposition, "stats_lines_total", source) == len(h.stats_lines(run.log)) > 0
+    assert state_of(run.end_exposition, source) == "stopped"
+    assert_clean_lines(run.end_exposition, source)
+
+
 def blocks_per_request(p: dict, max_len: int) -> int:
     v = p["vllm"]
     return v["n_attn_groups"] * math.ceil(max_len / v["block_size"]) + v["n_mamba_groups"] * v["blocks_per_request"]

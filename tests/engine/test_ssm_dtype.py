@@ -8,39 +8,18 @@ both ways: with the dtype asked, and with ``--cpu-isa avx2`` and the dtype left 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import checks as c
 import harness as h
 import pytest
 
 SOURCE = "ssm-bf16"
 ARGS = ("--mamba-ssm-cache-dtype", "bfloat16")
-
-
-@dataclass
-class Run:
-    log: str
-    exposition: str
-    vllm: str
-    end_exposition: str
-    done: int
+N = 8  # requests, 4 at a time
 
 
 @pytest.fixture(scope="module")
-def run(qwen, workdir) -> Run:
-    log, side, eng = c.scenario(qwen, workdir, SOURCE, *ARGS)
-    try:
-        e, vm = c.boot(side, eng, SOURCE)
-        ld = h.Load(eng.base, eng.served_name, n=8, concurrency=4, max_tokens=24, max_seconds=120).start().join()
-        c.wait_log(log, c.IDLE_LINE, 4 * h.STATS_INTERVAL + 30)
-        eng.stop()
-        e_end = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "stopped", 30, "the stopped state")
-        h.save_fixture(log, SOURCE, workdir)
-        return Run(h.read(log), e, vm, e_end, ld.done)
-    finally:
-        eng.stop()
-        side.stop()
+def run(qwen, workdir) -> c.Served:
+    return c.serve_load_stop(qwen, workdir, SOURCE, *ARGS, n=N)
 
 
 def test_capacity_and_dtype_equal_log_and_cache_config_info(run):
@@ -60,7 +39,4 @@ def test_plan_reproduces_the_engine_asked_and_as_an_avx2_default(run, qwen):
 
 
 def test_served_and_stopped(run):
-    assert run.done == 8
-    assert c.exp(run.end_exposition, "stats_lines_total", SOURCE) == len(h.stats_lines(run.log)) > 0
-    assert c.state_of(run.end_exposition, SOURCE) == "stopped"
-    c.assert_clean_lines(run.end_exposition, SOURCE)
+    c.assert_served_and_stopped(run, SOURCE, N)
