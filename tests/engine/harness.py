@@ -320,7 +320,7 @@ class Load:
     n: int
     concurrency: int
     prompt: object = "The quick brown fox jumps over the lazy dog."
-    max_tokens: int = 64
+    max_tokens: object = 64  # a number, or a function of the request's index
     max_seconds: float = 300.0
     done: int = 0
     failed: int = 0
@@ -333,6 +333,9 @@ class Load:
     def prompt_of(self, i: int) -> str:
         return self.prompt(i) if callable(self.prompt) else str(self.prompt)
 
+    def max_tokens_of(self, i: int) -> int:
+        return self.max_tokens(i) if callable(self.max_tokens) else int(self.max_tokens)
+
     def _take(self) -> int | None:
         with self._lock:
             if self._next >= self.n or time.monotonic() > self._deadline:
@@ -343,7 +346,13 @@ class Load:
     def _worker(self) -> None:
         while (i := self._take()) is not None:
             body = json.dumps(
-                {"model": self.model, "prompt": self.prompt_of(i), "max_tokens": self.max_tokens, "ignore_eos": True, "temperature": 0}
+                {
+                    "model": self.model,
+                    "prompt": self.prompt_of(i),
+                    "max_tokens": self.max_tokens_of(i),
+                    "ignore_eos": True,
+                    "temperature": 0,
+                }
             ).encode()
             req = urllib.request.Request(self.base + "/v1/completions", body, {"content-type": "application/json"})
             try:
