@@ -22,6 +22,7 @@ top: it is loaded whole when chosen).
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,12 +92,21 @@ def _resolve(mod: str, node: ast.ImportFrom | ast.Import) -> list[str]:
     return out
 
 
+@functools.cache
+def _tree(mod: str) -> ast.Module:
+    """A module's syntax tree, parsed once for every test here (read it, do not change it)."""
+    path = MODULES[mod]
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
+@functools.cache
 def _graph() -> tuple[dict[str, set[str]], list[tuple[str, str, int]]]:
-    """Module-level import edges, and the deferred (function-level) ones as (module, target, line)."""
+    """Module-level import edges, and the deferred (function-level) ones as (module, target, line);
+    made once (the tests read it, none changes it)."""
     top: dict[str, set[str]] = {m: set() for m in MODULES}
     deferred: list[tuple[str, str, int]] = []
-    for mod, path in MODULES.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for mod in MODULES:
+        tree = _tree(mod)
 
         def walk(node: ast.AST, in_function: bool, mod: str = mod) -> None:
             for child in ast.iter_child_nodes(node):
@@ -175,11 +185,11 @@ def test_subcommands_load_by_name_only_from_the_table():
     subs = {m.rsplit(".", 1)[1] for m in MODULES if m.startswith(FACE + ".")} - {"common"}
     assert set(_subcommands()) == subs, f"COMMANDS {sorted(_subcommands())} != modules {sorted(subs)}"
     for name in subs:
-        tree = ast.parse(MODULES[f"{FACE}.{name}"].read_text(encoding="utf-8"))
+        tree = _tree(f"{FACE}.{name}")
         assert any(isinstance(n, ast.FunctionDef) and n.name == "register" for n in tree.body), f"{FACE}.{name} has no register()"
     by_name = []  # (module, line) of each call of import_module / __import__
-    for mod, path in MODULES.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for mod in MODULES:
+        for node in ast.walk(_tree(mod)):
             if isinstance(node, ast.Call):
                 f = node.func
                 name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
@@ -230,11 +240,10 @@ def test_the_contract_is_a_leaf():
 def test_only_the_face_parses_arguments():
     """argparse is the face's: below it, functions take plain values (docs/architecture.md rule 2)."""
     users = []
-    for mod, path in MODULES.items():
+    for mod in MODULES:
         if mod.startswith(FACE) or mod.startswith("dashboards"):  # dashboards/build.py is a script of its own
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
+        for node in ast.walk(_tree(mod)):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if "argparse" in names or (isinstance(node, ast.ImportFrom) and node.module == "argparse"):
                 users.append(mod)
