@@ -71,6 +71,7 @@ class FileReader:
         self.last_data = time.monotonic()
         self._checked = (self.size, self.mtime_ns)
         self._restarted = False  # truncated: the next bytes parsed may end the held partial line
+        self.expected = b""  # the first bytes, known from a copy before any was read (expect)
         if offset > 0:
             # the container format is the file's, detected from its first line
             self.reader.detect_from(os.pread(fd, 65536, 0))
@@ -95,7 +96,21 @@ class FileReader:
         head = self.head
         if head and os.pread(self.fd, len(head), 0) != head:
             return "rewritten (first bytes changed)"
+        if not head and self.expected and os.pread(self.fd, len(self.expected), 0) != self.expected:
+            return "truncated before its first read (its content is in a copy)"
         return None
+
+    def expect(self, copy_head: bytes) -> None:
+        """A copy of this content was seen before any of it was read (copytruncate's copy, made
+        while the file still held it): keep the first bytes both hold, so that a truncation before
+        the first read is seen as one (``_changed``), and the content is read from the copy. Without
+        them a reader at offset 0 cannot tell a truncated file from an empty one."""
+        if self.gen.head or self.fd < 0:
+            return
+        now = os.pread(self.fd, len(copy_head), 0)
+        n = len(os.path.commonprefix([now, copy_head]))
+        if n:
+            self.expected = now[:n]
 
     def fill(self) -> bool:
         """Read what is available (up to the read-ahead limit). Returns True if the file was
@@ -162,6 +177,8 @@ class FileReader:
         self.parse(None)  # what was read before the truncation belongs to the old content
         old = self.gen
         old.consumed = self.read_pos
+        if not old.head:
+            old.head = self.expected  # its first bytes, known from its copy (expect): how the copy is found
         old.reader = None
         if not self.retired:
             t.finish_from_copies(old, self)
@@ -170,6 +187,7 @@ class FileReader:
         t.remember(new)
         self.gen = new
         self.read_pos = 0
+        self.expected = b""
         self._checked = (-1, -1)
         self._restarted = True
 

@@ -55,6 +55,7 @@ from .generations import (
 log = logging.getLogger("hybrid_cache_exporter.tailer")
 
 PENDING_GIVE_UP = 120.0  # seconds a compressed sibling may stay unreadable (still being written)
+MOVED_RELISTS = 3  # listings again in one look when siblings moved since the last one
 
 
 class Listing(Protocol):
@@ -111,6 +112,7 @@ class Siblings:
     dirty_pending: bool
     _next_retry: float
     _renamed: bool
+    _moved: bool  # a sibling was not where the listing said (renamed or removed since)
     # and uses Tailer's remember(), _gen_of(), _drain() and mgr_fds()
 
     # copies, compressed copies, generations we have not seen, compressed copies, generations we have not seen -----------------------
@@ -139,12 +141,21 @@ class Siblings:
             return
         self.dirty_pending = False
         self._next_retry = time.monotonic() + 0.5  # files still being written: look again soon, not in a loop
-        items = sorted(self.pending.items(), key=lambda kv: self._mtime(kv[0]))
-        for name, (ino, since) in items:
-            self.pending.pop(name, None)
-            done = self._consider(name, ino)
-            if not done and time.monotonic() - since < PENDING_GIVE_UP:
-                self.pending[name] = (ino, since)
+        for _ in range(MOVED_RELISTS + 1):
+            self._moved = False
+            items = sorted(self.pending.items(), key=lambda kv: self._mtime(kv[0]))
+            for name, (ino, since) in items:
+                self.pending.pop(name, None)
+                done = self._consider(name, ino)
+                if not done and time.monotonic() - since < PENDING_GIVE_UP:
+                    self.pending[name] = (ino, since)
+            d = self.manager.dir_of(self) if self.manager is not None else None
+            if not self._moved or d is None:
+                break
+            # a sibling renamed (or compressed and removed) since the listing, by a logrotate run that
+            # overlaps this look: list again, its new name is handed back (candidate) and looked at now,
+            # before a later run renames it again or deletes it (rotate N)
+            d.refresh()
         self._renamed = False
 
     def _mtime(self, name: str) -> int:
@@ -192,11 +203,13 @@ class Siblings:
         try:
             fd = open_file(p)
         except OSError:
-            return True  # gone: the listing will show where it went
+            self._moved = True
+            return True  # gone: the next listing shows where it went
         try:
             st = os.fstat(fd)
             if st.st_ino != ino or not stat.S_ISREG(st.st_mode):
-                return True  # not the file the listing showed (renamed again): a later listing shows it
+                self._moved = True
+                return True  # not the file the listing showed (renamed again): the next listing shows it
             known = self.accounted.get(ino)
             seen = known is not None and known[1] == st.st_mtime_ns  # looked at before (renamed since)
             # (False: looked at before the restart; it may still hold the rest of a saved generation)
@@ -215,7 +228,10 @@ class Siblings:
                 if g.reader is not None and g.reader is self.active:
                     if (p, ino) not in g.copies:
                         g.copies = (g.copies + [(p, ino)])[-COPIES_PER_GEN:]
-                    return True  # a copy of what we are reading: read only if the file is truncated
+                    # a copy of what we are reading: read only if the file is truncated, which the
+                    # reader sees even before it read anything (FileReader.expect)
+                    self.active.expect(head)
+                    return True
                 if g.reader is not None:
                     return True  # a rotated file still open: its descriptor has the content
                 if size > g.consumed:
@@ -288,7 +304,7 @@ class Siblings:
         for c in g.copies:
             if c not in cands:
                 cands.append(c)
-        best: tuple[int, str, int] | None = None
+        found: list[tuple[int, str, int]] = []  # (size, path, inode) of the copies with unread bytes
         for p, ino in cands:
             try:
                 fd = open_file(p)
@@ -311,33 +327,41 @@ class Siblings:
                     continue
                 self.accounted[ino] = (g, st.st_mtime_ns)
                 self.pending.pop(os.path.basename(p), None)
-                if size > g.consumed and (best is None or size > best[0]):
-                    best = (size, p, ino)
+                if size > g.consumed:
+                    found.append((size, p, ino))
             finally:
                 os.close(fd)
         g.copies = []
-        if best is None:
-            return
-        size, p, ino = best
         start = g.consumed
-        try:
-            fd = open_file(p)
-        except OSError:
-            return
-        try:
-            if os.fstat(fd).st_ino != ino:
+        # the largest first; a compressed one still being written (logrotate compresses the previous
+        # copy while the exporter looks) is left for the look that finds it complete (_consider)
+        for _size, p, ino in sorted(found, reverse=True):
+            try:
+                fd = open_file(p)
+            except OSError:
+                continue
+            try:
+                if os.fstat(fd).st_ino != ino:
+                    continue
+                opener = OPENERS.get(os.path.splitext(p)[1])
+                if opener is None:
+                    g.consumed += r.read_extra(pread_iter(fd, start))
+                else:
+                    try:
+                        with zopen(fd, opener) as z:
+                            rest = list(skip_iter(z, start))  # whole before any of it is fed
+                    except (EOFError, OSError, lzma.LZMAError, zlib.error) as e:
+                        log.info("%s: the copy %s is not complete yet (%s); its rest is read once it is", self.path, p, e)
+                        self.accounted.pop(ino, None)
+                        self.candidate(os.path.basename(p), ino)
+                        continue
+                    g.consumed += r.read_extra(rest)
+                log.info("%s: read %d unread bytes from the copy %s", self.path, g.consumed - start, p)
                 return
-            opener = OPENERS.get(os.path.splitext(p)[1])
-            if opener is None:
-                g.consumed += r.read_extra(pread_iter(fd, start))
-            else:
-                with zopen(fd, opener) as z:
-                    g.consumed += r.read_extra(skip_iter(z, start))
-            log.info("%s: read %d unread bytes from the copy %s", self.path, g.consumed - start, p)
-        except (EOFError, OSError, lzma.LZMAError, zlib.error) as e:
-            log.warning("%s: cannot read the copy %s: %s", self.path, p, e)
-        finally:
-            os.close(fd)
+            except OSError as e:
+                log.warning("%s: cannot read the copy %s: %s", self.path, p, e)
+            finally:
+                os.close(fd)
 
     # restart --------------------------------------------------------------------------------
     def _apply_saved(self, st: os.stat_result | None) -> None:

@@ -93,6 +93,7 @@ class Tailer(Siblings):
         self.mtime: float | None = None
         self._logged: str | None = None
         self._renamed = False  # the path changed inode since siblings were last looked at
+        self._moved = False
 
     @property
     def dirty(self) -> bool:
@@ -157,6 +158,10 @@ class Tailer(Siblings):
         for g in reversed(self.gens):
             if g.matches(head) and (best is None or g.ident()[1] > best.ident()[1]):
                 best = g
+        if best is None and 0 < len(head) < FP_LEN:
+            # a file shorter than a fingerprint is a copy still being written (logrotate's copy seen
+            # half made) or a short generation: the known content that starts with all of it
+            best = next((g for g in reversed(self.gens) if g.head and g.head.startswith(head)), None)
         a = self.active
         if best is None and a is not None and a.fd >= 0 and len(a.head) < FP_LEN:
             # a copy of content at the path that we have not read (all of) the start of yet
