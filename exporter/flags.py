@@ -440,7 +440,8 @@ def c_mamba_ssm_cache_dtype(x: Context) -> Candidate | None:
     if not value:
         return None
     assumes: tuple[str, ...] = ()
-    if on_cpu(x.src) and not _is_gdn(x.src):
+    # what vLLM's CPU build stores when asked for the value on a CPU with AVX512-BF16 (the capacity model's rule)
+    if on_cpu(x.src) and cap.vllm_ssm_dtype("cpu", value, "gdn" if _is_gdn(x.src) else None, "avx512-bf16") != value:
         if x.src.config.get("_cpu_avx512_bf16"):
             return None  # this CPU resets a 16-bit state of this model to float32: the flag would change nothing
         assumes = (CPU_SSM_ASSUMES,)
