@@ -22,6 +22,8 @@ from .configvalues import number, truthy, unset
 from .state import ServerState, SourceState
 from .version import VersionRange, parse_version
 
+# the architectures whose linear-attention layers are Gated DeltaNet (Qwen3-Next, Qwen3.5 and later)
+GDN_ARCH_RE = re.compile(r"Qwen3Next|Qwen3_5|Qwen3_8|Qwen4")
 _MULTIMODAL_NAME_RE = re.compile(r"qwen3\.[5-9]|qwen3_5|vl\b|-vl-|omni", re.I)
 
 

@@ -26,6 +26,7 @@ from . import rulebook
 from .capacity.effects import norm_flag
 from .configvalues import number, truthy, unset
 from .facts import (
+    GDN_ARCH_RE,
     Demand,
     ServerFacts,
     is_multimodal,
@@ -378,8 +379,8 @@ CPU_SSM_ASSUMES = (
 
 
 def _is_gdn(src: SourceState) -> bool:
-    """A Gated DeltaNet model: it logs its GDN prefill kernel, or its architecture is Qwen3-Next / Qwen3.5."""
-    return bool(src.config.get("_gdn_prefill_kernel")) or bool(re.search(r"Qwen3Next|Qwen3_5", vllm_arch(src) or ""))
+    """A Gated DeltaNet model: it logs its GDN prefill kernel, or its architecture is one (facts.GDN_ARCH_RE)."""
+    return bool(src.config.get("_gdn_prefill_kernel")) or bool(GDN_ARCH_RE.search(vllm_arch(src) or ""))
 
 
 def on_cpu(src: SourceState) -> bool:

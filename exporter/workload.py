@@ -22,7 +22,7 @@ import re
 from parsers import events as ev
 
 from .capacity import balanced_ratio_for_context
-from .facts import ServerFacts
+from .facts import GDN_ARCH_RE, ServerFacts
 from .memory import LengthStats
 
 MIN_SAMPLES = 30  # samples (one per 10 s of a busy server's log): five minutes
@@ -88,7 +88,7 @@ def workload(lengths: dict, facts: ServerFacts) -> dict:
 # linear-attention layers per full-attention layer of the hybrid families whose layout the architecture name tells
 # (config.json's layer_types / full_attention_interval; Nemotron-H's varies by checkpoint: not listed)
 _LAYOUT = (
-    (re.compile(r"Qwen3Next|Qwen3_5|Qwen3_8|Qwen4"), 3, "Qwen3-Next / Qwen3.5+: 3 GDN layers per full-attention layer"),
+    (GDN_ARCH_RE, 3, "Qwen3-Next / Qwen3.5+: 3 GDN layers per full-attention layer"),
     (re.compile(r"KimiLinear|KimiK3"), 3, "Kimi Linear / kimi-k3: 3 KDA layers per MLA layer"),
 )
 
