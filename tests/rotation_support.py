@@ -102,6 +102,17 @@ class Writer:
             self.proc.wait(5)
 
 
+def decode_batches(pipe, source: str | None = None) -> float:
+    """The decode lines a pipeline (exporter.pipeline.Pipeline) counted, of one source or of all."""
+    with pipe.lock:
+        return sum(
+            s.counters.get("decode_batches", 0.0)
+            for name, src in pipe.sources.items()
+            if source in (None, name)
+            for s in src.servers.values()
+        )
+
+
 class Logrotate:
     """The real logrotate with its own config and state file in a temporary directory."""
 

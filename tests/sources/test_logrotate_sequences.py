@@ -48,7 +48,7 @@ class Exporter:
 
     def _count(self) -> float:
         self.pipe.finish()
-        return sum(s.counters.get("decode_batches", 0.0) for src in self.pipe.sources.values() for s in src.servers.values())
+        return rs.decode_batches(self.pipe)
 
     def restart(self) -> None:
         for t in self.m.tailers.values():

@@ -169,7 +169,7 @@ class Looks:
             self.part()
         self.t.housekeeping(float("inf"))
         self.pipe.finish()
-        return sum(s.counters.get("decode_batches", 0.0) for src in self.pipe.sources.values() for s in src.servers.values())
+        return rs.decode_batches(self.pipe)
 
 
 def _run(d: Path, seed: int, mode: str) -> tuple[int, float, str]:

@@ -15,22 +15,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import rotation_support as rs
 import test_serve_support as h
 
 from exporter.pipeline import Pipeline
 from exporter.sources import Manager
 from exporter.web import App, make_server
 from exporter.webconfig import WebConfig
-
-
-def _count(pipe: Pipeline, source: str | None = None) -> float:
-    with pipe.lock:
-        return sum(
-            s.counters.get("decode_batches", 0.0)
-            for name, src in pipe.sources.items()
-            if source in (None, name)
-            for s in src.servers.values()
-        )
 
 
 def _wait(pred, what: str) -> None:
@@ -55,11 +46,11 @@ def test_error_in_one_source_is_counted_and_retried(tmp_path):
     m = Manager(pipe, [(None, str(a)), (None, str(b))], from_beginning=True)
     m.start()
     try:
-        _wait(lambda: _count(pipe, "b") == 20, "b read")
+        _wait(lambda: rs.decode_batches(pipe, "b") == 20, "b read")
         ta = m.tailers[str(a)]
         _wait(lambda: ta.errors == 1, "error counted")
         h.fsync_append(a, h.lines_blob(20, 7))  # the source goes on after the error
-        _wait(lambda: _count(pipe, "a") == 7, "a read after the error")
+        _wait(lambda: rs.decode_batches(pipe, "a") == 7, "a read after the error")
         assert m.thread.is_alive() and m.alive()
     finally:
         m.stop()
@@ -116,21 +107,21 @@ def test_descriptor_budget_closes_idle_files_and_reopens_by_identity(tmp_path):
     m = Manager(pipe, [(None, str(d / "*.log"))], from_beginning=True, fd_budget=8)
     m.start()
     try:
-        _wait(lambda: _count(pipe) == 3 * n, "first lines")
+        _wait(lambda: rs.decode_batches(pipe) == 3 * n, "first lines")
         assert m.open_fds <= 8
         assert sum(1 for t in m.tailers.values() if t.active is not None and t.active.parked) >= n - 8
         for i in range(n):
             h.fsync_append(d / f"f{i}.log", h.lines_blob(3, 2))
-        _wait(lambda: _count(pipe) == 5 * n, "lines written to closed files")
+        _wait(lambda: rs.decode_batches(pipe) == 5 * n, "lines written to closed files")
         # a closed file is written, then rotated away before the exporter reopens it
         t0 = m.tailers[str(d / "f0.log")]
         _wait(lambda: t0.active is not None and t0.active.parked or m.make_room() or False, "f0 parked")
         h.fsync_append(d / "f0.log", h.lines_blob(5, 4))
         os.rename(d / "f0.log", d / "f0.log.1")
         h.fsync_append(d / "f0.log", h.lines_blob(9, 6))
-        _wait(lambda: _count(pipe, "f0") == 15, "rotated closed file read to its end, then the new one")
+        _wait(lambda: rs.decode_batches(pipe, "f0") == 15, "rotated closed file read to its end, then the new one")
         time.sleep(0.2)
-        assert _count(pipe) == 5 * n + 10
+        assert rs.decode_batches(pipe) == 5 * n + 10
         assert m.open_fds <= 8 + 2  # the rotated one drained, plus one being opened
     finally:
         m.stop()
@@ -146,7 +137,7 @@ def test_closed_file_renamed_and_compressed_before_the_next_look(tmp_path, caplo
     caplog.set_level(logging.INFO, logger="hybrid_cache_exporter.tailer")
     m.start()
     try:
-        _wait(lambda: _count(pipe) == 3 * n, "first lines")
+        _wait(lambda: rs.decode_batches(pipe) == 3 * n, "first lines")
         t0 = m.tailers[str(d / "f0.log")]
         _wait(lambda: t0.active is not None and t0.active.parked and not t0.busy(), "f0 closed, nothing left to read")
         h.fsync_append(d / "f0.log", h.lines_blob(3, 4))
@@ -156,9 +147,9 @@ def test_closed_file_renamed_and_compressed_before_the_next_look(tmp_path, caplo
             shutil.copyfileobj(f, g)
         os.unlink(d / "f0.log.1")
         m._wake()
-        _wait(lambda: _count(pipe, "f0") == 12, "the rest from the .gz, then the new file")
+        _wait(lambda: rs.decode_batches(pipe, "f0") == 12, "the rest from the .gz, then the new file")
         time.sleep(0.2)
-        assert _count(pipe) == 3 * n + 9
+        assert rs.decode_batches(pipe) == 3 * n + 9
         assert any("descriptor was closed (budget) and gone" in r.getMessage() for r in caplog.records)
         assert any("continues a generation read before" in r.getMessage() and "(compressed)" in r.getMessage() for r in caplog.records)
     finally:
