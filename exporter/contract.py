@@ -305,11 +305,15 @@ CAPACITY: tuple[Metric, ...] = (
 MAX_RUNNING = Metric(
     PREFIX + "max_running_requests",
     GAUGE,
-    "Effective max running requests per DP rank (SGLang summary line or mamba cap warning; vLLM max_num_seqs from args or the engine default).",
-    SERVER,
-    "SGLang `max_total_num_tokens=..., max_running_requests=N` or the cap warning; vLLM `max_num_seqs` from `non-default args`, "
-    "the `Defaulting max_num_seqs` line, or the engine default (256; 1024 on 0.8.0-0.8.4)",
+    "Effective max running requests per DP rank (SGLang summary line or mamba cap warning; vLLM max_num_seqs from args or the "
+    "engine default); basis=logged when a line says it, default when it is the engine's default (vLLM logs it only at DEBUG).",
+    (*SERVER, "basis"),
+    "SGLang `max_total_num_tokens=..., max_running_requests=N` or the cap warning; vLLM `max_num_seqs` from `non-default args` "
+    "or the `Defaulting max_num_seqs` line (basis=logged), else vLLM's default for what the log shows of the device "
+    "(basis=default; exporter/defaults.py: 1024 on a GPU of >= 70 GiB that is no A100 or GB10, 256 below, 128 x TP x PP on the CPU build)",
     "capacity",
+    "vLLM: a GPU server that did not set --max-num-seqs, when the log does not show the GPU's memory (or, between 70 and "
+    "128 GiB, that it is no A100 or GB10): vLLM's default is then not known",
 )
 MAMBA_STATE_BYTES = Metric(
     PREFIX + "mamba_state_bytes",
