@@ -1,5 +1,5 @@
 """vLLM 0.34.0 against its oracle (tests/oracle/vllm_0_34_0.py): the defaults the exporter assumes
-(exporter/defaults.py) and what a plan says it cannot know.
+(exporter/defaults.py), what a plan says it cannot know, and the 0.34 fixtures' numbers.
 
 The request cap's default is checked as a property over real GPUs: for every device, what the exporter concludes
 from what a log shows of it (its memory, and whether the FlashInfer GDN prefill kernel runs) is vLLM's own default
@@ -8,6 +8,7 @@ for that device, or nothing: never a wrong number (issue 29 item 5)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,59 @@ def test_a_plan_says_what_it_cannot_know_of_the_extensible_cache():
     old = cap.unmodelled_notes(model, cap.PlanInputs(engine="vllm", tp=2, budget_bytes=40 * GiB, vllm_version="0.33.0"), gpu_memory=True)
     cpu = cap.unmodelled_notes(model, cap.PlanInputs(engine="vllm", tp=2, budget_bytes=40 * GiB, platform="cpu"), gpu_memory=True)
     assert not any("measured after" in n for n in old + cpu)
+
+
+# --------------------------------------------------------------------------------------------
+# the 0.34 fixtures: their lines agree with 0.34.0's arithmetic
+
+
+def _gib(text: str, pattern: str) -> list[float]:
+    return [float(x) for x in re.findall(pattern, text)]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "config", "tp", "gdn", "util"),
+    [
+        ("v0.34.0-h200-capped.log", "qwen3-next-80b-a3b", 2, "auto", 0.9),
+        ("v0.34.0-32gb-auto-len.log", "qwen3.8-27b", 1, "triton", None),
+    ],
+)
+def test_the_fixtures_lines_agree_with_the_034_arithmetic(fixture, config, tp, gdn, util):
+    text = (ROOT / "fixtures" / "vllm" / fixture).read_text()
+    cfg = json.loads((ROOT / "fixtures" / "configs" / f"{config}.json").read_text())
+    [init_free, total] = [float(x) for x in re.search(r"Free memory on device \(([\d.]+)/([\d.]+) GiB\)", text).groups()]
+    m = re.search(
+        r"Memory after warmup: ([\d.]+) GiB free, ([\d.]+) GiB committed to the KV cache, [\d.]+ GiB kept for transient activations "
+        r"\(([\d.]+) GiB allocated at peak, ([\d.]+) GiB of torch reservation growth\); (\d+) KV cache blocks \(([\d.]+) GiB\) fit "
+        r"within the requested ([\d.]+) GiB",
+        text,
+    )
+    free, committed, peak, growth, blocks, _, requested = (float(x) for x in m.groups())
+    blocks = int(blocks)
+    # the budget: total x the utilization in force (1.0 unset, with the extensible cache)
+    assert requested == pytest.approx(
+        vl34.request_memory(int(total * GiB), vl34.resolved_gpu_memory_utilization(util, True)) / GiB, abs=0.01
+    )
+    measured = dict(
+        init_free_memory=int(init_free * GiB),
+        free_memory=int(free * GiB),
+        committed_bytes=int(committed * GiB),
+        transient_peak_bytes=int(peak * GiB),
+        torch_reserve_growth_bytes=int(growth * GiB),
+    )
+    avail = vl34.measure_kv_cache_bytes(requested_memory=int(requested * GiB), **measured)
+    pool = vl34.size_pool(cfg, available_memory=avail, tp=tp, gdn_backend=gdn, max_model_len=262144)
+    bpb = pool["page_bytes"] * pool["group_size"]
+    assert abs(avail // bpb - blocks) <= 1  # the log's figures are rounded to 0.01 GiB
+    if util is not None:
+        [withheld] = set(_gib(text, r"keeping ([\d.]+) GiB of free device memory out of the KV cache"))  # one line per TP worker
+        assert withheld == pytest.approx(vl34.withheld_bytes(util, total_memory=int(total * GiB), **measured) / GiB, abs=0.05)
+    # the KV-size line: 0.34.0's concurrency for the final blocks and length
+    tokens, length, conc = re.search(
+        r"GPU KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x", text
+    ).groups()
+    length = int(length.replace(",", ""))
+    final = vl34.size_pool(cfg, available_memory=blocks * bpb, tp=tp, gdn_backend=gdn, max_model_len=length)
+    assert final["num_blocks"] == blocks
+    assert (int(tokens.replace(",", "")), float(conc)) == (final["kv_cache_tokens"], round(final["max_concurrency"], 2))
+    assert f"Setting attention block size to {final['block_size']} tokens" in text
