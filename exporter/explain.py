@@ -39,6 +39,7 @@ def explain_files(pipe, paths: list[str], source: str | None, out: TextIO, err: 
         read_by: Counter[str] = Counter()
         for path in members:
             label = "stdin" if path == "-" else os.path.basename(path)
+            src.mark_file(label)
             n = 0
             try:
                 for text in read_blocks(path, reader):

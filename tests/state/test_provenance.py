@@ -1,0 +1,231 @@
+"""Every fact on /metrics proven by a line of one boot and one rank (issue 29, items 3 and 4).
+
+* the ledger's rules (exporter/provenance.py), as a reference table: which key a message gets,
+  when it is the next boot, when it is the same line again or a declared revision;
+* one pool per rank: two-digit TP ranks interleaved, a sliding-window pool per rank;
+* one boot per message: a sweep's pasted summary, two boots with only a comment between them;
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter import contract
+from exporter.app import exposition, replay
+from exporter.pipeline import Pipeline
+from exporter.provenance import REVISIONS, SUMMED_POOLS, Basis, Ledger
+from parsers import events as ev
+from parsers import parse_line
+
+ROOT = Path(__file__).resolve().parents[2]
+
+GIB = float(1 << 30)
+
+
+def kv(tokens: int, k: float, label: str | None = None, upper: bool = False, draft: bool = False) -> ev.KVCacheAllocated:
+    return ev.KVCacheAllocated(tokens, k_bytes=k * GIB, v_bytes=k * GIB, label=label, upper_bound=upper, draft=draft)
+
+
+def feed(lines: list[str], engine: str | None = None) -> Pipeline:
+    pipe = Pipeline(engine)
+    pipe.feed_lines("s", lines)
+    pipe.finish()
+    return pipe
+
+
+def series(pipe: Pipeline) -> dict[tuple[str, tuple], float]:
+    out = {}
+    for fam in text_string_to_metric_families(exposition(pipe).decode()):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k not in ("engine", "source"))))] = s.value
+    return out
+
+
+def value(pipe: Pipeline, name: str, **labels: str) -> float | None:
+    return series(pipe).get((contract.PREFIX + name, tuple(sorted({"dp_rank": "0", **labels}.items()))))
+
+
+# --------------------------------------------------------------------------------------------
+# the ledger: a reference table of its decisions
+
+R0, R1 = ("0", 0, 0), ("0", 1, 0)
+
+
+@pytest.mark.parametrize(
+    "said, rank, event, spec, want_key, want_next",
+    [
+        # the first pool of a rank is the target's; the same line of another rank is its own
+        ([], R0, kv(1000, 1.0), False, ("kv", "main"), False),
+        ([(R0, kv(1000, 1.0))], R1, kv(1000, 1.0), False, ("kv", "main"), False),
+        # the same line again from the same rank: the same pool, not the next boot
+        ([(R0, kv(1000, 1.0))], R0, kv(1000, 1.0), False, ("kv", "main"), False),
+        # a second pool with the target's #tokens: the draft model's (SGLang's draft shares the indices)
+        ([(R0, kv(1000, 1.0))], R0, kv(1000, 0.1), False, ("kv", "draft"), False),
+        # ... or any second pool when speculative decoding is on
+        ([(R0, kv(1000, 1.0))], R0, kv(900, 0.1), True, ("kv", "draft"), False),
+        # the sliding-window pool, once the rank announced one
+        ([(R0, ev.SWAPool(800, 1000)), (R0, kv(1000, 1.0))], R0, kv(800, 0.8), False, ("kv", "swa"), False),
+        # a second pool with other #tokens, nothing announced: the target's pool again, another value: the next boot
+        ([(R0, kv(1000, 1.0))], R0, kv(1200, 1.2), False, ("kv", "main"), True),
+        # target and draft said: a third pool is the next boot's target
+        ([(R0, kv(1000, 1.0)), (R0, kv(1000, 0.1))], R0, kv(1100, 1.1), False, ("kv", "main"), True),
+        ([(R0, kv(1000, 1.0)), (R0, kv(1000, 0.1))], R0, kv(1000, 0.1), False, ("kv", "draft"), False),
+        # a revision (rule 4): the settled size after a 'VA upper bound' line
+        ([(R0, kv(1500, 1.5, upper=True))], R0, kv(1000, 1.0), False, ("kv", "settled"), False),
+        ([(R0, kv(1500, 1.5, upper=True)), (R0, kv(1000, 1.0))], R0, kv(1000, 1.0), False, ("kv", "settled"), False),
+        # a labelled pool is its label; the post-capture draft line is the draft pool
+        (
+            [(R0, kv(1000, 1.0))],
+            R0,
+            kv(1000, 0.3, label="MiniMax MSA-v1 main NVFP4"),
+            False,
+            ("kv", "label", "MiniMax MSA-v1 main NVFP4"),
+            False,
+        ),
+        ([(R0, kv(1000, 1.0))], R0, kv(1000, 0.1, draft=True), False, ("kv", "draft"), False),
+        # other messages: the same one again with another value is the next boot
+        ([(R0, ev.MambaCacheAllocated(80, 1.0, 2.0))], R0, ev.MambaCacheAllocated(80, 1.0, 2.0), False, ("mamba",), False),
+        ([(R0, ev.MambaCacheAllocated(80, 1.0, 2.0))], R0, ev.MambaCacheAllocated(96, 1.2, 2.4), False, ("mamba",), True),
+        ([(R0, ev.MambaCacheAllocated(80, 1.0, 2.0))], R1, ev.MambaCacheAllocated(96, 1.2, 2.4), False, ("mamba",), False),
+        (
+            [(R0, ev.SchedulerSummary({"max_total_num_tokens": 10}))],
+            R0,
+            ev.SchedulerSummary({"max_total_num_tokens": 11}),
+            False,
+            ("summary",),
+            True,
+        ),
+        # vLLM: one type, several messages; a per-worker message is no boot's once-per-rank message
+        (
+            [(R0, ev.KVCapacity(tokens=5000))],
+            R0,
+            ev.KVCapacity(max_model_len=4096, max_concurrency=1.5),
+            False,
+            ("kv_capacity", False, True, False),
+            False,
+        ),
+        ([(R0, ev.KVCapacity(tokens=5000))], R0, ev.KVCapacity(tokens=6000), False, ("kv_capacity", True, False, False), True),
+        ([(R0, ev.KVMemory(1.0))], R0, ev.KVMemory(2.0), False, None, False),
+        ([(R0, ev.WeightsLoaded(1.0))], R0, ev.WeightsLoaded(2.0), False, None, False),
+    ],
+)
+def test_the_ledger_decides_keys_and_boots(said, rank, event, spec, want_key, want_next) -> None:
+    led = Ledger()
+    for n, (r, e) in enumerate(said, 1):
+        key, nxt = led.hear(r, e, n, spec)
+        assert not nxt, "a setup line was taken for the next boot"
+    key, nxt = led.hear(rank, event, len(said) + 1, spec)
+    assert (key, nxt) == (want_key, want_next)
+
+
+def test_a_message_read_again_whole_is_the_same_line() -> None:
+    # a wrapped message that parsed on its first piece is applied again, joined: its first line is the same
+    led = Ledger()
+    led.hear(R0, ev.SchedulerSummary({"max_total_num_tokens": 10}), 7, False)
+    assert led.hear(R0, ev.SchedulerSummary({"max_total_num_tokens": 10, "context_len": 4}), 7, False) == (("summary",), False)
+    assert led.said[R0][("summary",)] == (ev.SchedulerSummary({"max_total_num_tokens": 10, "context_len": 4}), 7)
+
+
+def test_revisions_name_messages_the_ledger_gives() -> None:
+    # every declared revision settles a message the ledger keys, and is keyed itself
+    assert REVISIONS
+    for revising, revised in REVISIONS.items():
+        assert revising[0] == revised[0] and revising != revised
+
+
+def test_confirmations_count_the_same_line_of_other_ranks_of_the_group() -> None:
+    led = Ledger()
+    for r in (R0, R1, ("0", 2, 0), ("1", 0, 0)):
+        led.hear(r, kv(1000, 1.0), 1, False)
+    led.hear(("0", 3, 0), kv(1000, 2.0), 2, False)  # another pool: no confirmation
+    assert led.confirmations(R0, ("kv", "main")) == 2
+
+
+# --------------------------------------------------------------------------------------------
+# item 3: one pool per rank
+
+TAGS = [10, 4, 13, 0, 8, 1, 12, 5, 9, 2, 14, 6, 11, 3, 15, 7]
+
+
+def test_two_digit_tp_ranks_interleaved_give_one_ranks_pool() -> None:
+    pipe = replay([str(ROOT / "fixtures/sglang/tp16-interleaved.log")], None, None, None)[0]
+    src = pipe.sources["tp16-interleaved"]
+    assert value(pipe, "kv_capacity_bytes") == pytest.approx(2 * 5.81 * GIB)  # one rank's K + V, as each rank prints it
+    assert value(pipe, "swa_capacity_tokens") is None  # no second pool was invented
+    assert value(pipe, "kv_capacity_tokens") == 812544
+    assert src.restarts == 0 and src.servers["0"].speaker == (0, 0)
+    p = src.servers["0"].proofs["kv_capacity_bytes"]
+    assert p.basis is Basis.LOGGED and p.rank == ("0", 0, None)
+    assert src.ledger.confirmations(("0", 0, 0), p.message) == 15
+
+
+def test_a_sliding_window_pool_per_rank_is_added_to_that_ranks_pool_only() -> None:
+    boot = ["[2026-01-05 10:00:00] server_args=ServerArgs(model_path='openai/gpt-oss-120b', tp_size=16, speculative_algorithm=None)"]
+    for r in TAGS:  # each rank: announce, full pool, sliding-window pool, in rank order interleaved
+        boot += [
+            f"[2026-01-05 10:00:10 TP{r}] Use sliding window memory pool. full_layer_tokens=2000000, swa_layer_tokens=1600000",
+            f"[2026-01-05 10:00:11 TP{r}] KV Cache is allocated. #tokens: 2000000, K size: 1.50 GB, V size: 1.50 GB",
+            f"[2026-01-05 10:00:11 TP{r}] KV Cache is allocated. #tokens: 1600000, K size: 1.20 GB, V size: 1.20 GB",
+        ]
+    pipe = feed(boot)
+    assert value(pipe, "kv_capacity_bytes") == pytest.approx((3.0 + 2.4) * GIB)
+    assert value(pipe, "kv_capacity_tokens") == 2000000
+    assert value(pipe, "swa_capacity_tokens") == 1600000
+    assert pipe.sources["s"].restarts == 0
+    p = pipe.sources["s"].servers["0"].proofs["kv_capacity_bytes"]
+    assert p.basis is Basis.DERIVED and p.rule == SUMMED_POOLS and len(p.also) == 1
+
+
+# --------------------------------------------------------------------------------------------
+# item 4: one boot per message
+
+
+def test_a_sweeps_pasted_summary_is_five_boots_of_target_and_draft() -> None:
+    path = ROOT / "fixtures/formats/sweep-summary.log"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    pools = [ln for ln in lines if "KV Cache is allocated" in ln]
+    assert len(pools) == 10
+    last_target, last_draft = (parse_line(ln.strip(), None, 2026).event for ln in pools[-2:])
+    pipe = replay([str(path)], None, None, None)[0]
+    src = pipe.sources["sweep-summary"]
+    assert src.restarts == 4  # five boots
+    assert value(pipe, "kv_capacity_tokens") == last_target.tokens
+    assert value(pipe, "kv_capacity_bytes") == pytest.approx(last_target.total_bytes)  # never a sum of boots
+    assert value(pipe, "draft_kv_capacity_tokens") == last_draft.tokens
+    assert value(pipe, "swa_capacity_tokens") is None  # never a sliding-window pool from a draft pool
+    p = src.servers["0"].proofs["draft_kv_capacity_tokens"]
+    assert p.boot == 5 and src.where(p.line) == ("sweep-summary.log", lines.index(pools[-1]) + 1)
+
+
+def test_two_boots_with_a_comment_between_never_combine() -> None:
+    path = ROOT / "fixtures/sglang/two-boots-comment.log"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    second = [parse_line(ln, "sglang", 2026).event for ln in lines[lines.index(next(x for x in lines if x.startswith("#"))) :]]
+    kv2 = next(e for e in second if isinstance(e, ev.KVCacheAllocated))
+    mamba2 = next(e for e in second if isinstance(e, ev.MambaCacheAllocated))
+    pipe = replay([str(path)], None, None, None)[0]
+    assert pipe.sources["two-boots-comment"].restarts == 1
+    assert value(pipe, "kv_capacity_tokens") == kv2.tokens
+    assert value(pipe, "kv_capacity_bytes") == pytest.approx(kv2.total_bytes)  # the second boot's bytes beside its tokens
+    assert value(pipe, "mamba_capacity_slots") == mamba2.slots
+    assert value(pipe, "swa_capacity_tokens") is None
+    for name, p in pipe.sources["two-boots-comment"].servers["0"].proofs.items():
+        assert p.boot == 2, name
+
+
+def test_the_same_value_again_is_no_boot_and_a_revision_is_no_boot() -> None:
+    lines = [
+        "[2026-09-13 15:51:41] KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 151221, K size: 1.15 GB, V size: 1.15 GB",
+        "[2026-09-13 15:51:41] KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 151221, K size: 1.15 GB, V size: 1.15 GB",
+        "[2026-09-13 15:51:47] Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, #tokens: 98304, KV size: 1.50 GB, avail mem=0.05 GB",
+        "[2026-09-13 15:51:48] Post-capture KV sizing: draft KV cache allocated. dtype: torch.bfloat16, #tokens: 98304, KV size: 0.10 GB",
+    ]
+    pipe = feed(lines)
+    src = pipe.sources["s"]
+    assert src.restarts == 0
+    assert value(pipe, "kv_capacity_tokens") == 98304 and value(pipe, "kv_capacity_bytes") == pytest.approx(1.5 * GIB)
+    assert value(pipe, "draft_kv_capacity_tokens") == 98304
+    assert src.servers["0"].proofs["kv_capacity_tokens"].line == 3
