@@ -199,6 +199,7 @@ class SourceState:
     ledger: Ledger = field(default_factory=Ledger)
     proofs: dict[str, Proof] = field(default_factory=dict)
     files: list[tuple[int, str]] = field(default_factory=list)
+    stats_dp: str | None = None  # the DP rank of the last vLLM stats line (its SpecDecoding line follows it)
     # while a fact is applied: the rank and message key of its line, its first line and line count,
     # and the proofs its handler declared (explain_fact)
     heard: tuple[Rank, object] | None = None
@@ -359,6 +360,11 @@ class SourceState:
         # batch lines (most applied lines: the pipeline's samples) skip the boot-type checks
         batch = type(e) is ev.BatchStats
         dp = line.dp_rank
+        if batch:
+            if e.kind == "stats":  # vLLM: its SpecDecoding line follows it, of its engine
+                self.stats_dp = dp if e.engine_index is not None else None
+        elif type(e) is ev.SpecDecoding and dp == "0" and self.stats_dp is not None:
+            dp = self.stats_dp  # printed right after its engine's stats line, without the engine's index
         srv = self.servers.get(dp)
         if srv is None:
             if not self.admits(dp):

@@ -1,9 +1,10 @@
-"""Every fact on /metrics proven by a line of one boot and one rank (issue 29, items 3 and 4).
+"""Every fact on /metrics proven by a line of one boot and one rank (issue 29, items 3, 4 and 6).
 
 * the ledger's rules (exporter/provenance.py), as a reference table: which key a message gets,
   when it is the next boot, when it is the same line again or a declared revision;
 * one pool per rank: two-digit TP ranks interleaved, a sliding-window pool per rank;
 * one boot per message: a sweep's pasted summary, two boots with only a comment between them;
+* a vLLM SpecDecoding line is its engine's.
 """
 
 from __future__ import annotations
@@ -229,3 +230,36 @@ def test_the_same_value_again_is_no_boot_and_a_revision_is_no_boot() -> None:
     assert value(pipe, "kv_capacity_tokens") == 98304 and value(pipe, "kv_capacity_bytes") == pytest.approx(1.5 * GIB)
     assert value(pipe, "draft_kv_capacity_tokens") == 98304
     assert src.servers["0"].proofs["kv_capacity_tokens"].line == 3
+
+
+# --------------------------------------------------------------------------------------------
+# item 6: SpecDecoding lines are their engine's
+
+
+def test_spec_decoding_lines_follow_their_engines_stats_line() -> None:
+    path = ROOT / "fixtures/vllm/dp2-spec.log"
+    pipe = replay([str(path)], None, None, None)[0]
+    want: dict[str, list[ev.SpecDecoding]] = {"0": [], "1": []}
+    engine = None
+    for ln in path.read_text(encoding="utf-8").splitlines():
+        e = parse_line(ln, "vllm", 2026).event
+        if isinstance(e, ev.BatchStats) and e.engine_index is not None:
+            engine = str(e.engine_index)
+        elif isinstance(e, ev.SpecDecoding):
+            want[engine].append(e)  # type: ignore[index]
+    for dp, specs in want.items():
+        assert len(specs) == 2
+        assert value(pipe, "spec_accepted_tokens_total", dp_rank=dp) == sum(s.accepted_tokens for s in specs)
+        assert value(pipe, "spec_drafted_tokens_total", dp_rank=dp) == sum(s.drafted_tokens for s in specs)
+        assert value(pipe, "spec_accept_length", dp_rank=dp) == specs[-1].mean_accept_length
+
+
+def test_a_spec_decoding_line_without_an_engine_before_it_is_rank_0s() -> None:
+    lines = [
+        "INFO 06-12 09:03:31 [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, "
+        "Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 5.2%, Prefix cache hit rate: 0.0%",
+        "INFO 06-12 09:03:31 [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: 38.2%, Mean acceptance length: 2.53, "
+        "Accepted: 3342 tokens, Drafted: 8748 tokens, Per-position acceptance rate: 0.612, 0.401",
+    ]
+    pipe = feed(lines, "vllm")
+    assert value(pipe, "spec_accepted_tokens_total") == 3342
