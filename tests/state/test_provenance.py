@@ -1,14 +1,20 @@
-"""Every fact on /metrics proven by a line of one boot and one rank (issue 29, items 3, 4 and 6).
+"""Every fact on /metrics proven by a line of one boot and one rank (issue 29, items 3, 4, 6 and 8).
 
 * the ledger's rules (exporter/provenance.py), as a reference table: which key a message gets,
   when it is the next boot, when it is the same line again or a declared revision;
 * one pool per rank: two-digit TP ranks interleaved, a sliding-window pool per rank;
 * one boot per message: a sweep's pasted summary, two boots with only a comment between them;
-* a vLLM SpecDecoding line is its engine's.
+* a vLLM SpecDecoding line is its engine's;
+* on every fixture that has a golden: each fact the exposition shows has a proof, the proof's line
+  (read back from the file as replay read it) says the value, of the boot and rank the proof names.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 import pytest
@@ -16,12 +22,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import contract
 from exporter.app import exposition, replay
+from exporter.explain import proofs
 from exporter.pipeline import Pipeline
 from exporter.provenance import REVISIONS, SUMMED_POOLS, Basis, Ledger
+from exporter.reading import Reader, read_blocks
 from parsers import events as ev
 from parsers import parse_line
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "collector"))
+from test_golden import fixtures  # noqa: E402
 
 GIB = float(1 << 30)
 
@@ -263,3 +273,120 @@ def test_a_spec_decoding_line_without_an_engine_before_it_is_rank_0s() -> None:
     ]
     pipe = feed(lines, "vllm")
     assert value(pipe, "spec_accepted_tokens_total") == 3342
+
+
+# --------------------------------------------------------------------------------------------
+# item 8: every fact proven, on every fixture
+
+# the families whose series are facts of the log (a proof each); the runtime gauges and counters are
+# kept by the hot path without their lines and carry their basis only
+FACTS = {m.name for m in (*contract.CAPACITY, contract.MAX_RUNNING, contract.MAMBA_STATE_BYTES, contract.REPLAYSSM_BUFFER_BYTES)}
+
+
+def _said(e: object) -> list[object]:
+    """Every value an event carries: its fields, the values of its maps, the entries and length of its lists."""
+    out: list[object] = []
+    todo = [e]
+    while todo:
+        x = todo.pop()
+        if is_dataclass(x):
+            todo += [getattr(x, f.name) for f in fields(x)]
+            if isinstance(x, ev.KVCacheAllocated):
+                out.append(x.total_bytes)
+        elif isinstance(x, dict):
+            todo += list(x.values())
+        elif isinstance(x, (list, tuple)):
+            out.append(len(x))
+            todo += list(x)
+        elif x is not None:
+            out.append(x)
+    return out
+
+
+def _says(e: object, v: object) -> bool:
+    for x in _said(e):
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and isinstance(x, (int, float)) and not isinstance(x, bool):
+            if abs(float(x) - float(v)) <= 1e-9 * max(1.0, abs(float(v))):
+                return True
+        elif x == v or str(x) == str(v):
+            return True
+    return False
+
+
+def _lines(path: Path) -> list[str]:
+    """The lines of a file as replay reads them (Docker and CRI records unwrapped)."""
+    out: list[str] = []
+    for text in read_blocks(str(path), Reader()):
+        out += text[:-1].split("\n")
+    return out
+
+
+def _event(src, lines: list[str], r: dict) -> object:
+    text = "".join(lines[r["line"] - 1 : r["line"] - 1 + r["lines"]])
+    parsed = parse_line(text, src.engine, src.year)
+    return parsed.event
+
+
+LOGS = fixtures()
+
+
+@pytest.fixture(scope="module")
+def replayed() -> dict[Path, Pipeline]:
+    return {p: replay([str(p)], None, None, None)[0] for p in LOGS}
+
+
+@pytest.mark.parametrize("log", LOGS, ids=[f"{p.parent.name}/{p.name}" for p in LOGS])
+def test_every_fact_has_a_line_of_its_boot_and_rank_that_says_it(log: Path, replayed: dict[Path, Pipeline]) -> None:
+    pipe = replayed[log]
+    (src,) = pipe.sources.values()
+    lines = _lines(log)
+    exported = {(name, labels) for (name, labels) in series(pipe) if name in FACTS}  # every fact series on /metrics ...
+    listed = set()
+    for srv in src.servers.values():
+        for r in proofs(src, srv):
+            if r["metric"] not in FACTS:
+                continue
+            listed.add((r["metric"], tuple(sorted(r["labels"].items()))))
+            what = f"{r['metric']}{r['labels']} = {r['value']}"
+            assert r["basis"] in set(Basis), what
+            assert r["boot"] == src.restarts + 1, f"{what}: a fact of boot {r['boot']} in boot {src.restarts + 1}"
+            assert r["dp_rank"] == srv.dp_rank, what
+            if r["basis"] == Basis.DEFAULT:
+                assert r["line"] is None and r["rule"], what
+                continue
+            assert r["file"] == log.name and 1 <= r["line"] <= len(lines), what
+            e = _event(src, lines, r)
+            if r["basis"] == Basis.DERIVED:
+                assert r["rule"], what
+                if r["rule"] == SUMMED_POOLS:  # the pools of one rank: the line and the others it names, added
+                    parts = [e] + [parse_line(lines[a["line"] - 1], src.engine, src.year).event for a in r["also"]]
+                    assert sum(p.total_bytes for p in parts) == pytest.approx(r["value"]), what
+                continue
+            assert e is not None and _says(e, r["value"]), f"{what}: line {r['line']} does not say it: {e}"
+            if r["tp_rank"] is not None and srv.speaker is not None:  # the speaking rank's line (rule 2)
+                assert (r["pp_rank"] or 0, r["tp_rank"]) == srv.speaker, what
+    assert exported == listed  # ... is listed with its proof, and nothing else is
+    for r in proofs(src):  # the configuration on hybrid_cache_server_info
+        what = f"{r['labels']} = {r['value']}"
+        assert r["basis"] in set(Basis) and r["boot"] == src.restarts + 1, what
+        if r["basis"] == Basis.LOGGED:
+            e = _event(src, lines, r)
+            assert e is not None and _says(e, r["value"] if r["metric"] != contract.GDN_PREFILL_KERNEL.name else r["labels"]["kernel"]), (
+                what
+            )
+
+
+def test_explain_and_report_list_the_facts_with_their_lines(tmp_path: Path) -> None:
+    log = ROOT / "fixtures/sglang/tp16-interleaved.log"
+    exe = [sys.executable, "-m", "exporter"]
+    out = subprocess.run([*exe, "replay", "--explain", str(log)], capture_output=True, text=True, check=True, cwd=tmp_path).stdout
+    facts = out[out.index("-- facts of source") :].splitlines()
+    kv_line = next(ln for ln in facts if ln.strip().startswith("kv_capacity_bytes"))
+    n = next(i for i, ln in enumerate(log.read_text(encoding="utf-8").splitlines(), 1) if "TP0] KV Cache" in ln)
+    assert f"tp16-interleaved.log:{n} " in kv_line and "logged" in kv_line and "15 other rank" in kv_line
+    rep = json.loads(subprocess.run([*exe, "report", "--json", str(log)], capture_output=True, text=True, check=True, cwd=tmp_path).stdout)
+    (srv,) = rep["sources"][0]["servers"]
+    got = {r["metric"]: r for r in srv["provenance"]}
+    r = got["hybrid_cache_kv_capacity_bytes"]
+    assert (r["file"], r["line"], r["boot"], r["tp_rank"], r["basis"]) == ("tp16-interleaved.log", n, 1, 0, "logged")
+    assert {r["labels"]["label"] for r in rep["sources"][0]["provenance"]} >= {"model", "tp_size"}
