@@ -41,12 +41,30 @@ MAX_HISTORY = 8  # values kept per fact (a TP rank's copy of a value already kep
 
 @dataclass(frozen=True, slots=True)
 class Revision:
-    """One value of a revised fact: its stage, the log time and the message it came from."""
+    """One value of a revised fact: its stage, the log time, the message and the source's line it came from."""
 
     stage: str
     value: float
     ts: float | None = None
     text: str | None = None
+    line: int | None = None
+
+
+# what a proof of a revised fact says (exporter/provenance.py: the line's rule)
+STAGE_RULES = {
+    PROFILE: "sized before warmup",
+    ESTIMATE: "an estimate the line says is revised after warmup",
+    MEASURED: "measured after warmup (one rank's measurement)",
+    FINAL: "the final size, after warmup",
+}
+SETTLED_BY_KV_SIZE = "sized before warmup; the KV-size line closed the sizing without a later value (the revision rule)"
+
+
+def rule_of(r: Revision, settles: Revision | None) -> str:
+    """The rule a proof of ``r`` carries: its stage, and the earlier value it settles (the revision rule)."""
+    if settles is None:
+        return STAGE_RULES[r.stage] if r.stage != PROFILE else ""
+    return f"{STAGE_RULES[r.stage]}: revises the earlier value ({STAGE_RULES[settles.stage]}), not a new boot"
 
 
 def in_force(history: list[Revision]) -> Revision | None:
@@ -67,6 +85,14 @@ def revise(history: list[Revision], new: Revision) -> bool:
     history.append(new)
     del history[:-MAX_HISTORY]
     return cur is None or _RANK[new.stage] >= _RANK[cur.stage]
+
+
+def revised_by(history: list[Revision], r: Revision) -> Revision | None:
+    """The earlier value of the boot ``r`` settles: the latest one with another value (None: it settles none)."""
+    for h in reversed(history):
+        if h is not r and h.value != r.value and _RANK[h.stage] <= _RANK[r.stage]:
+            return h
+    return None
 
 
 def provisional(r: Revision, after_warmup: bool | None) -> bool:
@@ -94,4 +120,18 @@ def sizes_after_warmup(config: dict, version: str | None) -> bool | None:
     return defaults.vllm_extensible_by_default(version, str(config.get("_device") or config.get("device_config") or "") or None)
 
 
-__all__ = ["MAX_HISTORY", "REVISED", "STAGES", "Revision", "in_force", "provisional", "revise", "settled", "sizes_after_warmup"]
+__all__ = [
+    "MAX_HISTORY",
+    "REVISED",
+    "SETTLED_BY_KV_SIZE",
+    "STAGES",
+    "STAGE_RULES",
+    "Revision",
+    "in_force",
+    "provisional",
+    "revise",
+    "revised_by",
+    "rule_of",
+    "settled",
+    "sizes_after_warmup",
+]

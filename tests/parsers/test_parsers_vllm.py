@@ -674,6 +674,7 @@ FIXTURES = {
     "v0.34.0-h200-capped.log": 50,
     "v0.34.0-32gb-auto-len.log": 40,
     "dp2.log": 19,
+    "dp2-spec.log": 25,
     "colored-docker.log": 17,
     "mamba-blocks-exceeded.log": 10,
     "kv-too-small.log": 8,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from exporter.explain import proofs
 from exporter.pipeline import Pipeline
 from exporter.report import revisions_of
 from parsers.numbers import GIB
@@ -130,3 +131,18 @@ def test_the_same_boot_message_after_runtime_lines_is_still_a_new_boot():
     assert src.restarts == 1
     assert "kv_capacity_bytes" not in srv.capacity  # the new boot's estimate, not the old boot's final value
     assert [r.value for r in srv.revisions["kv_capacity_bytes"]] == [approx(47.13 * GIB)]
+
+
+def test_the_proof_of_a_revised_fact_names_the_line_it_revises():
+    """exporter/provenance.py rule 4 for vLLM 0.34's stages: the final line proves the fact and names the estimate's."""
+    lines = [*boot(), AVAILABLE, WARMUP, KV_SIZE, EXTENDED, STATS]
+    src, srv = server(feed(lines))
+    got = {r["metric"]: r for r in proofs(src, srv)}
+    kv = got["hybrid_cache_kv_capacity_bytes"]
+    assert (kv["basis"], kv["line"], kv["revises"]["line"]) == ("logged", lines.index(EXTENDED) + 1, lines.index(AVAILABLE) + 1)
+    assert "not a new boot" in kv["rule"]
+    # settled by the KV-size line: the estimate's own line proves it
+    lines = [*boot(), AVAILABLE, KV_SIZE]
+    src, srv = server(feed(lines))
+    kv = {r["metric"]: r for r in proofs(src, srv)}["hybrid_cache_kv_capacity_bytes"]
+    assert kv["line"] == lines.index(AVAILABLE) + 1 and "closed the sizing" in kv["rule"] and "revises" not in kv
