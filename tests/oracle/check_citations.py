@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import argparse
 import ast
-import os
 import re
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 from tests.oracle import SGLANG_RELEASE, VLLM_RELEASE
+from tests.release.source import DEFAULT_CACHE, download
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -30,18 +28,6 @@ CITE = re.compile(r"cite:\s*((?:sglang|vllm)/[\w/]+\.py)::([\w.]+(?:\s*\([^)]*\)
 ALSO = re.compile(r"(?<![\w/])((?:sglang|vllm)/[\w/]+\.py)::([\w.]+)")
 SAME = re.compile(r"same since (\d[\w.]*):\s*((?:sglang|vllm)/[\w/]+\.py)::([\w.]+)")
 MODULE_RELEASE = re.compile(r"(sglang|vllm)_(\d+)_(\d+)_(\d+)$")
-DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hybrid-cache-exporter" / "wheels"
-
-
-def wheel(cache: Path, name: str, version: str) -> Path:
-    found = sorted(cache.glob(f"{name}-{version}-*.whl"))
-    if not found:
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(cache), f"{name}=={version}"],
-            check=True,
-        )
-        found = sorted(cache.glob(f"{name}-{version}-*.whl"))
-    return found[0]
 
 
 def release_of(path: Path, engine: str) -> str:
@@ -114,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     def read(engine: str, release: str, path: str) -> str | None:
         key = (engine, release)
         if key not in zips:
-            zips[key] = zipfile.ZipFile(wheel(cache, engine, release))
+            zips[key] = zipfile.ZipFile(download(cache, engine, release))
         try:
             return zips[key].read(path).decode("utf-8", "replace")
         except KeyError:

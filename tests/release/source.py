@@ -152,8 +152,9 @@ def newest(package: str) -> str:
     return head[head.index("(") + 1 : head.index(")")]
 
 
-def wheel(cache: Path, package: str, version: str) -> Wheel:
-    """The wheel of ``package==version`` from ``cache``, downloaded (no dependencies) when it is not there."""
+def download(cache: Path, package: str, version: str) -> Path:
+    """The path of the wheel of ``package==version`` in ``cache``, downloaded (no dependencies) when it is not there
+    (the oracle's citations check takes its wheels from here too)."""
     cache.mkdir(parents=True, exist_ok=True)
     found = sorted(cache.glob(f"{package}-{version}-*.whl"))
     if not found:
@@ -162,4 +163,9 @@ def wheel(cache: Path, package: str, version: str) -> Wheel:
             check=True,
         )
         found = sorted(cache.glob(f"{package}-{version}-*.whl"))
-    return Wheel(found[0])
+    return found[0]
+
+
+def wheel(cache: Path, package: str, version: str) -> Wheel:
+    """The wheel of ``package==version`` from ``cache``, read (:func:`download`)."""
+    return Wheel(download(cache, package, version))
