@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .model import ModelSpec
+from .model import ConfigError, ModelSpec
 from .sizing import (
     LinearState,
     SGLangPool,
@@ -93,8 +93,33 @@ class Plan:
         return v.kv_cache_tokens_new if v.kv_cache_tokens_new is not None else v.kv_cache_tokens_old
 
 
+def as_served(model: ModelSpec, engine: str) -> ModelSpec:
+    """``model`` as ``engine`` reads its config (:meth:`ModelSpec.for_engine`); a :class:`ConfigError` naming the
+    family when that engine does not serve it (SGLang 0.5.23 has no Jamba, Zamba2 or OLMo-hybrid)."""
+    why = model.refusal(engine)
+    if why:
+        raise ConfigError(why)
+    return model.for_engine(engine)
+
+
+def state_of(model: ModelSpec, inputs: PlanInputs) -> LinearState:
+    """The per-request state per GPU the engine of ``inputs`` holds for ``model`` (vLLM: the SSM dtype its platform
+    keeps, the conv window widened by the draft tokens where the family's class does)."""
+    tp = max(1, inputs.tp)
+    if inputs.engine == "vllm":
+        ssm = vllm_ssm_dtype(inputs.platform, inputs.ssm_dtype, model.cpu_state_backend, inputs.cpu_isa)
+        return linear_state(model, tp, ssm, engine="vllm", conv_extra_tokens=inputs.spec_draft_tokens)
+    return linear_state(model, tp, inputs.ssm_dtype, engine="sglang")
+
+
 def make_plan(model: ModelSpec, inputs: PlanInputs) -> Plan:
-    """Size the pools for ``model`` under ``inputs`` (SGLang or vLLM)."""
+    """Size the pools for ``model`` under ``inputs`` (SGLang or vLLM). An attention-free model (Mamba, Mamba2) has no
+    pool model here: ``ValueError`` (``plan`` shows its per-request state and says so)."""
+    model = as_served(model, inputs.engine)
+    if model.attention_free:
+        raise ValueError(
+            f"{model.name}: the pool of an attention-free model ({model.linear_layers} state layers, no attention) is not modelled"
+        )
     tp = max(1, inputs.tp)
     kvt = kv_bytes_per_token(model, inputs.kv_dtype, tp)
     if inputs.engine == "vllm":
@@ -115,10 +140,8 @@ def make_plan(model: ModelSpec, inputs: PlanInputs) -> Plan:
             gdn_backend=inputs.gdn_backend,
             cpu_isa=inputs.cpu_isa,
         )
-        ssm = vllm_ssm_dtype(inputs.platform, inputs.ssm_dtype, model.linear_kind, inputs.cpu_isa)
-        st = linear_state(model, tp, ssm, engine="vllm", conv_extra_tokens=inputs.spec_draft_tokens)
-        return Plan(model, inputs, kvt, kvt * tp, st, vp.n_mamba_groups * vp.blocks_per_request or None, vllm=vp)
-    st = linear_state(model, tp, inputs.ssm_dtype, engine="sglang")
+        return Plan(model, inputs, kvt, kvt * tp, state_of(model, inputs), vp.n_mamba_groups * vp.blocks_per_request or None, vllm=vp)
+    st = state_of(model, inputs)
     strat = norm_strategy(inputs.radix_strategy, inputs.overlap)
     spr = sglang_slots_per_request(
         strat,
@@ -170,7 +193,7 @@ def unmodelled_notes(model: ModelSpec, inputs: PlanInputs, *, gpu_memory: bool =
         )
     if inputs.platform == "blackwell":
         out.append("blackwell: page/block sizes from the engines' default backends, not checked against a real log")
-    if inputs.engine == "vllm" and model.is_hybrid and model.linear_kind == "gdn":
+    if inputs.engine == "vllm" and model.is_hybrid and model.linear_kind == "gdn" and model.prefill_checkpoints:
         kernel = vllm_gdn_prefill_kernel(model, inputs.platform, inputs.gdn_backend)
         out.append(
             f"GDN prefill kernel: {kernel}"

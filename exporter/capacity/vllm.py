@@ -140,7 +140,7 @@ def vllm_checkpoint_blocks(
     * KDA: 1 only with FlashKDA, which needs a bounded gate (``gate_lower_bound`` in ``linear_attn_config``;
       ``models/kimi_k3/nvidia/kda.py::is_flashkda_supported``).
     """
-    if mode != "align" or not vllm_release(version).checkpoint_blocks or not model.is_hybrid:
+    if mode != "align" or not vllm_release(version).checkpoint_blocks or not model.is_hybrid or not model.prefill_checkpoints:
         return 0
     if model.linear_kind == "mamba2":
         return 1
@@ -268,7 +268,7 @@ def vllm_pool(
     if platform not in PLATFORMS:
         raise ValueError(f"unknown platform {platform!r} (one of {', '.join(PLATFORMS)})")
     m = (mode or vllm_default_mode(version, prefix_caching)).lower()
-    ssm = vllm_ssm_dtype(platform, ssm_dtype, model.linear_kind, cpu_isa)
+    ssm = vllm_ssm_dtype(platform, ssm_dtype, model.cpu_state_backend, cpu_isa)
     st = linear_state(model, tp, ssm, engine="vllm", conv_extra_tokens=spec_tokens)
     attn_tok = kv_bytes_per_token_per_layer(model, kv_dtype, tp)
     mamba_page = st.page_bytes
