@@ -69,6 +69,13 @@ def ssm_dtype_rule(model: ModelSpec, engine: str = "sglang") -> tuple[str, ...] 
     return fam.dtype_rule(engine) if fam is not None else families.DEFAULT_SSM_DTYPE[engine]
 
 
+def has_ssm_lever(model: ModelSpec, engine: str) -> bool:
+    """Whether the engine's SSM dtype flag (``--mamba-ssm-dtype`` / ``--mamba-ssm-cache-dtype``) changes this model's
+    state: it has an SSM part and its class reads the flag (the catalogue's rule)."""
+    rule = ssm_dtype_rule(model, engine)
+    return rule is not None and "flag" in rule
+
+
 def resolve_ssm_dtype(model: ModelSpec, engine: str = "sglang", override: str | None = None) -> str | None:
     """SSM (temporal) state dtype, from where each engine reads it for this model family (the catalogue's rule,
     first step that applies):
