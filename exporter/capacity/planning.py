@@ -49,6 +49,12 @@ class PlanInputs:
     prefix_caching: bool | None = None  # vLLM --enable-prefix-caching / --no-enable-prefix-caching (None: default)
     vllm_version: str | None = None  # vLLM release for the version table (default 0.33.0)
     num_gpu_blocks_override: int | None = None
+    use_replayssm: bool = False  # vLLM --use-replayssm (Mamba2 layers keep x / dt / B rings)
+    replayssm_buffer_len: int = 16  # vLLM --replayssm-buffer-len (the ring length with the default Triton backend)
+
+    @property
+    def replayssm_len(self) -> int:
+        return self.replayssm_buffer_len if self.engine == "vllm" and self.use_replayssm else 0
 
     @property
     def resolved_vllm_mode(self) -> str:
@@ -102,13 +108,30 @@ def as_served(model: ModelSpec, engine: str) -> ModelSpec:
     return model.for_engine(engine)
 
 
+def check_replayssm(model: ModelSpec, inputs: PlanInputs) -> None:
+    """``--use-replayssm`` is modelled where vLLM's class appends the rings it allocates: Nemotron-H
+    (``nemotron_h.py::NemotronHForCausalLM.get_mamba_state_shape_from_config``). Every Mamba2 mixer holds them
+    (``mamba_mixer2.py::MambaMixer2.get_state_shape``), but the other Mamba2 classes' shape function, which the
+    block size is computed from, does not append them: not modelled. Speculative decoding with it needs
+    FlashInfer's Mamba backend (a longer ring): not modelled either."""
+    if not inputs.replayssm_len:
+        return
+    if model.linear_kind != "mamba2":
+        raise ValueError(f"--use-replayssm keeps rings for Mamba2 layers; {model.name} has {model.linear_kind or 'none'}")
+    if model.family != "nemotron_h":
+        raise ValueError(f"--use-replayssm is modelled for Nemotron-H only: {model.family}'s class does not append the rings")
+    if inputs.spec_draft_tokens:
+        raise ValueError("--use-replayssm with speculative decoding needs --mamba-backend flashinfer: not modelled")
+
+
 def state_of(model: ModelSpec, inputs: PlanInputs) -> LinearState:
     """The per-request state per GPU the engine of ``inputs`` holds for ``model`` (vLLM: the SSM dtype its platform
-    keeps, the conv window widened by the draft tokens where the family's class does)."""
+    keeps, the conv window widened by the draft tokens where the family's class does, the ReplaySSM rings)."""
     tp = max(1, inputs.tp)
     if inputs.engine == "vllm":
+        check_replayssm(model, inputs)
         ssm = vllm_ssm_dtype(inputs.platform, inputs.ssm_dtype, model.cpu_state_backend, inputs.cpu_isa)
-        return linear_state(model, tp, ssm, engine="vllm", conv_extra_tokens=inputs.spec_draft_tokens)
+        return linear_state(model, tp, ssm, engine="vllm", conv_extra_tokens=inputs.spec_draft_tokens, replayssm_len=inputs.replayssm_len)
     return linear_state(model, tp, inputs.ssm_dtype, engine="sglang")
 
 
@@ -123,6 +146,7 @@ def make_plan(model: ModelSpec, inputs: PlanInputs) -> Plan:
     tp = max(1, inputs.tp)
     kvt = kv_bytes_per_token(model, inputs.kv_dtype, tp)
     if inputs.engine == "vllm":
+        check_replayssm(model, inputs)
         vp = vllm_pool(
             model,
             inputs.budget_bytes,
@@ -139,6 +163,7 @@ def make_plan(model: ModelSpec, inputs: PlanInputs) -> Plan:
             num_gpu_blocks_override=inputs.num_gpu_blocks_override,
             gdn_backend=inputs.gdn_backend,
             cpu_isa=inputs.cpu_isa,
+            replayssm_len=inputs.replayssm_len,
         )
         return Plan(model, inputs, kvt, kvt * tp, state_of(model, inputs), vp.n_mamba_groups * vp.blocks_per_request or None, vllm=vp)
     st = state_of(model, inputs)

@@ -124,6 +124,7 @@ class LinearState:
     ssm_elements_per_layer: int
     conv_dtype: str
     ssm_dtype: str | None  # None: the state has no SSM part (LFM2's short convolution)
+    ring_bytes_per_layer: int = 0  # vLLM --use-replayssm: the x / dt / B rings appended to a Mamba2 layer's state
 
     @property
     def conv_bytes_per_layer(self) -> int:
@@ -135,8 +136,12 @@ class LinearState:
 
     @property
     def page_bytes(self) -> int:
-        """One layer's conv+ssm (vLLM's un-padded mamba page)."""
-        return self.conv_bytes_per_layer + self.ssm_bytes_per_layer
+        """One layer's conv+ssm (+ the ReplaySSM rings): vLLM's un-padded mamba page."""
+        return self.conv_bytes_per_layer + self.ssm_bytes_per_layer + self.ring_bytes_per_layer
+
+    @property
+    def ring_bytes(self) -> int:
+        return self.layers * self.ring_bytes_per_layer
 
     @property
     def conv_bytes(self) -> int:
@@ -148,8 +153,8 @@ class LinearState:
 
     @property
     def per_request(self) -> int:
-        """SGLang's ``mamba_cache_per_req`` (per GPU)."""
-        return self.conv_bytes + self.ssm_bytes
+        """SGLang's ``mamba_cache_per_req`` (per GPU); vLLM's state per request (with the ReplaySSM rings)."""
+        return self.conv_bytes + self.ssm_bytes + self.ring_bytes
 
     @property
     def all_gpus(self) -> int:
@@ -163,13 +168,17 @@ def linear_state(
     conv_dtype: str | None = None,
     engine: str = "sglang",
     conv_extra_tokens: int = 0,
+    replayssm_len: int = 0,
 ) -> LinearState:
     """Per-request conv + SSM state per GPU (formulas in the module docstring).
 
     ``conv_extra_tokens``: vLLM widens the conv window by ``num_speculative_tokens`` (the families whose class
     passes ``num_spec``: not Jamba, Mamba1 or LFM2, whose state this ignores it for). SGLang keeps the spec
     intermediate states in a separate buffer, so leave it 0 there. The model is read as ``engine`` reads it
-    (:meth:`ModelSpec.for_engine`).
+    (:meth:`ModelSpec.for_engine`). ``replayssm_len``: vLLM's ``--use-replayssm`` ring length (``--replayssm-buffer-len``
+    with the default Triton backend), whose rings ``MambaStateShapeCalculator.append_replayssm_ring`` appends to a
+    Mamba2 layer's state: x ``heads/tp × L × head_dim`` and B ``groups'/tp × L × d_state`` in the model dtype, dt
+    ``heads/tp × L`` in float32 (``MambaStateDtypeCalculator.append_replayssm_ring``).
     """
     model = model.for_engine(engine)
     tp = max(1, tp)
@@ -210,7 +219,19 @@ def linear_state(
         ssm = model.lin_v_heads // tp * model.lin_v_dim * model.lin_v_dim
     else:  # pragma: no cover - model_from_config never produces another kind
         raise ValueError(f"unknown linear kind {kind!r}")
+    ring = 0
+    if replayssm_len and kind == "mamba2" and model.is_hybrid:
+        g = model.mamba_n_groups
+        g_eff = g + (tp - g if g % tp else 0)
+        act = dtype_bytes(model.model_dtype)
+        heads = model.lin_v_heads // tp
+        ring = (
+            heads * replayssm_len * model.lin_v_dim * act
+            + heads * replayssm_len * 4
+            + g_eff // tp * replayssm_len * model.mamba_d_state * act
+        )
     return LinearState(
+        ring_bytes_per_layer=ring,
         layers=model.linear_layers if model.is_hybrid else 0,
         tp=tp,
         conv_elements_per_layer=conv,

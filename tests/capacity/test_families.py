@@ -15,7 +15,7 @@ import pytest
 
 from exporter import capacity as cap
 from exporter.capacity import families
-from exporter.plan import PlanRequest, build
+from exporter.plan import PlanRequest, UsageError, build
 
 CONFIGS = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
 
@@ -240,3 +240,23 @@ def test_catalogue_is_consistent():
         if f.fixture:
             assert (CONFIGS / f"{f.fixture}.json").exists(), f.fixture
             assert model(f.fixture).family == f.key
+
+
+def test_replayssm_rings_where_the_class_appends_them():
+    """``--use-replayssm``: Nemotron-H's state gains x / dt / B rings of the buffer length (vLLM's own functions check
+    the bytes: tests/engine/test_family_shapes.py); the other families are refused, and so is speculative decoding
+    with it (FlashInfer's longer ring)."""
+    nemo = CONFIGS / "nemotron-h-8b.json"
+    base, _, _ = build(PlanRequest(config=str(nemo), engine="vllm", kv_budget=20, context_len=8192))
+    ring, _, _ = build(PlanRequest(config=str(nemo), engine="vllm", kv_budget=20, context_len=8192, use_replayssm=True))
+    assert ring.state.conv_bytes == base.state.conv_bytes and ring.state.ssm_bytes == base.state.ssm_bytes
+    assert ring.state.ring_bytes > 0 and ring.vllm.mamba_page == base.vllm.mamba_page + ring.state.ring_bytes_per_layer
+    longer, _, _ = build(PlanRequest(config=str(nemo), engine="vllm", use_replayssm=True, replayssm_buffer_len=32))
+    assert longer.state.ring_bytes == 2 * ring.state.ring_bytes
+    for name in ("granite-4.0-h-small", "lfm2-1.2b"):
+        with pytest.raises(UsageError, match="replayssm"):
+            build(PlanRequest(config=str(CONFIGS / f"{name}.json"), engine="vllm", use_replayssm=True))
+    with pytest.raises(UsageError, match="speculative"):
+        build(PlanRequest(config=str(nemo), engine="vllm", use_replayssm=True, spec_draft_tokens=2))
+    with pytest.raises(UsageError):
+        build(PlanRequest(config=str(nemo), engine="sglang", use_replayssm=True))

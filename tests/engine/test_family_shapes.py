@@ -46,6 +46,10 @@ CASES = (
     + [{"tp": 1, "ssm": d, "spec": 0} for d in ("bfloat16", "float32")]
     + [{"tp": 2, "ssm": "bfloat16", "spec": 0}, {"tp": 1, "ssm": "auto", "spec": 2}]
 )
+# vLLM's ReplaySSM rings (--use-replayssm), where the class appends them (Nemotron-H)
+REPLAYSSM = {
+    "nemotron-h-8b": [{"tp": 1, "ssm": "auto", "spec": 0, "replayssm": 16}, {"tp": 2, "ssm": "bfloat16", "spec": 0, "replayssm": 32}]
+}
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +59,7 @@ def figures(engine_py, workdir) -> dict:
         "workdir": str(workdir / "shapes"),
         "out": str(out),
         "configs": {n: json.loads((CONFIGS / f"{n}.json").read_text()) for n in NAMES},
-        "cases": [{"config": n, **k} for n in NAMES for k in CASES],
+        "cases": [{"config": n, **k} for n in NAMES for k in CASES + REPLAYSSM.get(n, [])],
     }
     env = {**h._base_env(), "PYTHONPATH": str(h.HERE / "stubs")}
     r = subprocess.run(
@@ -99,7 +103,7 @@ def test_layer_counts_are_vllms(figures, name):
 def test_conv_and_ssm_bytes_per_request_are_vllms(figures, name):
     layers = figures["configs"][name]["state_layers"]
     compared = []
-    for k in (x for x in figures["cases"] if x["config"] == name):
+    for k in (x for x in figures["cases"] if x["config"] == name and not x.get("replayssm")):
         if "error" in k:
             # the only refusal vLLM may make here is its divisibility check of a head count at that TP
             assert "divide" in k["error"] or "divisible" in k["error"], k["error"]
@@ -148,3 +152,19 @@ def test_every_family_has_a_proven_fixture():
     modelled = [f for f in families.CATALOGUE if not f.refused]
     assert {f.fixture for f in modelled} <= set(NAMES) | set(NOT_RUN)
     assert set(NAMES) | set(NOT_RUN) == {p.stem for p in Path(CONFIGS).glob("*.json")}
+
+
+@pytest.mark.parametrize("name", sorted(REPLAYSSM))
+def test_replayssm_rings_are_vllms(figures, name):
+    """``--use-replayssm``: the class's shapes gain x / dt / B rings (``append_replayssm_ring``); plan's state gains
+    the same bytes, conv and SSM unchanged."""
+    layers = figures["configs"][name]["state_layers"]
+    for k in (x for x in figures["cases"] if x["config"] == name and x.get("replayssm")):
+        assert "error" not in k, k["error"]
+        args = ["--tp", str(k["tp"]), "--use-replayssm", "--replayssm-buffer-len", str(k["replayssm"])]
+        if k["ssm"] != "auto":
+            args += ["--mamba-ssm-cache-dtype", k["ssm"]]
+        st = plan(name, *args)["state"]
+        assert len(k["shapes"]) == 5, k["shapes"]
+        got = (st["conv_bytes_per_request_per_gpu"], st["ssm_bytes_per_request_per_gpu"], st["replayssm_ring_bytes_per_request_per_gpu"])
+        assert got == (k["bytes"][0] * layers, k["bytes"][1] * layers, sum(k["bytes"][2:]) * layers), k

@@ -145,12 +145,16 @@ def instantiate(vc) -> dict:
     return out
 
 
-def case(vc, cls, tp: int, ssm: str, spec: int) -> dict:
-    """The class's own state shape and dtype functions at ``tp``, SSM cache dtype ``ssm``, ``spec`` draft tokens."""
+def case(vc, cls, tp: int, ssm: str, spec: int, replayssm: int = 0) -> dict:
+    """The class's own state shape and dtype functions at ``tp``, SSM cache dtype ``ssm``, ``spec`` draft tokens and,
+    with ``replayssm`` (a ring length), ``--use-replayssm --replayssm-buffer-len replayssm``."""
     v = copy.deepcopy(vc)
     v.parallel_config.tensor_parallel_size = tp
     v.cache_config.mamba_ssm_cache_dtype = ssm
     v.cache_config.mamba_cache_dtype = "auto"
+    if replayssm:
+        v.cache_config.use_replayssm = True
+        v.cache_config.replayssm_buffer_len = replayssm
     if spec:
         from types import SimpleNamespace
 
@@ -188,7 +192,7 @@ def main() -> int:
             continue
         for c in by_config.get(name, []):  # on copies of the config, before the model registers its layers in it
             try:
-                out["cases"].append({**c, **case(vc, cls, c["tp"], c.get("ssm", "auto"), c.get("spec", 0))})
+                out["cases"].append({**c, **case(vc, cls, c["tp"], c.get("ssm", "auto"), c.get("spec", 0), c.get("replayssm", 0))})
             except Exception:
                 out["cases"].append({**c, "error": traceback.format_exc(limit=8)})
         backend = cpu_backend(vc)
