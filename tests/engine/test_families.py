@@ -1,8 +1,9 @@
 """Scenario 7: other hybrid families on the CPU backend. A tiny Nemotron-H (Mamba2 + attention, pattern ``M-M*``)
 serves a load; its capacity facts equal the log and ``vllm:cache_config_info``, and ``plan`` reproduces them: this is
 the run that showed vLLM 0.32.0 already holds a Mamba2 prefill-checkpoint block per request in align mode (585.14x,
-not 682.67x). A tiny Granite-4.0-H (``layer_types``) and a tiny Falcon-H1 (attention and Mamba2 in every layer) boot
-and stop: their capacity equals the log, and ``plan`` reproduces it (issue 36; LFM2 and plain Mamba2: docs/engine-suite.md).
+not 682.67x). A tiny Granite-4.0-H (``layer_types``), a tiny Falcon-H1 (attention and Mamba2 in every layer) and a
+tiny LFM2 (short convolution, no SSM state) boot and stop: their capacity equals the log, and ``plan`` reproduces it
+(issue 36; plain Mamba2: docs/engine-suite.md).
 """
 
 from __future__ import annotations
@@ -38,10 +39,11 @@ def test_served_and_stopped(run):
 
 
 # --------------------------------------------------------------------------------------------
-# Granite-4.0-H and Falcon-H1 (issue 36): the families plan read as dense or refused before the catalogue. A boot
-# is enough: what the scenario asserts on is in the startup lines (no load, no count of requests).
+# Granite-4.0-H, Falcon-H1 and LFM2 (issue 36): families plan took for dense or refused before its catalogue (LFM2's
+# state is a short convolution alone). A boot is enough: what the scenario asserts on is in the startup lines (no
+# load, no count of requests).
 
-FAMILIES = {"granitemoehybrid": "granite-h", "falcon_h1": "falcon-h1"}
+FAMILIES = {"granitemoehybrid": "granite-h", "falcon_h1": "falcon-h1", "lfm2": "lfm2"}
 
 
 @dataclass
@@ -79,7 +81,7 @@ def test_family_plan_reproduces_the_engine(booted):
     """``plan --platform cpu`` gives the engine's block size, padding, blocks, concurrency, KV tokens and cap, and
     the layers its kv cache groups say: Granite's layer_types, Falcon-H1's attention and Mamba2 in every layer."""
     p = c.assert_plan(booted.config, c.last_boot(booted.log), booted.vllm, 128)
-    assert p["model"]["family"] == {"granitemoehybrid": "granite_h", "falcon_h1": "falcon_h1"}[booted.family]
+    assert p["model"]["family"] == {"granitemoehybrid": "granite_h", "falcon_h1": "falcon_h1", "lfm2": "lfm2"}[booted.family]
     assert p["state"]["bytes_per_request_per_gpu"] > 0 and p["model"]["linear_layers"] > 0
 
 

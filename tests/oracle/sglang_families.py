@@ -34,24 +34,9 @@ def family(cfg: dict) -> str | None:
     return ARCH.get((cfg.get("architectures") or [""])[0])
 
 
-def mamba2_state_shape(tp, intermediate_size, n_groups, num_heads, head_dim, state_size, conv_kernel):
-    """cite: sglang/srt/configs/mamba_utils.py::Mamba2StateShape.create (conv (dim/tp, K-1), temporal (heads/tp,
-    head_dim, state))"""
-    if n_groups % tp != 0:
-        n_groups += sg.extra_groups_for_head_shards(n_groups, tp)
-    conv_dim = intermediate_size + 2 * n_groups * state_size
-    return [(sg.divide(conv_dim, tp), conv_kernel - 1)], (sg.divide(num_heads, tp), head_dim, state_size)
-
-
 def full_rank_state_shape(tp, intermediate_size, state_size, conv_kernel):
     """cite: sglang/srt/configs/mamba_utils.py::Mamba2StateShape.create_full_rank (Mamba-1: head_dim 1)"""
     return [(sg.divide(intermediate_size, tp), conv_kernel - 1)], (sg.divide(intermediate_size, tp), 1, state_size)
-
-
-def kimi_state_shape(tp, num_heads, head_dim, conv_kernel):
-    """cite: sglang/srt/configs/mamba_utils.py::KimiLinearStateShape.create (num_k_heads, head_k_dim default)"""
-    proj = num_heads * head_dim
-    return [(conv_kernel - 1, sg.divide(proj, tp) + sg.divide(proj, tp) * 2)], (sg.divide(num_heads, tp), head_dim, head_dim)
 
 
 def layers(cfg: dict) -> tuple[list[int], list[int]]:
@@ -97,7 +82,7 @@ def state(cfg: dict, tp: int) -> tuple[list[tuple[int, int]], tuple[int, int, in
     head_dim x head_dim; KDA: KimiLinearStateShape; no dtype)"""
     f, c = family(cfg), text_config(cfg)
     if f == "granitemoehybrid":
-        conv, t = mamba2_state_shape(
+        conv, t = sg.mamba2_state_shape(
             tp,
             c["mamba_expand"] * c["hidden_size"],
             c["mamba_n_groups"],
@@ -109,7 +94,7 @@ def state(cfg: dict, tp: int) -> tuple[list[tuple[int, int]], tuple[int, int, in
         return conv, t, False
     if f == "falcon_h1":
         inter = c["mamba_expand"] * c["hidden_size"] if c.get("mamba_d_ssm") is None else c["mamba_d_ssm"]
-        conv, t = mamba2_state_shape(
+        conv, t = sg.mamba2_state_shape(
             tp, inter, c["mamba_n_groups"], c["mamba_n_heads"], c["mamba_d_head"], c["mamba_d_state"], c["mamba_d_conv"]
         )
         return conv, t, True
@@ -117,18 +102,18 @@ def state(cfg: dict, tp: int) -> tuple[list[tuple[int, int]], tuple[int, int, in
         conv, t = full_rank_state_shape(tp, c["intermediate_size"], c["state_size"], c["conv_kernel"])
         return conv, t, False
     if f == "mamba2":
-        conv, t = mamba2_state_shape(
+        conv, t = sg.mamba2_state_shape(
             tp, c["intermediate_size"], c["n_groups"], c["num_heads"], c["head_dim"], c["state_size"], c["conv_kernel"]
         )
         return conv, t, False
     if f in ("lfm2", "lfm2_moe"):
-        conv, t = mamba2_state_shape(tp, c["hidden_size"], 1, tp, c["hidden_size"], 0, int(c["conv_L_cache"]))
+        conv, t = sg.mamba2_state_shape(tp, c["hidden_size"], 1, tp, c["hidden_size"], 0, int(c["conv_L_cache"]))
         return conv, t, f == "lfm2"
     hd = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
     if f == "bailing_kda":
-        conv, t = kimi_state_shape(tp, c["num_attention_heads"], hd, c["short_conv_kernel_size"])
+        conv, t = sg.kimi_state_shape(tp, c["num_attention_heads"], hd, c["short_conv_kernel_size"])
         return conv, t, False
-    conv, t = mamba2_state_shape(tp, 0, 0, c["num_attention_heads"], hd, hd, 1)
+    conv, t = sg.mamba2_state_shape(tp, 0, 0, c["num_attention_heads"], hd, hd, 1)
     return conv, t, False
 
 
