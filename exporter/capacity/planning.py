@@ -218,6 +218,9 @@ def unmodelled_notes(model: ModelSpec, inputs: PlanInputs, *, gpu_memory: bool =
         )
     if inputs.platform == "blackwell":
         out.append("blackwell: page/block sizes from the engines' default backends, not checked against a real log")
+        fam = model.catalogue_family
+        if inputs.engine == "sglang" and fam is not None and fam.read is not None:
+            out.append(f"blackwell: SGLang's page size for {fam.title} assumed 64 (TRT-LLM MHA); its model override is not read")
     if inputs.engine == "vllm" and model.is_hybrid and model.linear_kind == "gdn" and model.prefill_checkpoints:
         kernel = vllm_gdn_prefill_kernel(model, inputs.platform, inputs.gdn_backend)
         out.append(
