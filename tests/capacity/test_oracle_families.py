@@ -151,6 +151,7 @@ def test_vllm_pools_match_oracle(case):
             context_len=mml,
             prefix_caching=pc,
             platform=platform,
+            vllm_version="0.33.0",  # the release of the oracle module (vllm_0_33_0), whatever plan's default
         ),
     )
     vp = plan.vllm
