@@ -70,10 +70,12 @@ bench-smoke: $(STAMP) tools
 	$(BIN)/python bench/run.py --quick
 
 ## the capacity model against the oracle re-implementation of SGLang 0.5.23 / vLLM 0.33.0 and 0.34.0 sizing; downloads
-## the wheels (no deps, into WHEEL_CACHE) to check that every engine file/function the oracle cites exists
+## the wheels (no deps, into WHEEL_CACHE) to check that every engine file/function the oracle cites exists; the family
+## catalogue against the vLLM 0.33.0 / 0.34.0 and SGLang wheels, both ways (tests/oracle/check_families.py)
 oracle: $(STAMP)
 	$(BIN)/python -m tests.oracle.check_citations --cache $(WHEEL_CACHE)
-	$(BIN)/python -m pytest -q tests/capacity/test_oracle.py
+	$(BIN)/python -m tests.oracle.check_families
+	$(BIN)/python -m pytest -q tests/capacity/test_oracle.py tests/capacity/test_oracle_families.py
 
 ## what a new engine release does to the messages the parsers read (tests/release/): the newest release of each engine
 ## on the index (or ENGINE=vllm VERSION=0.34.0 [BASE=0.33.0]) against the pinned one; exit 1 when one changed or vanished
