@@ -21,7 +21,7 @@ import ci_support
 import pytest
 import test_serve_support as h
 
-from exporter import web
+from exporter import connections, web
 
 sys.path.insert(0, str(h.ROOT / "bench"))
 import scrapes  # noqa: E402  (bench/scrapes.py: the load generator)
@@ -43,7 +43,7 @@ def test_listen_queue_and_bounded_workers_under_200_clients(serve, tmp_path):
     if shutil.which("ss"):
         out = subprocess.run(["ss", "-Hltn", f"sport = :{srv.port}"], capture_output=True, text=True).stdout.split()
         somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
-        assert int(out[2]) == min(web.LISTEN_BACKLOG, somaxconn), out  # Send-Q of a listening socket: its backlog
+        assert int(out[2]) == min(connections.LISTEN_BACKLOG, somaxconn), out  # Send-Q of a listening socket: its backlog
     most = [0]
     res = {}
 
@@ -57,7 +57,7 @@ def test_listen_queue_and_bounded_workers_under_200_clients(serve, tmp_path):
         time.sleep(0.1)
     assert res["errors"] == 0, res  # no request timed out (10 s, Prometheus' default) or failed
     assert res["requests"] > 200, res
-    assert most[0] <= web.MAX_WORKERS + 12, most  # the workers are bounded (before: one thread per connection)
+    assert most[0] <= connections.MAX_WORKERS + 12, most  # the workers are bounded (before: one thread per connection)
 
 
 @pytest.mark.serial  # timed bounds or a load of its own: run alone (Makefile's test target)
@@ -80,7 +80,7 @@ def _idle(port: int, n: int) -> list[socket.socket]:
 def _scrape_behind_silent_connections(port: int, connect) -> None:
     """A scrape made after more silent connections than there are workers is answered (before the
     pool gave idle connections up: 30 s behind them, past the client's 10 s)."""
-    idle = _idle(port, web.MAX_WORKERS + 8)
+    idle = _idle(port, connections.MAX_WORKERS + 8)
     try:
         time.sleep(0.5)
         c = connect(timeout=10)
