@@ -188,7 +188,8 @@ class Server:
         try:
             while not self._stop.is_set():
                 try:
-                    timeout = max(0.0, min(poll_interval, next_sweep - time.monotonic()))
+                    # no connection, no deadline: the loop sleeps until the listener or the wake-up pipe
+                    timeout = max(0.0, min(poll_interval, next_sweep - time.monotonic())) if self._conns or not listening else None
                     for key, mask in sel.select(timeout):
                         if key.data is None:
                             self._drain_wake()
@@ -224,8 +225,8 @@ class Server:
     def server_close(self) -> None:
         if self._closed:
             return
+        self.shutdown()  # the loop, if it runs, ends first: nothing below is its to use any more
         self._closed = True
-        self._stop.set()
         self.socket.close()
         for c in list(self._conns.values()):
             self._close(c)
