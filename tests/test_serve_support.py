@@ -58,7 +58,7 @@ class Serve:
         self.proc = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.DEVNULL, stderr=self.err)
         self.base = f"http://127.0.0.1:{self.port}"
 
-    def wait_up(self, timeout: float = 15) -> None:
+    def wait_up(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
