@@ -114,3 +114,19 @@ def test_restart_across_rotations(serve, writers, tmp_path, sig, mode):
     written = w.stop()
     assert lr.runs == 8 and written > covered > 0
     h.wait_count(srv2, written - covered, timeout=30)
+
+
+def test_no_lag_left_after_copytruncate(serve, tmp_path):
+    """Lines written, all counted, then copytruncate with nothing written after it: the read lag is
+    0, not the size the file had before the truncation (before: 100,400 bytes here, and the issue's
+    audit saw 73-81 KB stay after its runs, every line counted)."""
+    log = tmp_path / "server.log"
+    log.touch()
+    lr = rs.Logrotate(tmp_path, log, MODES["copytruncate-rotate3-compress-delaycompress"][0])
+    srv = serve("--log", str(log), "--from-beginning")
+    h.fsync_append(log, h.lines_blob(0, 500))
+    h.wait_count(srv, 500)
+    lr.rotate()
+    h.wait_for(lambda: h.value(srv.metrics(), "hybrid_cache_exporter_truncations_total") == 1, what="the truncation seen")
+    h.wait_for(lambda: h.value(srv.metrics(), "hybrid_cache_exporter_read_lag_bytes") == 0, what="the read lag back to 0")
+    assert h.value(srv.metrics(), h.DECODE) == 500
