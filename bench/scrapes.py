@@ -226,8 +226,9 @@ def load(
     }
 
 
-def _tls(d: Path) -> tuple[ssl.SSLContext, Path]:
-    """A throwaway certificate for 127.0.0.1 and the web config serving it; the client's context."""
+def tls_config(d: Path) -> tuple[ssl.SSLContext, Path]:
+    """A throwaway certificate for 127.0.0.1 (the openssl CLI) in ``d`` and the web config serving
+    it: (the client's context, the config's path). tests/web use it too."""
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "k.pem"]
         + ["-out", "c.pem", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
@@ -260,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         err = open(Path(d) / "serve.err", "wb")  # noqa: SIM115
         extra, ctx = [], None
         if a.tls:
-            ctx, cfg = _tls(Path(d))
+            ctx, cfg = tls_config(Path(d))
             extra = ["--web.config.file", str(cfg)]
         cmd = [a.exe, "serve", "--log", str(log), "--from-beginning", "--listen", f"127.0.0.1:{port}", *extra]
         proc = subprocess.Popen(cmd, stderr=err)

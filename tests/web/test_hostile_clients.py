@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import http.client
 import os
+import shutil
 import socket
 import ssl
 import subprocess
 import sys
 
+import ci_support
 import pytest
 import test_serve_support as h
 
@@ -23,6 +25,7 @@ from exporter import connections
 sys.path.insert(0, str(h.ROOT / "bench"))
 import scrapes  # noqa: E402  (bench/scrapes.py: the hostile clients and the certificate)
 
+OPENSSL = ci_support.needs(shutil.which("openssl") is not None, "openssl CLI not available")
 HOSTILE_FROM = "127.0.0.2"  # another address than the scraper's (the loopback network is /8)
 DROPPED = "hybrid_cache_exporter_http_connections_dropped_total"
 ERRORS = "hybrid_cache_exporter_http_errors_total"
@@ -35,7 +38,7 @@ def _demo(tmp_path):
 
 
 @pytest.mark.serial  # a load of its own: 300 connections reopened as fast as they are closed
-@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
+@pytest.mark.parametrize("tls", [False, pytest.param(True, marks=OPENSSL)], ids=["http", "https"])
 def test_slow_and_silent_clients_do_not_starve_the_scraper(serve, tmp_path, tls):
     """150 connections dribbling a request head (or a TLS ClientHello) a byte every 5 s and 150
     silent ones, from one address: every scrape from another is answered within Prometheus'
@@ -43,7 +46,7 @@ def test_slow_and_silent_clients_do_not_starve_the_scraper(serve, tmp_path, tls)
     are counted as dropped to make room (before: 4 scrapes of 4 timed out)."""
     args, ctx = [], None
     if tls:
-        ctx, cfg = scrapes._tls(tmp_path)
+        ctx, cfg = scrapes.tls_config(tmp_path)
         args = ["--web.config.file", str(cfg)]
     srv = serve("--log", str(_demo(tmp_path)), "--from-beginning", *args, up=not tls)
     if tls:

@@ -10,7 +10,6 @@ import http.client
 import os
 import shutil
 import socket
-import ssl
 import subprocess
 import sys
 import threading
@@ -99,19 +98,10 @@ def test_connections_that_send_nothing_cannot_hold_the_workers(serve, tmp_path):
 
 @ci_support.needs(shutil.which("openssl") is not None, "openssl CLI not available")
 def test_stalled_tls_handshakes_cannot_hold_the_workers(serve, tmp_path):
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "k.pem"]
-        + ["-out", "c.pem", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-        cwd=tmp_path,
-        check=True,
-        capture_output=True,
-    )
-    cfg = tmp_path / "web.yml"
-    cfg.write_text(f"tls_server_config:\n  cert_file: {tmp_path / 'c.pem'}\n  key_file: {tmp_path / 'k.pem'}\n")
+    ctx, cfg = scrapes.tls_config(tmp_path)
     log = tmp_path / "s.log"
     log.touch()
     srv = serve("--log", str(log), "--web.config.file", str(cfg), up=False)
-    ctx = ssl.create_default_context(cafile=str(tmp_path / "c.pem"))
 
     def up() -> bool:
         try:
