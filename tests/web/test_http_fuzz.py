@@ -1,5 +1,6 @@
-"""The HTTP server fed what a network sends it (issue 23's audit held this; the server is a new
-one since: a bounded pool, idle connections that give their worker up). Garbage, overlong request
+"""The HTTP server fed what a network sends it (issue 23's audit held this; the server is new
+since: a bounded pool of workers, and since issue 31 an event loop that reads every request head
+before a worker sees it, exporter/connections.py). Garbage, overlong request
 lines, too many headers, bad methods, requests cut and stalled, pipelined requests: every one is
 answered or dropped, none takes the server down, and scrapes keep working. A real ``serve``."""
 
@@ -52,7 +53,7 @@ def test_fuzzed_requests_do_not_take_the_server_down(serve, tmp_path):
     for data in cases:
         _send(srv.port, data)
         assert srv.proc.poll() is None, srv.stderr()
-    # requests cut in the middle and left hanging: they give their workers up when others wait
+    # requests cut in the middle and left hanging: the loop holds them, no worker waits for them
     hanging = []
     for _ in range(connections.MAX_WORKERS + 5):
         s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
