@@ -179,7 +179,10 @@ class Server:
     # -- the loop ------------------------------------------------------------------------------
 
     def serve_forever(self, poll_interval: float = 0.5) -> None:
-        self._stopped.clear()
+        with self._lock:  # a shutdown before the loop began: it does not begin
+            if self._stop.is_set():
+                return
+            self._stopped.clear()
         self._sel = sel = selectors.DefaultSelector()
         sel.register(self._wake_r, selectors.EVENT_READ, None)
         sel.register(self.socket, selectors.EVENT_READ, self)
@@ -218,7 +221,8 @@ class Server:
 
     def shutdown(self) -> None:
         """Stop the loop (from another thread) and wait for it."""
-        self._stop.set()
+        with self._lock:
+            self._stop.set()
         self._wake()
         self._stopped.wait()
 
