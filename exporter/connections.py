@@ -183,6 +183,7 @@ class Server:
             if self._stop.is_set():
                 return
             self._stopped.clear()
+        self.cap = connection_cap()  # the limit in force now (serve raised it to the hard one at start)
         self._sel = sel = selectors.DefaultSelector()
         sel.register(self._wake_r, selectors.EVENT_READ, None)
         sel.register(self.socket, selectors.EVENT_READ, self)
