@@ -94,12 +94,13 @@ def engine_env_dir() -> str:
     return str(Path(engine_python()).parent.parent)
 
 
-def build_model(family: str, out: Path) -> Path:
-    """A tiny model of ``family`` in ``out`` (made once per directory)."""
+def build_model(family: str, out: Path, python: str | None = None) -> Path:
+    """A tiny model of ``family`` in ``out`` (made once per directory), by the engine's interpreter (``python``:
+    another engine's, whose transformers reads the model)."""
     if (out / "config.json").exists() and (out / "tokenizer.json").exists():
         return out
     r = subprocess.run(
-        [engine_python(), str(HERE / "tinymodel.py"), "--family", family, str(out)],
+        [python or engine_python(), str(HERE / "tinymodel.py"), "--family", family, str(out)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -389,12 +390,12 @@ class Load:
 class Sidecar:
     """``hybrid-cache-exporter serve`` following ``log`` from its first byte, as the sidecar does."""
 
-    def __init__(self, log: Path, name: str, workdir: Path, *extra: str) -> None:
+    def __init__(self, log: Path, name: str, workdir: Path, *extra: str, rules_yaml: str = RULES_YAML) -> None:
         self.port = free_port()
         # the files followed, by source: the first, and those of ``--log name=path`` in ``extra``
         self.files = {name: log} | {a.split("=", 1)[0]: Path(a.split("=", 1)[1]) for a in extra if "=" in a and not a.startswith("-")}
-        self.rules = workdir / "rules.yaml"
-        self.rules.write_text(RULES_YAML)
+        self.rules = workdir / ("rules.yaml" if rules_yaml == RULES_YAML else f"rules-{name}.yaml")
+        self.rules.write_text(rules_yaml)
         self.err = open(workdir / f"serve-{name}.err", "wb")  # noqa: SIM115
         cmd = [
             str(EXE),
