@@ -81,12 +81,8 @@ def findings(side: h.Sidecar) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def lfm2(workdir) -> Path:
-    return sh.build_model("lfm2", workdir / "models" / "tiny-lfm2-sglang")
-
-
-@pytest.fixture(scope="module")
-def run(lfm2, workdir) -> Run:
+def run(sglang_lfm2, workdir) -> Run:
+    lfm2 = sglang_lfm2
     assert Path(LOGROTATE).exists(), "logrotate is not installed (make tools installs it)"
     log = workdir / f"{SOURCE}.log"
     log.touch()
