@@ -266,6 +266,34 @@ def check_delta_rule_prefill_then_decode() -> None:
     close(two, one, "the same state", 1e-5)
 
 
+def check_rms_norm_gated() -> None:
+    """The gated RMSNorm against its formula, element by element in float64: x / sqrt(mean(x^2) + eps) * w * act(g)."""
+    x, g, w = torch.randn(5, 8), torch.randn(5, 8), torch.randn(8)
+    for act in ("silu", "sigmoid"):
+        y = K.rms_norm_gated(x, g, w, None, act, eps=1e-6)
+        ref = torch.empty(5, 8, dtype=torch.float64)
+        for i in range(5):
+            ms = sum(float(v) ** 2 for v in x[i]) / 8
+            for j in range(8):
+                gate = float(g[i, j]) / (1 + math.exp(-float(g[i, j]))) if act == "silu" else 1 / (1 + math.exp(-float(g[i, j])))
+                ref[i, j] = float(x[i, j]) / math.sqrt(ms + 1e-6) * float(w[j]) * gate
+        close(y, ref, f"activation {act}", 1e-5)
+
+
+def check_fused_gate_sigmoid_mul_add() -> None:
+    """The shared expert's gate: out[t] += sigmoid(sum_i h[t, i] w[i]) s[t], element by element in float64."""
+    h, w, s, f = torch.randn(4, 6), torch.randn(6), torch.randn(4, 6), torch.randn(4, 6)
+    out = f.clone()
+    K.fused_gate_sigmoid_mul_add(h, w, s, out)
+    ref = torch.empty(4, 6, dtype=torch.float64)
+    for t in range(4):
+        gate = 1 / (1 + math.exp(-sum(float(h[t, i]) * float(w[i]) for i in range(6))))
+        for j in range(6):
+            ref[t, j] = gate * float(s[t, j]) + float(f[t, j])
+    close(out, ref, "in place", 1e-5)
+    close(K.fused_gate_sigmoid_mul(h, w, s), ref - f.double(), "without the add", 1e-5)
+
+
 # --------------------------------------------------------------------------------------------
 # the AMX probe: on a CPU with AMX tiles SGLang would take its Intel AMX backend if the kernel package answered
 # ``convert_weight_packed`` (sglang/srt/utils/common.py::cpu_has_amx_support), and die in init_cpu_threads_env; the

@@ -10,6 +10,11 @@ done at import time, each before or after one module is executed:
 * ``sglang.kernels.ops.mamba.causal_conv1d_triton``: the Triton causal_conv1d, which SGLang uses on any device
   without the CUDA build of the kernel (LFM2's short convolution). Triton has no CPU driver ("0 active drivers": the
   first request kills the scheduler). Its two entry points become ``kernels.causal_conv1d_fn`` / ``_update``.
+* ``sglang.kernels.ops.attention.fla.fused_norm_gate``: the Triton gated RMSNorm after Qwen3-Next's linear attention,
+  which ``FusedRMSNormGated`` calls on a CPU without AMX (with AMX: sgl_kernel's ``fused_rmsnorm_gated_cpu``). Its
+  ``rms_norm_gated`` becomes ``kernels.rms_norm_gated``.
+* ``sglang.kernels.ops.elementwise.elementwise``: the Triton gate of the MoE's shared expert (Qwen3-Next), fused on a
+  CPU without AMX. ``fused_gate_sigmoid_mul`` and ``fused_gate_sigmoid_mul_add`` become the references.
 
 The stand-in ``sgl_kernel`` package (beside this one) covers the third gap: SGLang's CPU kernel package.
 """
@@ -22,6 +27,8 @@ import sys
 
 REPLACED: dict[str, tuple[str, ...]] = {
     "sglang.kernels.ops.mamba.causal_conv1d_triton": ("causal_conv1d_fn", "causal_conv1d_update"),
+    "sglang.kernels.ops.attention.fla.fused_norm_gate": ("rms_norm_gated",),
+    "sglang.kernels.ops.elementwise.elementwise": ("fused_gate_sigmoid_mul", "fused_gate_sigmoid_mul_add"),
 }
 
 
@@ -44,7 +51,8 @@ def _before_torchvision() -> None:
     torch.library.register_fake = register_fake
 
 
-def _after_causal_conv1d_triton(module) -> None:
+def _replace(module) -> None:
+    """The module's Triton entry points become the references (looked up at call time by its callers)."""
     from . import kernels
 
     for name in REPLACED[module.__name__]:
@@ -52,7 +60,7 @@ def _after_causal_conv1d_triton(module) -> None:
 
 
 BEFORE = {"torchvision": _before_torchvision}
-AFTER = {"sglang.kernels.ops.mamba.causal_conv1d_triton": _after_causal_conv1d_triton}
+AFTER = dict.fromkeys(REPLACED, _replace)
 
 
 class _Loader(importlib.abc.Loader):

@@ -240,3 +240,57 @@ def fused_sigmoid_gating_delta_rule_update(
         q, k, v, g, beta, initial_state_source, cu_seqlens, False, use_qk_l2norm_in_kernel, initial_state_indices
     )
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# the gated RMSNorm after Qwen3-Next's linear attention (sglang/kernels/ops/attention/fla/fused_norm_gate.py): on a CPU
+# without AMX SGLang calls the Triton ``rms_norm_gated``; with AMX it would call sgl_kernel's fused_rmsnorm_gated_cpu
+
+
+def rms_norm_gated(
+    x: torch.Tensor,
+    g: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    activation: str = "swish",
+    residual: torch.Tensor | None = None,
+    prenorm: bool = False,
+    residual_in_fp32: bool = False,
+    eps: float = 1e-6,
+) -> torch.Tensor:
+    """y = x / sqrt(mean(x^2) + eps) * weight (+ bias), gated by silu(g) (swish, silu) or sigmoid(g), over the last
+    dimension, in x's dtype. A residual (a pre-norm) is not used by SGLang's GDN layers: refused."""
+    if residual is not None or prenorm:
+        raise NotImplementedError("a residual / pre-norm gated RMSNorm is not implemented in the reference")
+    xf, gf = x.float(), g.float().reshape(x.shape)
+    y = xf * torch.rsqrt((xf * xf).mean(-1, keepdim=True) + eps)
+    if weight is not None:
+        y = y * weight.float()
+    if bias is not None:
+        y = y + bias.float()
+    if activation in ("swish", "silu"):
+        y = y * F.silu(gf)
+    elif activation == "sigmoid":
+        y = y * torch.sigmoid(gf)
+    else:
+        raise NotImplementedError(f"activation {activation!r}")
+    return y.to(x.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# the shared expert's gate of Qwen3-Next's MoE (sglang/kernels/ops/elementwise/elementwise.py, Triton): on a CPU without
+# AMX ``Qwen2MoeSparseMoeBlock`` fuses it (with AMX it takes the plain path)
+
+
+def fused_gate_sigmoid_mul(hidden_states: torch.Tensor, gate_weight: torch.Tensor, shared_output: torch.Tensor) -> torch.Tensor:
+    """sigmoid(hidden_states . gate_weight) * shared_output, row by row (one gate per token)."""
+    gate = torch.sigmoid(hidden_states.float() @ gate_weight.float())[:, None]
+    return (gate * shared_output.float()).to(shared_output.dtype)
+
+
+def fused_gate_sigmoid_mul_add(
+    hidden_states: torch.Tensor, gate_weight: torch.Tensor, shared_output: torch.Tensor, final_hidden_states: torch.Tensor
+) -> None:
+    """final_hidden_states += sigmoid(hidden_states . gate_weight) * shared_output, in place."""
+    gate = torch.sigmoid(hidden_states.float() @ gate_weight.float())[:, None]
+    final_hidden_states.copy_((gate * shared_output.float() + final_hidden_states.float()).to(final_hidden_states.dtype))
