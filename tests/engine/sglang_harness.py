@@ -23,7 +23,7 @@ import signal
 import subprocess
 import time
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import harness as h
@@ -33,22 +33,10 @@ FIXTURES = h.ROOT / "fixtures" / "engine" / f"sglang-cpu-{VERSION}"
 BOOT_TIMEOUT = float(os.environ.get("HCE_ENGINE_BOOT_TIMEOUT", "300"))
 READY = "The server is fired up and ready to roll!"
 
-_PY: str | None = None
-
 
 def sglang_python() -> str:
     """The SGLang engine's interpreter, installed on first use (fails with the installer's reason)."""
-    global _PY
-    if _PY is None:
-        env_py = os.environ.get("HCE_SGLANG_PYTHON_BIN")
-        if env_py:
-            _PY = env_py
-        else:
-            r = subprocess.run(["bash", str(h.HERE / "install_sglang.sh")], capture_output=True, text=True, timeout=3600)
-            if r.returncode != 0:
-                raise RuntimeError(f"SGLang could not be installed:\n{r.stderr[-4000:]}")
-            _PY = r.stdout.strip().splitlines()[-1]
-    return _PY
+    return h.installed_python("install_sglang.sh", "HCE_SGLANG_PYTHON_BIN", "SGLang")
 
 
 def env_dir() -> str:
@@ -61,26 +49,13 @@ def build_model(family: str, out: Path) -> Path:
 
 
 @dataclass
-class Engine:
-    """One SGLang server process group appending to ``log``. ``args`` follow the suite's defaults (the CPU, the
-    ``torch_native`` attention backend, no warmup request, metrics on, one decode line per ``decode_log_interval``
-    decode steps)."""
+class Engine(h.Engine):
+    """One SGLang server process group appending to ``log`` (``harness.Engine``'s start, stop and log handling).
+    ``args`` follow the suite's defaults (the CPU, the ``torch_native`` attention backend, no warmup request, metrics
+    on, one decode line per ``decode_log_interval`` decode steps)."""
 
-    model: Path
-    log: Path
-    args: tuple[str, ...] = ()
     served_name: str = "tiny"
     decode_log_interval: int = 4
-    port: int = field(default_factory=h.free_port)
-    proc: subprocess.Popen | None = None
-    stopped: bool = False
-    started_at: float = 0.0
-    boot_seconds: float = 0.0
-    _offset: int = 0
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
         return [
@@ -113,32 +88,8 @@ class Engine:
         env.update(SGLANG_USE_CPU_ENGINE="1")
         return env
 
-    def start(self, wait: bool = True) -> Engine:
-        assert self.proc is None
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        self._offset = self.log.stat().st_size if self.log.exists() else 0
-        out = open(self.log, "ab")  # noqa: SIM115 - O_APPEND: a copytruncate leaves no hole
-        self.started_at = time.monotonic()
-        self.proc = subprocess.Popen(
-            self.command(),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=self.environment(),
-            cwd=str(self.log.parent),
-            start_new_session=True,
-        )
-        out.close()
-        if wait:
-            self.wait_ready()
-        return self
-
-    def this_boot(self) -> str:
-        """What this boot appended to the log (the file may have been truncated by a copytruncate since)."""
-        text = h.read(self.log)
-        return text[self._offset :] if len(text) >= self._offset else text
-
     def wait_ready(self, timeout: float = BOOT_TIMEOUT) -> None:
+        """Until this boot logs that it is ready and ``/health`` answers."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -152,8 +103,13 @@ class Engine:
         self.stop()
         raise AssertionError(f"SGLang did not say {READY!r} within {timeout:.0f} s:\n{h.tail(self.log)}")
 
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+    def terminate(self) -> None:
+        """SIGTERM to the server process, what a container runtime sends its first process: SGLang drains and stops
+        its children itself (SIGKILL to the group follows after the stop's timeout)."""
+        os.kill(self.proc.pid, signal.SIGTERM)
+
+    def stop(self, timeout: float = 30) -> None:
+        super().stop(timeout)
 
     def scheduler_pid(self) -> int:
         """The scheduler process (``setproctitle`` names it ``sglang::scheduler``), a child of the server."""
@@ -161,28 +117,6 @@ class Engine:
         pids = [int(line.split()[0]) for line in out.splitlines() if "sglang::scheduler" in line]
         assert len(pids) == 1, f"one scheduler process expected among the server's children:\n{out}"
         return pids[0]
-
-    def stop(self, timeout: float = 30) -> None:
-        """SIGTERM to the server process (what a container runtime sends its first process: SGLang drains and stops
-        its children itself), SIGKILL to the whole group after ``timeout``."""
-        if self.proc is None or self.stopped:
-            return
-        self.stopped = True
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.proc.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(10)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and h._group_alive(self.proc.pid):
-            time.sleep(0.2)
-
-    def metrics(self) -> str:
-        with urllib.request.urlopen(self.base + "/metrics", timeout=10) as r:
-            return r.read().decode()
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,8 +13,6 @@ live file) compares what the exporter predicted with what SGLang then logged.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -40,7 +38,6 @@ def max_tokens(i: int) -> int:
 
 ARGS = ("--max-mamba-cache-size", str(SLOTS), "--max-total-tokens", str(KV_TOKENS))
 DECODE_LOG_INTERVAL = 8
-LOGROTATE = shutil.which("logrotate") or "/usr/sbin/logrotate"
 ALERTS = {"HybridCacheMambaBound", "HybridCacheMambaCappedAtStartup"}
 
 
@@ -66,16 +63,6 @@ class Run:
     boot_seconds: tuple[float, float]
 
 
-def rotate(log: Path, workdir: Path) -> Path:
-    conf = workdir / "logrotate-sglang.conf"
-    conf.write_text(f"{log} {{\n    copytruncate\n    rotate 2\n    missingok\n    nocompress\n}}\n")
-    r = subprocess.run(
-        [LOGROTATE, "-f", "-s", str(workdir / "logrotate-sglang.state"), str(conf)], capture_output=True, text=True, timeout=60
-    )
-    assert r.returncode == 0, r.stderr
-    return Path(str(log) + ".1")
-
-
 def findings(side: h.Sidecar) -> set[str]:
     return c.findings_on(side.caught_up(), SOURCE)
 
@@ -83,7 +70,6 @@ def findings(side: h.Sidecar) -> set[str]:
 @pytest.fixture(scope="module")
 def run(sglang_lfm2, workdir) -> Run:
     lfm2 = sglang_lfm2
-    assert Path(LOGROTATE).exists(), "logrotate is not installed (make tools installs it)"
     log = workdir / f"{SOURCE}.log"
     log.touch()
     side = h.Sidecar(log, SOURCE, workdir, rules_yaml=sc.RULES_YAML)
@@ -124,7 +110,7 @@ def run(sglang_lfm2, workdir) -> Run:
         # its truncation (a line written there is lost to both files: logrotate's limitation, not the reader's)
         n = len(sh.batch_lines(h.read(log)))
         drive_until(lambda: len(sh.batch_lines(h.read(log))) > n, 60, "a batch line", seen, every=0.02)
-        rotated = rotate(log, workdir)
+        rotated = c.copytruncate(log, workdir)
         drive_until(lambda: len(sh.batch_lines(h.read(log))) >= 3, 120, "3 batch lines after the copytruncate", seen)
         load.stop().join()
         reco = [lab for lab, _ in h.samples(fired, "hybrid_cache_recommendation_info", source=SOURCE, rule="mamba_bound")]
@@ -140,13 +126,7 @@ def run(sglang_lfm2, workdir) -> Run:
         else:
             args2 += [flag, value]
         eng2 = sh.Engine(lfm2, log, tuple(args2), served_name="tiny-lfm2", decode_log_interval=DECODE_LOG_INTERVAL)
-        eng2.start()
-        e2 = c.wait_exporter(
-            side,
-            lambda e: c.exp(e, "server_restarts_total", SOURCE) == 1 and c.exp(e, "mamba_capacity_slots", SOURCE) is not None,
-            60,
-            "boot 2's capacity lines",
-        )
+        e2 = c.restart(side, eng2, SOURCE, "mamba_capacity_slots", 60)
         sg2 = eng2.metrics()
         load = OpenLoad(eng2.base, eng2.served_name, concurrency=CLIENTS, max_tokens=max_tokens, max_seconds=600).start()
         # the same clients for as long as boot 1 held its finding's window and one more sample
