@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import checks as c
 import harness as h
@@ -105,6 +108,43 @@ def assert_capacity(e: str, source: str, log: str, sg: str) -> Boot:
     info = h.labels_of(e, "hybrid_cache_server_info", source=source)
     assert info["engine"] == "sglang" and info["kv_cache_dtype"] == "auto"
     return b
+
+
+def server_arg(log: str, key: str) -> str:
+    """A value of the (last) ``server_args={...}`` dump, as printed (strings unquoted)."""
+    i = log.rfind("server_args=")
+    m = re.search(rf"'{key}': ([^,}}]+)", log[i:])
+    assert m, key
+    return m.group(1).strip("'")
+
+
+def assert_plan(config: Path, log: str, sg: str) -> dict:
+    """``plan --engine sglang`` for the boot's configuration reproduces its pools: the slots (explicit), the slots per
+    request and the cap, each state's bytes to the 0.01 GB the log prints (the pool holds the slots and one padding
+    slot), and the KV bytes per token exactly (x the tokens and one page, page size 1 = SGLang's own
+    ``kv_cache_memory_usage_gb``)."""
+    b = last_boot(log)
+    args = ["--max-mamba-cache-size", str(b.slots), "--radix-strategy", server_arg(log, "mamba_radix_cache_strategy")]
+    args += ["--kv-budget", "1", "--context-len", str(b.context_len)]
+    args += ["--disable-overlap-schedule"] if server_arg(log, "disable_overlap_schedule") == "True" else []
+    r = subprocess.run(
+        [str(h.EXE), "plan", "--config", str(config), "--engine", "sglang", "--sglang-version", sh.VERSION, "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)
+    assert p["sglang"]["mamba_slots"] == b.slots
+    if b.cap is not None:  # the cap warning: the mamba pool set the request cap
+        assert p["slots_per_request"] == b.slots_per_request and p["sglang"]["mamba_cap"] == b.cap == b.max_running
+    else:  # no warning: the mamba pool allows at least the cap SGLang chose
+        assert p["sglang"]["mamba_cap"] >= b.max_running
+    for what, logged in (("conv", b.conv_bytes), ("ssm", b.ssm_bytes)):
+        planned = p["state"][f"{what}_bytes_per_request_per_gpu"] * (b.slots + 1)
+        assert abs(planned - logged) <= 0.005 * GIB, (what, planned / GIB, logged / GIB)
+    assert p["kv_bytes_per_token_per_gpu"] * (b.kv_tokens + 1) == round(h.value(sg, "sglang:kv_cache_memory_usage_gb") * GIB)
+    return p
 
 
 # --------------------------------------------------------------------------------------------

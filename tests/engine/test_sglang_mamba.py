@@ -181,6 +181,14 @@ def test_capacity_equals_the_log_and_sglang(run):
     assert boot.ssm_bytes == 0.0
 
 
+def test_plan_reproduces_the_pools(run, sglang_lfm2):
+    """``plan --engine sglang`` from the LFM2's config gives both boots' pools: slots, 3 per request, the cap, the
+    state (all convolution: no SSM bytes) and the KV bytes per token."""
+    for text, sg in ((h.read(run.rotated), run.boot1_sglang), (run.text, run.boot2_sglang)):
+        p = sc.assert_plan(sglang_lfm2 / "config.json", text, sg)
+        assert p["state"]["ssm_bytes_per_request_per_gpu"] == 0
+
+
 def test_mamba_bound_fires_with_the_kv_pool_nearly_empty(run):
     """Concurrency pinned at the mamba cap with requests queued while the KV pool is nearly empty: boot 1's batch lines
     show it, the finding fires (with the boot's mamba_capped), and so do both alerts in Prometheus."""

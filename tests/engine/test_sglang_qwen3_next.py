@@ -9,9 +9,6 @@ reproduces the pools from the config: the mamba slots and slots per request, the
 
 from __future__ import annotations
 
-import json
-import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,44 +85,6 @@ def test_the_gdn_path_serves(run):
     c.assert_clean_lines(run.end, SOURCE)
 
 
-def _server_arg(log: str, key: str) -> str:
-    m = re.search(rf"'{key}': ([^,}}]+)", log)
-    assert m, key
-    return m.group(1).strip("'")
-
-
 def test_plan_reproduces_the_pools(run):
-    boot = sc.last_boot(run.log)
-    strategy = _server_arg(run.log, "mamba_radix_cache_strategy")
-    overlap_off = _server_arg(run.log, "disable_overlap_schedule") == "True"
-    args = ["--max-mamba-cache-size", str(SLOTS), "--radix-strategy", strategy, "--kv-budget", "1", "--context-len", str(boot.context_len)]
-    r = subprocess.run(
-        [
-            str(h.EXE),
-            "plan",
-            "--config",
-            str(run.model / "config.json"),
-            "--engine",
-            "sglang",
-            "--sglang-version",
-            sh.VERSION,
-            "--json",
-            *args,
-        ]
-        + (["--disable-overlap-schedule"] if overlap_off else []),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 0, r.stderr
-    p = json.loads(r.stdout)
-    sg, st = p["sglang"], p["state"]
-    assert sg["mamba_slots"] == boot.slots
-    assert p["slots_per_request"] == boot.slots_per_request and sg["mamba_cap"] == boot.cap == boot.max_running
-    # the pool holds the slots and one padding slot; the log prints each state's GB to two decimals
-    for what, logged in (("conv", boot.conv_bytes), ("ssm", boot.ssm_bytes)):
-        planned = st[f"{what}_bytes_per_request_per_gpu"] * (boot.slots + 1)
-        assert abs(planned - logged) <= 0.005 * sc.GIB, (what, planned / sc.GIB, logged / sc.GIB)
-    # the KV pool: the tokens and one page (page size 1) at plan's bytes per token, what SGLang says it allocated
-    kv_gb = h.value(run.boot_sglang, "sglang:kv_cache_memory_usage_gb")
-    assert p["kv_bytes_per_token_per_gpu"] * (boot.kv_tokens + 1) == round(kv_gb * sc.GIB)
+    p = sc.assert_plan(run.model / "config.json", run.log, run.boot_sglang)
+    assert p["state"]["ssm_bytes_per_request_per_gpu"] > 0
