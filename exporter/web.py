@@ -25,6 +25,7 @@ from prometheus_client.metrics_core import Metric
 
 from . import DEFAULT_PORT, connections
 from .connections import Server
+from .exposition import Family, encode
 from .webconfig import FixedWebConfig, ReloadingWebConfig, WebConfig
 
 log = logging.getLogger("hybrid_cache_exporter.web")
@@ -108,6 +109,10 @@ class _NameFilter:
 
     def collect(self):
         for fam in self.registry.collect():
+            if isinstance(fam, Family):  # its samples all have one name
+                if fam.named(self.names):
+                    yield fam
+                continue
             if fam.name in self.names:
                 yield fam
                 continue
@@ -243,7 +248,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _metrics(self, query: str) -> None:
         # prometheus_client's public API picks the format the Accept header asks for (text or
-        # OpenMetrics) and whether gzip is accepted; the name[] filter is ours (_NameFilter)
+        # OpenMetrics) and whether gzip is accepted; the name[] filter is ours (_NameFilter), and
+        # so is the writing of our families (exporter/exposition.py: the same bytes)
         params = parse_qs(query)
         encoder, ctype = exposition.choose_encoder(self.headers.get("Accept"))
         registry = self.app.registry
@@ -251,7 +257,7 @@ class Handler(BaseHTTPRequestHandler):
         if names:
             registry = _NameFilter(registry, names)
         try:
-            body = encoder(registry)
+            body = encode(registry, encoder)  # prometheus_client's bytes, our families from their rows
         except Exception:
             self.stats.error("collect")
             log.exception("collecting metrics failed")
