@@ -9,7 +9,8 @@ sorted once, the values put in) and each distinct value is formatted once per sc
 
 :func:`encode` writes what the prometheus_client encoder chosen for the request (text 0.0.4 or
 OpenMetrics, by ``choose_encoder``) writes of the same families, byte for byte: ours from their
-rows, any other family (the process collector's) by prometheus_client itself, family by family.
+rows, any other family (the process collector's) by prometheus_client itself, family by family
+(:func:`chunks`: so ``/metrics`` compresses a family at a time, never holding the whole text).
 A request for an escaping that changes names (``dots``, ``values``) is encoded by prometheus_client
 whole, from the families' ``samples`` (made from the rows when asked, as the other readers do).
 tests/collector/test_exposition.py checks the two against each other.
@@ -35,7 +36,7 @@ from . import contract as C
 _PLAIN_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
 # the escapings (Accept: ...; escaping=) that leave such names as they are, in both formats
 _PLAIN_ESCAPINGS = ("underscores", "allow-utf-8")
-_EOF = "# EOF\n"
+_EOF = b"# EOF\n"
 
 
 class _NotPlain(Exception):
@@ -139,12 +140,13 @@ class Family(Metric):
         bare = text.format(*[""] * (n + 1))
         return text.format, (bare.count('"'), bare.count("\\"), bare.count("\n"))
 
-    def lines(self, numbers: dict, escape: bool = False) -> str:
-        """The sample lines. ``numbers``: the text of each value written so far in this scrape.
+    def lines(self, scrape: Scrape, escape: bool = False) -> str:
+        """The sample lines.
 
         With ``escape`` False the label values are put in as they are and the text is checked: a
         value that needed escaping (a quote, backslash or newline) adds one of those characters
         to what the templates account for, and then the lines are made again, every value escaped."""
+        numbers = scrape.numbers
         get = numbers.get
 
         def number(v) -> str:
@@ -162,41 +164,63 @@ class Family(Metric):
             body = "".join([fmt(*vals, t) for (vals, _), t in zip(rows, texts, strict=True)])
             want = tuple(n * len(rows) for n in marks)
         else:
-            body, want = self._labelled_lines(texts, fmt, marks, at, escape)
+            body, want = self._labelled_lines(scrape, texts, (fmt, marks), at, escape)
         if escape or (body.count('"'), body.count("\\"), body.count("\n")) == want:
             return body
-        return self.lines(numbers, escape=True)
+        return self.lines(scrape, escape=True)
 
-    def _labelled_lines(
-        self, texts: list[str], fmt, marks: tuple[int, int, int], at: int, escape: bool
-    ) -> tuple[str, tuple[int, int, int]]:
+    def _labelled_lines(self, scrape: Scrape, texts: list[str], plain: tuple, at: int, escape: bool) -> tuple[str, tuple[int, int, int]]:
         """The lines with each source's labels (``at``: the index of the source label; -1: none,
         a sample without one has the labels of the source named "", as identity.Labelled gives
         them), escaped or not, and the quotes, backslashes and newlines of the templates used."""
-        per = self.per_source
-        templates = {}
+        extras = scrape.extras(self.per_source, escape)
+        templates: dict[tuple[str, ...], tuple] = {(): plain}
         esc: dict[str, str] = {}
         q = b = n = 0
         out = []
         for (vals, _), text in zip(self.rows, texts, strict=True):
-            ex = per.get(vals[at] if at >= 0 else "")
+            keys, extra = extras(vals[at] if at >= 0 else "")
+            t = templates.get(keys)
+            if t is None:
+                t = templates[keys] = self._template(keys, escape)
             if escape:
                 vals = tuple([esc.get(x) or esc.setdefault(x, _escape(x)) for x in vals])
-            if ex:
-                keys = tuple(ex)
-                t = templates.get(keys) or templates.setdefault(keys, self._template(keys, escape))
-                extra = [_escape(ex[k]) if escape else ex[k] for k in keys]
-                out.append(t[0](*vals, *extra, text))
-                m = t[1]
-            else:
-                out.append(fmt(*vals, text))
-                m = marks
+            out.append(t[0](*vals, *extra, text))
+            m = t[1]
             q, b, n = q + m[0], b + m[1], n + m[2]
         return "".join(out), (q, b, n)
 
-    def text(self, om: bool, numbers: dict | None = None) -> str:
+    def text(self, om: bool, scrape: Scrape | None = None) -> str:
         """This family's part of the exposition (OpenMetrics when ``om``, else text 0.0.4)."""
-        return self.header(om) + self.lines({} if numbers is None else numbers)
+        return self.header(om) + self.lines(scrape or Scrape())
+
+
+class Scrape:
+    """What the families of one scrape share: the text of each value written so far, and the
+    labels of each source (``Family.per_source``: the same for every family of a scrape)."""
+
+    def __init__(self) -> None:
+        self.numbers: dict = {}
+        self._extras: dict[tuple[int, bool], Callable[[str], tuple[tuple[str, ...], tuple[str, ...]]]] = {}
+
+    def extras(self, per: Mapping[str, Mapping[str, str]], escape: bool) -> Callable[[str], tuple[tuple[str, ...], tuple[str, ...]]]:
+        """source -> (its label names, their values, escaped when ``escape``), from ``per``."""
+        f = self._extras.get((id(per), escape))
+        if f is None:
+            seen: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+            names: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple of each set of names
+
+            def f(source: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+                got = seen.get(source)
+                if got is None:
+                    ex = per.get(source) or {}
+                    keys = tuple(ex)
+                    keys = names.setdefault(keys, keys)
+                    got = seen[source] = (keys, tuple(_escape(v) if escape else v for v in ex.values()))
+                return got
+
+            self._extras[(id(per), escape)] = f
+        return f
 
 
 class _One:
@@ -209,10 +233,10 @@ class _One:
         yield self.fam
 
 
-def encode(registry, encoder: Callable = client.generate_latest) -> bytes:
+def chunks(registry, encoder: Callable = client.generate_latest) -> Iterator[bytes]:
     """What ``encoder`` (prometheus_client's ``generate_latest``, its OpenMetrics one, or either
-    with the keywords ``choose_encoder`` gives them) writes of ``registry.collect()``: the same
-    bytes, with our families written from their rows."""
+    with the keywords ``choose_encoder`` gives them) writes of ``registry.collect()``, a family at
+    a time: the same bytes, with our families written from their rows."""
     func = getattr(encoder, "func", encoder)
     keywords = getattr(encoder, "keywords", None) or {}
     if func is openmetrics.generate_latest:
@@ -220,23 +244,28 @@ def encode(registry, encoder: Callable = client.generate_latest) -> bytes:
     elif func is client.generate_latest:
         om = False
     else:  # pragma: no cover - an encoder this module does not know
-        return encoder(registry)
+        yield encoder(registry)
+        return
     if keywords.get("escaping", "underscores") not in _PLAIN_ESCAPINGS:
-        return encoder(registry)  # names escaped: prometheus_client writes it all, from the samples
-    numbers: dict = {}
-    out: list[str] = []
+        yield encoder(registry)  # names escaped: prometheus_client writes it all, from the samples
+        return
+    scrape = Scrape()
     for fam in registry.collect():
         if isinstance(fam, Family):
             try:
-                out.append(fam.text(om, numbers))
+                yield fam.text(om, scrape).encode("utf-8")
                 continue
             except _NotPlain:
                 pass
-        part = encoder(_One(fam)).decode("utf-8")
-        out.append(part[: -len(_EOF)] if om and part.endswith(_EOF) else part)
+        part = encoder(_One(fam))
+        yield part[: -len(_EOF)] if om and part.endswith(_EOF) else part
     if om:
-        out.append(_EOF)
-    return "".join(out).encode("utf-8")
+        yield _EOF
 
 
-__all__ = ["Family", "encode"]
+def encode(registry, encoder: Callable = client.generate_latest) -> bytes:
+    """:func:`chunks` joined: what ``encoder(registry)`` returns."""
+    return b"".join(chunks(registry, encoder))
+
+
+__all__ = ["Family", "chunks", "encode"]

@@ -12,6 +12,7 @@ bytes must be the same. No time is measured here (bench/scrape_scale.py does tha
 from __future__ import annotations
 
 import glob
+import gzip
 import io
 import math
 import threading
@@ -23,15 +24,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter import connections, exposition
 from exporter import contract as C
-from exporter import exposition
 from exporter.app import new_pipeline
 from exporter.collector import HybridCacheCollector
 from exporter.exposition import Family, encode
 from exporter.identity import Labelled
 from exporter.offline import replay_files
 from exporter.selfmetrics import SelfCollector
-from exporter.web import _NameFilter
+from exporter.web import App, Handler, _NameFilter
+from exporter.webconfig import WebConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = sorted(glob.glob(str(ROOT / "fixtures" / "**" / "*.log"), recursive=True))
@@ -302,3 +304,21 @@ class _Plain:
 
     def collect(self):
         yield self.fam
+
+
+@pytest.mark.parametrize("accept", [None, "application/openmetrics-text; version=1.0.0"])
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_what_metrics_answers(many, accept: str | None, gzipped: bool) -> None:
+    """/metrics (the handler's answer to a request head, no socket): the bytes of the old path,
+    compressed a family at a time when the client accepts gzip."""
+    new, old = many["labelled"]
+    app = App(new, lambda: (True, []), list, WebConfig())
+    handler = type("H", (Handler,), {"app": app, "stats": connections.Stats()})
+    head = "GET /metrics HTTP/1.1\r\nHost: x\r\n"
+    head += f"Accept: {accept}\r\n" if accept else ""
+    head += "Accept-Encoding: gzip\r\n" if gzipped else ""
+    answer, _ = handler.answer((head + "\r\n").encode(), ("127.0.0.1", 1))
+    headers, body = answer.split(b"\r\n\r\n", 1)
+    assert headers.startswith(b"HTTP/1.1 200")
+    assert (b"Content-Encoding: gzip" in headers) == gzipped
+    assert (gzip.decompress(body) if gzipped else body) == choose_encoder(accept)[0](old)
