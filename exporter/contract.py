@@ -464,9 +464,21 @@ SERVER_STATE = Metric(
 SERVER_STATE_SINCE = Metric(
     PREFIX + "server_state_since_timestamp_seconds",
     GAUGE,
-    "Log time the server entered its current state (hybrid_cache_server_state).",
+    "Log time the server entered its current state (hybrid_cache_server_state); for an idle state set by a silence, "
+    "the time of its last batch line.",
     ENGINE_SOURCE,
-    "the header time of the line that changed the state",
+    "the header time of the line that changed the state (a silence: of the last batch line before it)",
+    "source",
+    "until a boot line, a ready line or a sample is read",
+)
+SERVER_STATE_BASIS = Metric(
+    PREFIX + "server_state_basis",
+    GAUGE,
+    "1 for what set the server's current state, 0 for the others: line (a line of the server said it), log_silence "
+    "(SGLang: no batch line for more than quiet_seconds, shown by a later line's time), wall_silence (serve only: the "
+    "log, read to its end, wrote nothing for quiet_seconds of wall time; docs/rules.md#silence).",
+    (*ENGINE_SOURCE, "basis"),
+    "the line that set the state, or the silence after the last batch line",
     "source",
     "until a boot line, a ready line or a sample is read",
 )
@@ -656,6 +668,7 @@ LOG_METRICS: tuple[Metric, ...] = (
     SERVER_INFO,
     SERVER_STATE,
     SERVER_STATE_SINCE,
+    SERVER_STATE_BASIS,
     SERVER_DEATHS,
     GDN_PREFILL_KERNEL,
     *RUNTIME,
