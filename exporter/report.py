@@ -32,7 +32,7 @@ from .history import History
 from .revisions import REVISED, in_force
 from .rulebook import RULE_IDS
 from .rules import RulesConfig
-from .state import ServerState, SourceState
+from .state import NEVER, ServerState, SourceState
 from .workload import pool_words, shared_pool, workload
 
 GIB = float(1 << 30)
@@ -460,10 +460,10 @@ def life_of(src: SourceState, age_seconds: float | None = None) -> dict:
     if cause in CAUSE_WORDS:
         words += f" ({CAUSE_WORDS[cause]})"
     elif state == "idle" and cause in ("silent", "silent_wall"):  # docs/rules.md#silence
-        q = f"{src.quiet_seconds:g}"
-        words = f"idle: no batch line for more than {q} s after its last one (SGLang prints none while idle)"
+        q = f"{src.quiet_seconds:g} s" if src.quiet_seconds != NEVER else "quiet_seconds"  # (a state restored with it off)
+        words = f"idle: no batch line for more than {q} after its last one (SGLang prints none while idle)"
         if cause == "silent_wall":
-            words += f"; told by the wall clock: the log, read to its end, wrote nothing for {q} s"
+            words += f"; told by the wall clock: the log, read to its end, wrote nothing for {q}"
     since = fmt_ts(src.life_since) if src.life_since is not None else None
     return {
         "state": state,

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import feed_support
 import pytest
 
 import exporter.pipeline as pipeline_mod
@@ -21,18 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 LOGS = sorted(glob.glob(str(ROOT / "fixtures" / "scenarios" / "*.log"))) + [str(ROOT / "fixtures" / "demo" / "sglang-mamba-bound.log")]
 
 
-@pytest.fixture(autouse=True, params=["native", "python"])
+@pytest.fixture(autouse=True, params=feed_support.SCANNERS)
 def scan(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
     """Every test here runs with the C scanner and with the pure-Python one."""
-    if request.param == "native":
-        if scan_mod.native is None:
-            pytest.skip("the C extension exporter._scan is not built")
-        fn, text_fn = scan_mod.native.scan, scan_mod.native.scan_text
-    else:
-        fn, text_fn = scan_mod.scan_py, scan_mod.scan_text_py
-    monkeypatch.setattr(pipeline_mod, "scan", fn)
-    monkeypatch.setattr(pipeline_mod, "scan_text", text_fn)
-    return fn
+    feed_support.use_scanner(monkeypatch, request.param)
+    return pipeline_mod.scan
 
 
 def feed_some(pipe, rnd: random.Random, lines: list[str]) -> None:

@@ -18,10 +18,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import feed_support
 import pytest
 
-import exporter.pipeline as pipeline_mod
-from exporter import scan as scan_mod
 from exporter.app import exposition, new_pipeline
 from exporter.report import life_of
 from exporter.rules import ENDING_RULES, RulesConfig
@@ -263,19 +262,6 @@ def silences_by_hand(lines: list[str]) -> list[float]:
     return out
 
 
-@pytest.fixture(params=["native", "python"])
-def scanner(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "native":
-        if scan_mod.native is None:
-            pytest.fail("the C extension exporter._scan is not built (make venv builds it)")
-        fn, text_fn = scan_mod.native.scan, scan_mod.native.scan_text
-    else:
-        fn, text_fn = scan_mod.scan_py, scan_mod.scan_text_py
-    monkeypatch.setattr(pipeline_mod, "scan", fn)
-    monkeypatch.setattr(pipeline_mod, "scan_text", text_fn)
-    return request.param
-
-
 def _spied(cfg: RulesConfig | None = None):
     pipe = new_pipeline(config=cfg)
     pipe.seen = []
@@ -289,29 +275,16 @@ def _spied(cfg: RulesConfig | None = None):
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_every_read_path_sees_the_same_silences_as_the_lines_say(seed: int, scanner: str) -> None:
+@pytest.mark.parametrize("scanner", feed_support.SCANNERS)
+def test_every_read_path_sees_the_same_silences_as_the_lines_say(seed: int, scanner: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    feed_support.use_scanner(monkeypatch, scanner)
     rnd = random.Random(seed)
     lines = random_log(rnd)
     want = silences_by_hand(lines)
     results = []
-    for how in ("line", "lines", "text", "chunks"):
+    for how in (*feed_support.PATHS, "chunks"):
         pipe = _spied()
-        if how == "line":
-            for x in lines:
-                pipe.feed("s", x)
-        elif how == "lines":
-            pipe.feed_lines("s", lines)
-        elif how == "text":
-            pipe.feed_text("s", "".join(x + "\n" for x in lines))
-        else:
-            i = 0
-            while i < len(lines):
-                n = rnd.choice([1, 5, 33, 200, 2000])
-                if rnd.random() < 0.5:
-                    pipe.feed_lines("s", lines[i : i + n])
-                else:
-                    pipe.feed_text("s", "".join(x + "\n" for x in lines[i : i + n]))
-                i += n
+        feed_support.feed(pipe, how, lines, seed=seed)
         pipe.finish()
         assert [s for s, _ in pipe.seen] == want, how
         results.append((exposition(pipe), state(pipe.sources["s"])))
