@@ -379,3 +379,36 @@ def test_the_basis_is_exported_with_the_state() -> None:
     assert all(got.values()), got
     assert 'hybrid_cache_server_state_basis{basis="log_silence",engine="sglang",source="s"} 1.0' in text
     assert all(f'rule="{r}"' in text for r in ENDING_RULES)
+
+
+def test_the_real_sglang_log_goes_idle_after_its_load() -> None:
+    """The real SGLang 0.5.23's mission run (fixtures/engine/sglang-cpu-0.5.23/sglang-mamba.log, docs/engine-suite.md)
+    under the suite's rules: boot 1's load pinned at the mamba cap fired mamba_bound; after it SGLang wrote the last
+    answers and then nothing until one scrape of its /metrics 31 s later, which shows the silence (quiet_seconds 30):
+    idle as of the last batch line, mamba_bound ended there, mamba_capped kept. With the default 60 s the same gap is
+    within the bound, and boot 1 ends by its shutdown line as before."""
+    suite = RulesConfig(
+        for_seconds=20,
+        min_samples=3,
+        clear_seconds=20,
+        clear_min_samples=3,
+        storm_window_seconds=60,
+        retraction_window_seconds=30,
+        quiet_seconds=30,
+    )  # tests/engine/sglang_checks.py's RULES_YAML
+    lines = (ROOT / "fixtures" / "engine" / "sglang-cpu-0.5.23" / "sglang-mamba.log").read_text().splitlines()
+    stop = next(i for i, x in enumerate(lines) if "SIGTERM received" in x)
+    boot1 = lines[:stop]
+    last_batch = max(i for i, x in enumerate(boot1) if "batch," in x)
+    poke = boot1[-1]
+    assert '"GET /metrics' in poke and all("INFO:" in x for x in boot1[last_batch + 1 :]), boot1[last_batch:]
+    t_batch, t_poke = (sglang_ts(x[1:17], x[18:20], None) for x in (boot1[last_batch], poke))
+    assert Q > t_poke - t_batch > suite.quiet_seconds
+    _, src = replayed(boot1[:-1], suite)  # before the scrape: nothing in the log can tell (serve's wall clock did)
+    assert src.life == "serving"
+    _, src = replayed(boot1, suite)
+    assert state(src) == ("idle", t_batch, "log_silence", {"mamba_capped"})
+    eps = src.servers["0"].rule_memory.episodes["mamba_bound"]
+    assert eps and eps[-1][1] == t_batch
+    _, src = replayed(lines)  # the whole log, the default bound: boot 2 stopped, no silence on the way
+    assert src.life == "stopped" and src.basis == "line"
