@@ -33,7 +33,7 @@ from parsers import events as ev
 from .sampler import Sampler, SourceSampling
 from .scan import ScanResult, Spec, line_at, result, scan, scan_text
 from .state import DEFAULT_MAX_DP_RANKS, ServerState, SourceState
-from .wrapped import IDLE_SECONDS, Wraps
+from .wrapped import IDLE_SECONDS, WRAP_NEVER, Wraps
 
 # observers called after each applied event: (source_state, server_state, parsed line, raw line)
 Observer = Callable[[SourceState, ServerState, ev.Line, str], None]
@@ -104,13 +104,18 @@ class Pipeline:
             return self._take(src, ss, line, r)
 
     def _take(self, src: SourceState, ss: SourceSampling, line: str, parsed: ev.Line) -> str:
-        """A parsed line: its event applied (or the line counted), or held when it may continue."""
+        """A parsed line: its event applied (or the line counted), or held when it is provably cut
+        (:mod:`exporter.wrapped`, rule 1)."""
         if parsed.event is None:
-            if not self.wraps.offer(src, line, parsed):
+            if not self.wraps.hold(src, line, parsed):
                 src.count(parsed.outcome, 1, parsed.engine, parsed.ts)
             return parsed.outcome
+        if not isinstance(parsed.event, WRAP_NEVER):
+            now = self.wraps.hold_parsed(src, line, parsed)  # what it says for sure (rule 2)
+            if now is None:
+                return parsed.outcome
+            parsed = now
         self._apply(src, ss, parsed, line)
-        self.wraps.offer(src, line, parsed)  # a startup message may go on (cut after a number)
         return parsed.outcome
 
     def _piece(self, src: SourceState, ss: SourceSampling, line: str) -> str | None:

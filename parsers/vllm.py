@@ -754,6 +754,58 @@ def starts_message(msg: str, pos: int = 0) -> bool:
     return msg[pos : pos + 1] in _LOGO_CHARS or (sp == pos and msg[pos:].lstrip(" ")[:1] in _LOGO_CHARS)
 
 
+# The messages a writer or a terminal may cut, each as the pattern of its text from its first character: a
+# line is such a message cut short when its message is a proper prefix of one (``regex``'s partial match,
+# parsers/cuts.py), the proof the joiner asks before it holds a line. None begins with free text.
+LABELLED_MARKERS: tuple[str, ...] = ()
+PREFIX_GRAMMARS: tuple[str, ...] = tuple(
+    # a device word and a kernel name of one or two words, not any text
+    r.pattern.replace(r"(?P<dev>\w+", r"(?P<dev>[A-Z]{2,5}").replace(r"(?P<k>[\w/ ]+?)", r"(?P<k>[\w/]+(?: [\w/]+)?)")
+    for r in (
+        STATS_RE,
+        SPEC_V1_RE,
+        SPEC_V0_RE,
+        KV_SIZE_RE,
+        MAX_CONC_RE,
+        BLOCKS_RE,
+        CACHE_INFO_RE,
+        AVAIL_KV_RE,
+        WEIGHTS_V0_RE,
+        WEIGHTS_RE,
+        CPU_KV_SET_RE,
+        KV_GROUPS_RE,
+        KV_LCM_RE,
+        BLOCK_SIZE_RE,
+        PADDING_RE,
+        PAD_LAYERS_RE,
+        MAMBA_MODE_RE,
+        NEMOTRON_DTYPE_RE,
+        QWEN35_DTYPE_RE,
+        SSM_RESET_RE,
+        SSM_STORAGE_RE,
+        GDN_KERNEL_RE,
+        EXCEEDS_RE,
+        CAPPING_RE,
+        MAX_MODEL_LEN_RE,
+        KV_DTYPE_RE,
+        SERVER_VERSION_RE,
+    )
+) + (
+    r"non-default args: \{.*\}",
+    ENGINE_CONFIG_RE.pattern + r"model=",
+)
+
+
+# a message that begins with one of vLLM's markers (after the engine index or the device word that precede some)
+_OPENS_RE = re.compile(r"(?:Engine \d+: |\d+ Engines(?: Aggregated)?: |\w+(?: \+ host)? |# )?(?:" + "|".join(map(re.escape, MARKERS)) + ")")
+
+
+def opens_known(msg: str) -> bool:
+    """Whether ``msg`` begins like one of the messages this parser reads (its marker at the start, not
+    inside it: another engine's line may name one further on)."""
+    return _OPENS_RE.match(msg) is not None
+
+
 def parse_message(msg: str) -> object:
     """Return an event from :mod:`parsers.events`, ``None`` (irrelevant) or ``Unrecognized``.
 
