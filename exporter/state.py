@@ -79,9 +79,9 @@ def _is_boot(e: object) -> bool:
 SERVER_STATES = ("starting", "serving", "idle", "stalled", "stopped", "dead")
 ENDED = ("stopped", "dead")
 # deaths that are the consequence of a stop when a shutdown was logged first: vLLM's EngineDeadError (the API
-# server sees its engine core stopped), SGLang's "SIGQUIT received ... one child failed" (a child killed on the
-# way out); a death of its own (a fatal error, "Scheduler hit an exception") is one even during a shutdown
-CONSEQUENCES = ("engine_dead", "child_failed")
+# server sees its engine core stopped) and "Process X (PID: N) died with exit code N" (a process killed on the
+# way out), SGLang's "SIGQUIT received ... one child failed" (a child killed on the way out); a death of its own (a fatal error, "Scheduler hit an exception") is one even during a shutdown
+CONSEQUENCES = ("engine_dead", "child_failed", "process_died")
 
 
 def _gauge_setter(gauges: tuple[tuple[str, str], ...]) -> Callable[[ServerState, ev.BatchStats], None]:

@@ -183,6 +183,11 @@ V0_SEQ_LEN_ERR_RE = re.compile(
     r"stored in KV cache"
 )
 NO_MEMORY_ERR = "No available memory for the cache blocks"
+# v1/utils.py wait_for_completion_or_failure (0.22+): a process of the server exited with an error; logged as
+# 'Exception occurred while running API servers: <this>' and as the traceback's 'RuntimeError: <this>'. The
+# Rust frontend (0.22+, RustFrontendProcessManager) and the API server processes; the engine core's own form
+PROCESS_DIED_RE = re.compile(r"\bProcess \S+ \(PID: \d+\) died with exit code -?\d+")
+ENGINE_PROC_DIED_RE = re.compile(r"\bEngine core process \S+ died unexpectedly")
 
 # substrings that mean "this line is one of ours": when present but unparsed -> Unrecognized
 MARKERS = (
@@ -667,6 +672,11 @@ def _fallback(msg: str) -> object:
         return ev.Lifecycle("dead", "engine_dead")
     if "Engine core initialization failed" in msg:
         return ev.Lifecycle("dead", "init_failed")
+    if "died" in msg:
+        if PROCESS_DIED_RE.search(msg):
+            return ev.Lifecycle("dead", "process_died")
+        if ENGINE_PROC_DIED_RE.search(msg):
+            return ev.Lifecycle("dead", "engine_dead")
     return _unrec(msg)
 
 
