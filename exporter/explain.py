@@ -22,6 +22,7 @@ from parsers import events as ev
 from parsers import message_line, read_header
 from parsers.clock import zone_name
 
+from .lines import Fragment
 from .offline import order_generations
 from .reading import Reader, read_blocks
 
@@ -41,7 +42,7 @@ def explain_files(pipe, paths: list[str], source: str | None, out: TextIO, err: 
             label = "stdin" if path == "-" else os.path.basename(path)
             n = 0
             try:
-                for text in read_blocks(path, reader):
+                for text in read_blocks(path, reader, flush=False):
                     for line in text[:-1].split("\n"):
                         n += 1
                         out.write(f"{label}:{n}  {describe(src, line, read_by)}\n")
@@ -49,6 +50,11 @@ def explain_files(pipe, paths: list[str], source: str | None, out: TextIO, err: 
             except (OSError, EOFError, ValueError) as e:
                 print(f"hybrid-cache-exporter: {path}: cannot read: {getattr(e, 'strerror', None) or e}", file=err)
                 failed += 1
+            for line in reader.flush():  # the last line without its newline (a fragment): read only when whole
+                n += 1
+                note = "" if type(line) is not Fragment else "  (no newline: read only when its message is whole, docs/reading.md)"
+                out.write(f"{label}:{n}  {describe(src, line, read_by)}{note}\n")
+                pipe.feed(name, line)
         pipe.finish()
         lines = src.lines
         out.write(

@@ -29,7 +29,10 @@ from collections.abc import Callable, Iterable
 from functools import partial
 
 from parsers import events as ev
+from parsers import parse_line, read_header
+from parsers.cuts import cut_short, ends_whole
 
+from .lines import Fragment
 from .sampler import Sampler, SourceSampling
 from .scan import ScanResult, Spec, line_at, result, scan, scan_text
 from .state import DEFAULT_MAX_DP_RANKS, ServerState, SourceState
@@ -92,6 +95,8 @@ class Pipeline:
         ss = self.sampler.sampling.get(source) or self._sampling(source)
         ss.fed_at = time.monotonic()
         with self.lock:
+            if type(line) is Fragment:
+                return self._fragment(src, ss, line)
             if self.wraps.held and source in self.wraps.held:
                 out = self._piece(src, ss, line)  # a wrapped message's next piece, or None
                 if out is not None:
@@ -117,6 +122,24 @@ class Pipeline:
             parsed = now
         self._apply(src, ss, parsed, line)
         return parsed.outcome
+
+    def _fragment(self, src: SourceState, ss: SourceSampling, line: str) -> str:
+        """A line without its newline (:class:`~exporter.lines.Fragment`: the end of a finished input,
+        or a writer's line a truncation ended): read only when its message is whole
+        (:func:`parsers.cuts.ends_whole`: never a batch or stats line, whose last value may be cut),
+        else counted unread: ``unrecognized`` when it begins a known message, ``ignored`` when not."""
+        self.wraps.drop(src)  # (it ends what was held: nothing follows it)
+        parsed = parse_line(line, src.engine, src.year)
+        if parsed.tod is not None:
+            parsed.ts = src.on_date(parsed.tod)
+        msg = read_header(line, src.engine, src.year).msg
+        if parsed.event is not None and ends_whole(msg, parsed.event):
+            self._apply(src, ss, parsed, line)
+            return parsed.outcome
+        known = parsed.outcome != ev.IGNORED or cut_short(msg, parsed.engine or src.engine, True)
+        outcome = ev.UNRECOGNIZED if known else ev.IGNORED
+        src.count(outcome, 1, parsed.engine if known else None, parsed.ts)
+        return outcome
 
     def _piece(self, src: SourceState, ss: SourceSampling, line: str) -> str | None:
         """``line`` after a held line: taken as its piece (the outcome), or None (the usual path)."""
@@ -161,6 +184,13 @@ class Pipeline:
         """Feed many lines in order; same result as ``feed`` on each, faster on busy SGLang logs."""
         if not isinstance(lines, list):
             lines = list(lines)
+        if lines and type(lines[-1]) is Fragment:  # a reader's flush: never through the bulk scanner
+            self._feed_lines(source, lines[:-1])
+            self.feed(source, lines[-1])
+            return
+        self._feed_lines(source, lines)
+
+    def _feed_lines(self, source: str, lines: list[str]) -> None:
         src = self.sources.get(source) or self.source(source)
         ss = self.sampler.sampling.get(source) or self._sampling(source)
         ss.fed_at = time.monotonic()

@@ -121,6 +121,28 @@ def whole_part(msg: str, event: object) -> int | None:
     return None
 
 
+# how a whole message ends: a closing mark, or a number with its unit (the end of every startup line the
+# parsers read: 'mem usage=8.85 GB.', 'ssm_state size: 1.10GB', '14.77x', 'KV size: 9.21 GB', '{...}', '(...)')
+_WHOLE_END_RE = re.compile(r"(?:[.)\]}%!]|\d ?(?:[KMGT]i?B|tokens|reqs|x|seconds|s))\s*\Z")
+_LIFE = (ev.Lifecycle, ev.ServerReady)
+
+
+def ends_whole(msg: str, event: object) -> bool:
+    """Whether a message read without its newline (a line a truncation or the end of the input
+    cut, docs/reading.md) is whole: a death or readiness that parsed (no number to cut), or a
+    startup message that is not provably cut and ends as a whole one does (a closing mark, a
+    number with its unit). A runtime line (batch, stats, retraction, preemption) never is: its last
+    value may be cut anywhere (``#queue-req: 1`` of 13), and such a line comes again."""
+    if event is None or isinstance(event, _RUNTIME):
+        return False
+    if isinstance(event, _LIFE):
+        return True
+    return whole_part(msg, event) is None and _WHOLE_END_RE.search(msg) is not None
+
+
+_RUNTIME = (ev.BatchStats, ev.Retraction, ev.Preemption, ev.SpecDecoding)
+
+
 def continues(text: str, piece: str) -> bool:
     """Whether ``piece`` continues ``text`` where it was cut (:func:`whole_part`)."""
     if not piece:
@@ -138,4 +160,4 @@ def continues(text: str, piece: str) -> bool:
     return c in _TOKEN and (piece[0] in _TOKEN or piece[0] in ",)]}")
 
 
-__all__ = ["SEPARATORS", "continues", "cut_short", "scan", "whole_part"]
+__all__ = ["SEPARATORS", "continues", "cut_short", "ends_whole", "scan", "whole_part"]
