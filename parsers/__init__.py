@@ -7,7 +7,7 @@ timestamps, which TP rank speaks for a DP group) lives in ``exporter.state``.
 
 from __future__ import annotations
 
-from . import sglang, structured, vllm
+from . import labels, sglang, structured, vllm
 from .events import IGNORED, PARSED, SGLANG, UNRECOGNIZED, VLLM, Line, ServerReady, Unrecognized
 from .foreign import foreign
 from .numbers import bad_value
@@ -92,6 +92,10 @@ def message_line(h: Header, engine: str | None) -> Line:
     idx = getattr(res, "engine_index", None)
     if idx is not None:
         dp = str(idx)
+    if isinstance(res, labels.LABELLED):
+        res, bad = labels.checked(res)  # label values named as the engine names them, within their bounds
+        if bad is not None:  # one out of bound: dropped, the rest read, the line unrecognized
+            return Line(UNRECOGNIZED, eng, ts, dp, h.tp_rank, h.pp_rank, res, bad, tod)
     return Line(PARSED, eng, ts, dp, h.tp_rank, h.pp_rank, res, tod=tod)
 
 
