@@ -28,6 +28,7 @@ import regex
 
 from . import events as ev
 from . import sglang, vllm
+from .reprs import scan
 
 SEPARATORS = ",:=([{"
 _DUMPS = ("server_args", "non_default_args", "engine_config")
@@ -57,8 +58,30 @@ def cut_short(msg: str, engine: str | None, in_words: bool = False) -> bool:
     if not msg:
         return False
     if in_words:
+        if not _may_start(msg, engine):
+            return False  # (the usual line without a marker: no grammar compiled, none matched)
         return _cut(msg, engine) and not (_cut(msg + "q", engine) and _cut(msg + "Z", engine))
     return _cut(msg, engine)
+
+
+@functools.cache
+def _starts(engine: str) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The literal starts of the engine's messages (SGLang's ``MESSAGE_STARTS``, vLLM's first words),
+    and every prefix of them."""
+    if engine == ev.SGLANG:
+        starts = tuple(s for s in sglang.MESSAGE_STARTS if s != "INFO:")
+    else:
+        starts = tuple(w + " " for w in vllm.FIRST_WORDS)
+    return starts, frozenset(s[:k] for s in starts for k in range(1, len(s)))
+
+
+def _may_start(msg: str, engine: str | None) -> bool:
+    """Whether ``msg`` begins like one of the engine's messages, or is the start of one."""
+    for eng in (engine,) if engine else (ev.SGLANG, ev.VLLM):
+        starts, prefixes = _starts(eng)
+        if msg in prefixes or msg.startswith(starts):
+            return True
+    return False
 
 
 def _cut(msg: str, engine: str | None) -> bool:
@@ -76,34 +99,6 @@ def _cut(msg: str, engine: str | None) -> bool:
     return False
 
 
-def scan(text: str, depth0: int = 0) -> tuple[bool, int]:
-    """(brackets and quotes balanced, the index after the last comma at the outermost level of
-    the text's items, 0 when none). ``depth0``: the depth of those items (1 inside a dump's
-    ``ServerArgs(`` or ``{``)."""
-    depth = 0
-    quote = ""
-    last = 0
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if quote:
-            if c == "\\":
-                i += 2
-                continue
-            if c == quote:
-                quote = ""
-        elif c == "'" or c == '"':
-            quote = c
-        elif c in _OPEN:
-            depth += 1
-        elif c in _CLOSE:
-            depth -= 1
-        elif c == "," and depth == depth0:
-            last = i + 1
-        i += 1
-    return depth == 0 and not quote, last
-
-
 def whole_part(msg: str, event: object) -> int | None:
     """None when ``msg`` (which parsed to ``event``) is not provably cut; else the length of the
     part of it that is whole: all of it when it ends at a separator, else up to its last separator
@@ -114,10 +109,11 @@ def whole_part(msg: str, event: object) -> int | None:
     if t[-1] in SEPARATORS:
         return len(msg)
     if type(event) is ev.ServerConfig and event.kind in _DUMPS:
-        ok, last = scan(t, 0 if event.kind == "engine_config" else 1)  # a dump's items: inside its '(' or '{'
-        return None if ok else last
+        commas, ok = scan(t, 0 if event.kind == "engine_config" else 1)  # a dump's items: inside its '(' or '{'
+        return None if ok else (commas[-1] + 1 if commas else 0)
     if type(event) is ev.SchedulerSummary and "context_len=" not in t:
-        return scan(t)[1]
+        commas = scan(t)[0]
+        return commas[-1] + 1 if commas else 0
     return None
 
 
@@ -160,4 +156,4 @@ def continues(text: str, piece: str) -> bool:
     return c in _TOKEN and (piece[0] in _TOKEN or piece[0] in ",)]}")
 
 
-__all__ = ["SEPARATORS", "continues", "cut_short", "ends_whole", "scan", "whole_part"]
+__all__ = ["SEPARATORS", "continues", "cut_short", "ends_whole", "whole_part"]

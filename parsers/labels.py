@@ -77,12 +77,27 @@ def _ok(label: str, v: object) -> bool:
     return s == "" or LABEL[label].admits(s)
 
 
+# the fields of an event that carry a label's value: (attribute, label)
+_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {
+    ev.ServerConfig: (("version", "version"),),
+    ev.ServerStarting: (("version", "version"), ("model", "model")),
+    ev.HybridLayout: (("mamba_cache_mode", "radix_cache_strategy"), ("mamba_ssm_dtype", "mamba_ssm_dtype")),
+    ev.ReplaySSMBuffers: (),
+}
+
+
 def checked(e: object) -> tuple[object, str | None]:
     """``e`` with its label values named as the engine names them, and without those out of bound:
-    (the event, or None when nothing is left; the reason when one was out of bound, else None)."""
-    t = type(e)
-    if t is ev.ServerConfig:
-        bad = []
+    (the event, or None when it is left with nothing to say; the reason when a value was out of
+    bound, else None)."""
+    bad: list[str] = []
+    for attr, label in _FIELDS[type(e)]:
+        v = getattr(e, attr)
+        if v is not None and not LABEL[label].admits(v):
+            setattr(e, attr, None)
+            bad.append(attr)
+    empty = False
+    if type(e) is ev.ServerConfig:
         args = e.args
         for k in [k for k in args if k in KEY_LABEL]:
             if k in MODEL_KEYS:
@@ -90,41 +105,18 @@ def checked(e: object) -> tuple[object, str | None]:
             if not _ok(KEY_LABEL[k], args[k]):
                 del args[k]
                 bad.append(k)
-        if e.version is not None and not LABEL["version"].admits(e.version):
-            e.version = None
-            bad.append("version")
-        if not bad:
-            return e, None
-        return (e if args or e.version else None), "label value out of bound: " + ", ".join(bad)
-    if t is ev.ServerStarting:
-        bad = []
-        if e.version is not None and not LABEL["version"].admits(e.version):
-            e.version = None
-            bad.append("version")
-        if e.model is not None and not LABEL["model"].admits(e.model):
-            e.model = None
-            bad.append("model")
-        return e, ("label value out of bound: " + ", ".join(bad)) if bad else None
-    if t is ev.HybridLayout:
-        bad = []
-        if e.mamba_cache_mode is not None and not LABEL["radix_cache_strategy"].admits(e.mamba_cache_mode):
-            e.mamba_cache_mode = None
-            bad.append("mamba_cache_mode")
-        if e.mamba_ssm_dtype is not None and not LABEL["mamba_ssm_dtype"].admits(e.mamba_ssm_dtype):
-            e.mamba_ssm_dtype = None
-            bad.append("mamba_ssm_dtype")
-        return e, ("label value out of bound: " + ", ".join(bad)) if bad else None
-    if t is ev.ReplaySSMBuffers:
-        bad = [k for k in e.buffers if not LABEL["buffer"].admits(k)]
-        if not bad:
-            return e, None
-        for k in bad:
+        empty = not args and e.version is None
+    elif type(e) is ev.ReplaySSMBuffers:
+        for k in [k for k in e.buffers if not LABEL["buffer"].admits(k)]:
             del e.buffers[k]
-        return (e if e.buffers else None), "label value out of bound: buffer " + ", ".join(bad)[:64]
-    return e, None
+            bad.append("buffer " + k[:32])
+        empty = not e.buffers
+    if not bad:
+        return e, None
+    return (None if empty else e), "label value out of bound: " + ", ".join(bad)
 
 
 # the events that carry a label's value (the rest pass by without a look)
-LABELLED = (ev.ServerConfig, ev.ServerStarting, ev.HybridLayout, ev.ReplaySSMBuffers)
+LABELLED = tuple(_FIELDS)
 
 __all__ = ["KEY_LABEL", "LABELLED", "checked", "model_name", "shown", "speculative_method", "text"]

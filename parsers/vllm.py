@@ -32,6 +32,7 @@ from collections.abc import Callable
 
 from . import events as ev
 from .numbers import GIB, to_int
+from .reprs import scan
 
 # longer lines are never regex-parsed (an engine-config dump is ~5-20 KB)
 MAX_LINE = 1 << 20
@@ -747,6 +748,10 @@ _DISPATCH: dict[str, Callable[[str], object]] = {
 }
 
 
+# the first words of the messages this parser reads facts from (the joiner's quick test of a message cut before its
+# marker, parsers/cuts.py): every word of the dispatch but uvicorn's and the request echoes'
+FIRST_WORDS: tuple[str, ...] = tuple(w for w, h in _DISPATCH.items() if w and h is not _ignore and w != "INFO:")
+
 # a logo line may start with U+FFFD: Docker's json-file driver splits long output into records on
 # byte counts and replaces a multi-byte character cut in two by U+FFFD
 _LOGO_CHARS = ("▄", "█", "▀", "\ufffd")
@@ -842,43 +847,13 @@ def parse_message(msg: str) -> object:
 
 
 def _split_top(s: str) -> list[str]:
-    """Split on commas outside quotes and brackets (``(`` ``[`` ``{`` and enum ``<X.Y: 1>``).
-
-    Tolerates unbalanced input: a stray closer never makes a depth negative, and ``>`` only
-    closes an enum repr (so ``->`` inside a value is harmless).
-    """
+    """Split on commas outside quotes and brackets (``(`` ``[`` ``{`` and enum ``<X.Y: 1>``);
+    tolerates unbalanced input (:func:`parsers.reprs.scan`)."""
     parts: list[str] = []
-    depth = 0
-    angle = 0
-    quote = ""
     start = 0
-    i = 0
-    n = len(s)
-    while i < n:
-        c = s[i]
-        if quote:
-            if c == "\\":
-                i += 2
-                continue
-            if c == quote:
-                quote = ""
-        elif c == "'" or c == '"':
-            quote = c
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            if depth > 0:
-                depth -= 1
-        elif c == "<":
-            if i + 1 < n and (s[i + 1].isalpha() or s[i + 1] == "_"):
-                angle += 1
-        elif c == ">":
-            if angle > 0:
-                angle -= 1
-        elif c == "," and depth == 0 and angle == 0:
-            parts.append(s[start:i].strip())
-            start = i + 1
-        i += 1
+    for i in scan(s)[0]:
+        parts.append(s[start:i].strip())
+        start = i + 1
     parts.append(s[start:].strip())
     return parts
 
