@@ -490,7 +490,10 @@ EXPORTER_LINES = Metric(
     COUNTER,
     "Log lines read, by outcome (unrecognized = known marker that failed to parse).",
     (*SOURCE, "outcome"),
-    "every line (`outcome` = parsed, ignored, unrecognized: a known marker that failed to parse, i.e. format drift)",
+    "every line (`outcome` = parsed, ignored, unrecognized: a known marker that failed to parse, i.e. format drift, or a "
+    "known message damaged, cut short, or with a label value out of bound); a message joined from the lines a writer cut "
+    "or a terminal wrapped counts each of them (docs/formats/README.md#lines-as-users-paste-them); a line without its "
+    "newline (a truncation, the end of the input) counts once, read only when its message is whole (docs/reading.md)",
     "source",
 )
 DP_RANK_LIMIT_LINES = Metric(

@@ -1,7 +1,9 @@
-"""A known message wrapped by a terminal (hard wrap at the terminal width, continuation lines
-without header) is joined back where that is unambiguous: the first line is a known message cut
-short, each continuation has no header, carries nothing on its own and is no wider than the
-first. Real format: SGLang's mamba cap warning (>=0.5.17), vLLM's stats line."""
+"""A message a writer cut or a terminal wrapped (continuation lines without header) is joined back
+on proof only (the numbered rules at the top of exporter/wrapped.py): the first line is provably
+incomplete (a known message cut short, or one that parsed but is provably cut), each continuation
+has no header, carries nothing on its own, is no other writer's line, and continues it. Real
+formats: SGLang's mamba cap warning (>=0.5.17) and startup lines, vLLM's stats line and
+`non-default args`."""
 
 from __future__ import annotations
 
