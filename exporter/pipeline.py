@@ -146,16 +146,18 @@ class Pipeline:
         r = self.wraps.piece(src, line)
         if r is None or type(r) is str:
             return r
-        self._apply(src, ss, r.line, r.text, r.n)  # what the pieces say together
+        # what the pieces say together; they span the lines from the held one to this one (a first
+        # line that parsed alone was counted already, and other writers' lines between too)
+        self._apply(src, ss, r.line, r.text, r.n, r.span)
         return ev.PARSED
 
-    def _apply(self, src: SourceState, ss: SourceSampling, parsed: ev.Line, raw: str, n: int = 1) -> None:
-        """Apply one event read from ``n`` lines, after the samples the sampler holds (the barrier:
-        they are older), and hand it to the observers."""
+    def _apply(self, src: SourceState, ss: SourceSampling, parsed: ev.Line, raw: str, n: int = 1, span: int = 0) -> None:
+        """Apply one event read from ``n`` lines (spanning ``span``, when more), after the samples
+        the sampler holds (the barrier: they are older), and hand it to the observers."""
         if ss.pending_count:
             self.sampler.commit(ss)
             self._play(src, ss)
-        srv = src.apply(parsed, n)
+        srv = src.apply(parsed, n, span)
         if srv is not None and self.observers:
             for obs in self.observers:
                 obs(src, srv, parsed, raw)

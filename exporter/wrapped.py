@@ -79,6 +79,7 @@ class Wrapped:
     parsed: ev.Line | None = None  # 1b: the event of the whole text so far
     cut_in_token: bool = False  # 1b: the text ends inside a token (not at a separator)
     pending: list[str] = field(default_factory=list)  # outcomes of the held lines not counted yet, the first first
+    span: int = 1  # the lines from the held one to the last taken (pieces and other writers' lines between)
     pieces: int = 0
     skipped: int = 0
     after_warning: bool = False  # the last skipped line was a Python warning (its source line follows)
@@ -86,11 +87,13 @@ class Wrapped:
 
 class Join(NamedTuple):
     """Held pieces joined into one event: the pipeline applies ``line`` (read from ``text``) and
-    counts ``n`` lines parsed."""
+    counts ``n`` lines parsed; the message spans ``span`` lines, the last of them this one (what
+    proves its facts starts at the first: exporter/provenance.py)."""
 
     line: ev.Line
     text: str
     n: int
+    span: int = 1
 
 
 _LEVELS = tuple(f"{level} " for level in VLLM_LEVELS.split("|"))  # a vLLM header without its process
@@ -179,6 +182,7 @@ class Wraps:
         None when it is not a piece (rules 4 and 5: it takes the usual path)."""
         w = self.held[src.name]
         p = line.rstrip("\r\n")
+        w.span += 1  # (taken as a piece or passed over: rule 4 ends the hold before it)
         if not p.strip() or foreign(p, w.after_warning):  # rule 5: another writer's line
             w.after_warning = is_warning(p)
             return self._skip(src, w)
@@ -224,7 +228,7 @@ class Wraps:
         n = len(w.pending) + 1
         if k is None:  # whole: the hold ends
             del self.held[src.name]
-            return Join(full, text, n)
+            return Join(full, text, n, w.span)
         w.text, w.parsed, w.fed_at = text, full, time.monotonic()
         w.cut_in_token = k < len(msg)
         w.pieces += 1
@@ -242,7 +246,7 @@ class Wraps:
         w.pending = []
         if w.pieces >= MAX_PIECES:
             del self.held[src.name]
-        return Join(safe, safe_text, n)
+        return Join(safe, safe_text, n, w.span)
 
     def _skip(self, src: SourceState, w: Wrapped) -> None:
         """Rule 5: not a piece; the held line stays held, up to ``MAX_SKIPPED`` such lines."""
