@@ -285,3 +285,18 @@ def test_rule_1a_a_message_of_its_own_is_not_taken_for_a_cut_one() -> None:
     cache` would, but ends after a free word: a message of its own, not held (the real vLLM's)."""
     pipe = run([V_BANNER, V_HEAD + "Using MoEPrepareAndFinalizeNoDPEPModular", "X86CPUUnquantizedExperts MoE backend"])
     assert pipe.sources["s"].lines == {"parsed": 1, "ignored": 2, "unrecognized": 0}
+
+
+@pytest.mark.parametrize("noise", [[], [DOWNLOAD], [DOWNLOAD, "42", ""]])
+def test_the_proof_of_a_joined_fact_is_its_first_line_and_its_span(noise: list[str]) -> None:
+    """A message joined across other writers' lines is proved by its first line, spanning to its
+    last piece (exporter/provenance.py), whatever stands between (replay --explain, report --json)."""
+    from exporter.explain import proofs
+
+    for message, cut in ((MAMBA, "max_mamba_cache_size: 47,"), (SUMMARY, "chunked_prefill_size=8192,")):
+        first, rest = _cut_after(H + message, cut)
+        pipe = run([ACCESS, H + KV, first, *noise, rest, DECODE.format(s=1)])
+        src = pipe.sources["s"]
+        key = "mamba_capacity_slots" if message is MAMBA else "max_running_requests"
+        (r,) = [r for r in proofs(src, src.servers["0"]) if r.get("key", "").endswith(key) or key in r["metric"]]
+        assert (r["line"], r["lines"]) == (3, len(noise) + 2), r
