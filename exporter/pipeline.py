@@ -125,17 +125,23 @@ class Pipeline:
 
     def _fragment(self, src: SourceState, ss: SourceSampling, line: str) -> str:
         """A line without its newline (:class:`~exporter.lines.Fragment`: the end of a finished input,
-        or a writer's line a truncation ended): read only when its message is whole
-        (:func:`parsers.cuts.ends_whole`: never a batch or stats line, whose last value may be cut),
-        else counted unread: ``unrecognized`` when it begins a known message, ``ignored`` when not."""
+        or a writer's line a truncation ended): read like any line when its message is whole (an
+        SGLang batch line of the source's learned shape, every field there; else
+        :func:`parsers.cuts.ends_whole`), else counted unread: ``unrecognized`` when it begins a
+        known message, ``ignored`` when not."""
         self.wraps.drop(src)  # (it ends what was held: nothing follows it)
         parsed = parse_line(line, src.engine, src.year)
         if parsed.tod is not None:
             parsed.ts = src.on_date(parsed.tod)
         msg = read_header(line, src.engine, src.year).msg
-        if parsed.event is not None and ends_whole(msg, parsed.event):
-            self._apply(src, ss, parsed, line)
-            return parsed.outcome
+        e = parsed.event
+        if e is not None and (ss.shapes.whole(msg) if type(e) is ev.BatchStats and e.kind in ("decode", "prefill") else ends_whole(msg, e)):
+            r = self.sampler.take(src, ss, line)  # the usual path
+            if type(r) is str:
+                if ss.due:
+                    self._play(src, ss)
+                return r
+            return self._take(src, ss, line, r)
         known = parsed.outcome != ev.IGNORED or cut_short(msg, parsed.engine or src.engine, True)
         outcome = ev.UNRECOGNIZED if known else ev.IGNORED
         src.count(outcome, 1, parsed.engine if known else None, parsed.ts)

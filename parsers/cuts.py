@@ -125,18 +125,23 @@ _LIFE = (ev.Lifecycle, ev.ServerReady)
 
 def ends_whole(msg: str, event: object) -> bool:
     """Whether a message read without its newline (a line a truncation or the end of the input
-    cut, docs/reading.md) is whole: a death or readiness that parsed (no number to cut), or a
-    startup message that is not provably cut and ends as a whole one does (a closing mark, a
-    number with its unit). A runtime line (batch, stats, retraction, preemption) never is: its last
-    value may be cut anywhere (``#queue-req: 1`` of 13), and such a line comes again."""
-    if event is None or isinstance(event, _RUNTIME):
+    cut, docs/reading.md) is whole: a death or readiness that parsed (no number to cut); vLLM's
+    stats and speculative-decoding lines that parsed (their grammar is anchored at the end and
+    ends every value with its unit: a cut one does not parse); a startup message that is not
+    provably cut and ends as a whole one does (a closing mark, a number with its unit). SGLang's
+    batch lines are the pipeline's to judge (by the source's learned shape); a retraction or a
+    preemption never is (its last number may be cut anywhere)."""
+    if event is None or isinstance(event, _CUT_ANYWHERE):
         return False
-    if isinstance(event, _LIFE):
+    if isinstance(event, _LIFE) or type(event) is ev.SpecDecoding or (type(event) is ev.BatchStats and event.kind not in _SGLANG_BATCH):
         return True
+    if type(event) is ev.BatchStats:
+        return False
     return whole_part(msg, event) is None and _WHOLE_END_RE.search(msg) is not None
 
 
-_RUNTIME = (ev.BatchStats, ev.Retraction, ev.Preemption, ev.SpecDecoding)
+_CUT_ANYWHERE = (ev.Retraction, ev.Preemption)
+_SGLANG_BATCH = ("decode", "prefill")
 
 
 def continues(text: str, piece: str) -> bool:

@@ -1,10 +1,12 @@
 """A fragment is not a line (issue 29, item 7).
 
 A line handed on without its newline (:class:`exporter.lines.Fragment`: the end of a finished
-input, or the part of a line a truncating restart left) is read only when its message is whole
-(``parsers.cuts.ends_whole``: a death or readiness, a startup message that ends as a whole one
-does); a batch or stats line never is (its last value may be cut anywhere). Otherwise it is
-counted once, unread: ``unrecognized`` when it begins a known message, ``ignored`` when not.
+input, or the part of a line a truncating restart left) is read only when its message is whole:
+an SGLang batch line with every field of the source's batch lines (its learned shape), vLLM's
+stats line that parses (its grammar ends every value with its unit), a death or readiness, a
+startup message that ends as a whole one does (``parsers.cuts.ends_whole``). Otherwise it is
+counted once, unread: ``unrecognized`` when it begins a known message, ``ignored`` when not. The
+one cut not told apart: one inside the last value of a batch line (``#queue-req: 1`` of 13).
 """
 
 from __future__ import annotations
@@ -38,8 +40,7 @@ def _counts(pipe, source: str = "s") -> tuple[float, dict]:
     "cut",
     [
         "#full token: ",  # the issue's: cut after a separator
-        "#queue-req: 1",  # inside the last value (13): parses alone, a wrong number
-        "mamba usage: 0.9",
+        "mamba usage: 0.9",  # inside a value: parses alone, a wrong number, a line of another shape
         "Decode batch, #runn",
     ],
 )
@@ -70,20 +71,22 @@ def _replay_bytes(data: bytes, tmp_path: Path):
 
 
 def test_the_last_line_of_a_file_without_its_newline(tmp_path: Path) -> None:
-    """The end of a finished file: a whole startup message there is read (the summary ends as a
-    whole one does: a number with its unit); a batch line is not (its `#queue-req: 13` may be the
-    `1` of it); a line of no engine is ignored, as it would be with its newline."""
+    """The end of a finished file (docs/reading.md): a whole message there is read (the summary
+    ends as a whole one does, a number with its unit; a decode line has every field of the
+    source's decode lines); one cut is not (the decode line without its last field); a line of no
+    engine is ignored, as it would be with its newline."""
     body = "".join(ln + "\n" for ln in BODY).encode()
     pipe = _replay_bytes(body + SUMMARY.encode(), tmp_path)
     assert pipe.sources["s"].servers["0"].capacity["max_running_requests"] == 9
     assert _counts(pipe) == (50, {"parsed": 51, "ignored": 0, "unrecognized": 0})
     pipe = _replay_bytes(body + DECODE.format(s=51).encode(), tmp_path)
+    assert _counts(pipe) == (51, {"parsed": 51, "ignored": 0, "unrecognized": 0})
+    assert pipe.sources["s"].servers["0"].gauges["queued_requests"] == 13
+    cut = DECODE.format(s=51).rsplit(", #queue-req", 1)[0]
+    pipe = _replay_bytes(body + cut.encode(), tmp_path)
     assert _counts(pipe) == (50, {"parsed": 50, "ignored": 0, "unrecognized": 1})
     pipe = _replay_bytes(body + b"Hello from a print()", tmp_path)
     assert _counts(pipe) == (50, {"parsed": 50, "ignored": 1, "unrecognized": 0})
-    # the same last line with its newline: a line like any other
-    pipe = _replay_bytes(body + DECODE.format(s=51).encode() + b"\n", tmp_path)
-    assert _counts(pipe) == (51, {"parsed": 51, "ignored": 0, "unrecognized": 0})
 
 
 @pytest.mark.parametrize(
@@ -104,6 +107,22 @@ def test_which_last_lines_are_whole(last: str, whole: bool, tmp_path: Path) -> N
     assert (lines["parsed"], lines["unrecognized"]) == ((51, 0) if whole else (50, 1))
 
 
+def test_vllm_stats_line_at_the_end() -> None:
+    """vLLM's stats line is whole when it parses (its grammar ends every value with its unit):
+    read at the end of the input; cut inside a value, it does not parse and is not."""
+    stats = (
+        "(APIServer pid=1) INFO 11-01 10:03:{s:02d} [loggers.py:310] Engine 000: Avg prompt throughput: 1872.3 tokens/s, "
+        "Avg generation throughput: 5.4 tokens/s, Running: 12 reqs, Waiting: 3 reqs, GPU KV cache usage: 87.5%, "
+        "Prefix cache hit rate: 45.0%"
+    )
+    for last, n in ((stats.format(s=59), 3), (stats.format(s=59)[:-4], 2)):
+        pipe = new_pipeline(None)
+        pipe.feed_lines("s", [stats.format(s=s) for s in (10, 20)] + [Fragment(last)])
+        pipe.finish()
+        assert pipe.sources["s"].servers["0"].counters["stats_lines"] == n
+        assert pipe.sources["s"].lines["unrecognized"] == 3 - n
+
+
 def test_stdin_and_a_file_agree(tmp_path: Path) -> None:
     """The reading layer marks the fragment whatever the entry: `lines_of` (the tailers' and
     stdin's splitting) and replay give the same exposition."""
@@ -122,7 +141,7 @@ def test_explain_marks_the_fragment(tmp_path: Path) -> None:
     from exporter.explain import explain_files
 
     p = tmp_path / "s.log"
-    p.write_bytes(("".join(ln + "\n" for ln in BODY[:3]) + DECODE.format(s=51)).encode())
+    p.write_bytes(("".join(ln + "\n" for ln in BODY[:3]) + DECODE.format(s=51).rsplit(", #queue-req", 1)[0]).encode())
     out = io.StringIO()
     assert explain_files(new_pipeline(None), [str(p)], None, out, io.StringIO()) == 0
     lines = out.getvalue().splitlines()
