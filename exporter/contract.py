@@ -309,11 +309,15 @@ CAPACITY: tuple[Metric, ...] = (
 MAX_RUNNING = Metric(
     PREFIX + "max_running_requests",
     GAUGE,
-    "Effective max running requests per DP rank (SGLang summary line or mamba cap warning; vLLM max_num_seqs from args or the engine default).",
-    SERVER,
-    "SGLang `max_total_num_tokens=..., max_running_requests=N` or the cap warning; vLLM `max_num_seqs` from `non-default args`, "
-    "the `Defaulting max_num_seqs` line, or the engine default (256; 1024 on 0.8.0-0.8.4)",
+    "Effective max running requests per DP rank (SGLang summary line or mamba cap warning; vLLM max_num_seqs from args or the "
+    "engine default); basis=logged when a line says it, default when it is the engine's default (vLLM logs it only at DEBUG).",
+    (*SERVER, "basis"),
+    "SGLang `max_total_num_tokens=..., max_running_requests=N` or the cap warning; vLLM `max_num_seqs` from `non-default args` "
+    "or the `Defaulting max_num_seqs` line (basis=logged), else vLLM's default for what the log shows of the device "
+    "(basis=default; exporter/defaults.py: 1024 on a GPU of >= 70 GiB that is no A100 or GB10, 256 below, 128 x TP x PP on the CPU build)",
     "capacity",
+    "vLLM: a GPU server that did not set --max-num-seqs, when the log does not show the GPU's memory (or, between 70 and "
+    "128 GiB, that it is no A100 or GB10): vLLM's default is then not known",
 )
 MAMBA_STATE_BYTES = Metric(
     PREFIX + "mamba_state_bytes",
@@ -587,6 +591,25 @@ WEB_CONFIG_RELOAD = _self(
     "only with --web.config.file",
 )
 
+HTTP_ERRORS = _self(
+    "http_errors_total",
+    COUNTER,
+    "Errors of the HTTP server itself, each logged: accept failed (out of descriptors), an answer that raised, "
+    "collecting /metrics failed (answered 500), the connection loop.",
+    "the HTTP server (exporter/connections.py)",
+    ("cause",),
+)
+HTTP_DROPPED = _self(
+    "http_connections_dropped_total",
+    COUNTER,
+    "Connections the HTTP server closed before answering them: a TLS handshake or request head not finished in time, "
+    "or an answer not read in time (timeout); a failed TLS handshake or a client certificate without an allowed SAN (tls); "
+    "the oldest waiting connection of an address or of all, closed to make room for a new one (limit).",
+    "the HTTP server (exporter/connections.py)",
+    ("reason",),
+)
+HTTP_CONNECTIONS = _self("http_connections", GAUGE, "Open HTTP connections.", "the HTTP server (exporter/connections.py)", ())
+
 SELF: tuple[Metric, ...] = (
     BUILD_INFO,
     READ_BYTES,
@@ -604,6 +627,9 @@ SELF: tuple[Metric, ...] = (
     SOURCE_MISSING,
     SOURCES_OVER_LIMIT,
     WEB_CONFIG_RELOAD,
+    HTTP_ERRORS,
+    HTTP_DROPPED,
+    HTTP_CONNECTIONS,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -731,6 +757,7 @@ LABELS: tuple[Label, ...] = (
     Label("flag", 64, r"--[a-z][a-z0-9-]*|[A-Z][A-Z0-9_]*", "an engine flag, or an environment variable"),
     Label("value", 32, r"[A-Za-z0-9_.+-]+", "the flag's value"),
     Label("rank", 2, r"\d+", "the flag's place in the finding's order"),
+    Label("basis", 8, "logged|default|derived", "where the value comes from: `logged`, `default` (the engine's default), `derived`"),
 )
 LABEL: dict[str, Label] = {lab.name: lab for lab in LABELS}
 

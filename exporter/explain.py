@@ -24,7 +24,7 @@ from parsers import message_line, read_header
 from parsers.clock import zone_name
 
 from . import contract
-from .facts import effective_max_running
+from .facts import basis_of, effective_max_running
 from .lines import Fragment
 from .offline import order_generations
 from .provenance import DEFAULT_HOW, LINE_COUNT, NEWEST_LINE, Basis, Proof
@@ -95,6 +95,8 @@ def _record(src: SourceState, name: str, labels: dict[str, str], value: object, 
     r.update(basis=str(p.basis), rule=p.rule, file=file, line=line, lines=p.lines, boot=p.boot, dp_rank=dp, tp_rank=tp, pp_rank=pp)
     if p.also:
         r["also"] = [dict(zip(("file", "line"), src.where(n), strict=True)) for n in p.also]
+    if p.revises is not None:
+        r["revises"] = dict(zip(("file", "line"), src.where(p.revises), strict=True))
     if p.message is not None:
         n = src.ledger.confirmations((dp, tp or 0, pp or 0), p.message)
         if n:
@@ -102,19 +104,20 @@ def _record(src: SourceState, name: str, labels: dict[str, str], value: object, 
     return r
 
 
-def _max_running(src: SourceState, srv: ServerState) -> tuple[float | None, Proof | None]:
-    """The effective request cap (``facts.effective_max_running``) and what proves it."""
+def _max_running(src: SourceState, srv: ServerState) -> tuple[float | None, Proof | None, str]:
+    """The effective request cap (``facts.effective_max_running``), what proves it, and its ``basis`` label."""
     v, how = effective_max_running(src, srv)
     if v is None:
-        return None, None
+        return None, None, ""
     if how == "log":
         p = srv.proofs.get("max_running_requests") or src.proofs.get("config/_max_num_seqs_default")
     elif how == "args":
         p = src.proofs.get("config/max_num_seqs")
     else:
-        rule = f"not in the log: the engine's {how} for the release and device the log shows" if how in DEFAULT_HOW else how
+        head, _, why = how.partition(": ")
+        rule = f"not in the log: the engine's {how} for the release and device the log shows" if how in DEFAULT_HOW else why or head
         p = Proof(Basis.DEFAULT, None, src.restarts + 1, (srv.dp_rank, None, None), rule)
-    return v, p
+    return v, p, basis_of(how)
 
 
 def proofs(src: SourceState, srv: ServerState | None = None) -> list[dict]:
@@ -141,9 +144,9 @@ def proofs(src: SourceState, srv: ServerState | None = None) -> list[dict]:
         m = _CAPACITY.get(key)
         if m is not None:
             out.append(_record(src, m.name, lab, v, srv.proofs.get(key)))
-    v, p = _max_running(src, srv)
+    v, p, basis = _max_running(src, srv)
     if v is not None:
-        out.append(_record(src, contract.MAX_RUNNING.name, lab, v, p))
+        out.append(_record(src, contract.MAX_RUNNING.name, {**lab, "basis": basis}, v, p))
     for label, d, prefix, m in (
         ("state", srv.mamba_state_bytes, "mamba_state_bytes/", contract.MAMBA_STATE_BYTES),
         ("buffer", srv.replayssm_buffer_bytes, "replayssm_buffer_bytes/", contract.REPLAYSSM_BUFFER_BYTES),
@@ -178,6 +181,8 @@ def write_proofs(src: SourceState, out: TextIO) -> None:
             where += f"-{r['line'] + r['lines'] - 1}"
         for a in r.get("also", ()):
             where += f" + {a['file']}:{a['line']}"
+        if r.get("revises"):
+            where += f" (revises {r['revises']['file']}:{r['revises']['line']})"
         rank = " ".join(f"{k[:2]}={r[k]}" for k in ("dp_rank", "tp_rank", "pp_rank") if r[k] is not None)
         text = f"   {head}  {r['basis']}  {where}  boot {r['boot']} {rank}"
         if r.get("confirmed_by_ranks"):
