@@ -20,27 +20,32 @@ import re
 from .headers import VLLM_PROC
 
 _PROC_RE = re.compile(VLLM_PROC)
+_WARNING = r"\S+\.py:\d+: \w*Warning: "  # the warnings module: '<file>.py:<line>: <Category>Warning: <message>'
 
 FOREIGN_RE = re.compile(
-    r"(?:"
-    # tqdm: 'NN%|<bar>| n/m [elapsed<eta, rate]', vLLM's 'NN% Completed | n/m [...]', and a bar without a
-    # total (a hub download: 'config.json: 4.33kB [00:00, 24.6MB/s]'); the rate closes the bracket
-    r".*?\d{1,3}%(?:\||\s+Completed \|)"
-    r"|.*?\[\d+:\d\d(?::\d\d)?(?:<(?:\d+:\d\d(?::\d\d)?|\?))?, *(?:[\d.]+|\?)\s?(?:[kMGTP]?i?B|it|s)/(?:s|it)\]"
-    # the warnings module: '<file>.py:<line>: <Category>Warning: <message>'
-    r"|\S+\.py:\d+: \w*Warning: "
-    # NCCL ('host:pid:tid [dev] NCCL INFO ...', 'NCCL version 2.21.5+cuda12.4'), Gloo, torch's c10 logger
-    # ('[rank0]:[W1104 10:12:44.361437153 ProcessGroupNCCL.cpp:1496] ...', '[W1104 ...] ...')
-    r"|\S+:\d+:\d+ \[\d+\] NCCL (?:INFO|WARN|ERROR|TRACE) |NCCL version \d"
-    r"|\[Gloo\] "
-    r"|(?:\[rank\d+\]:)?\[[DIWEF]\d{4} \d\d:\d\d:\d\d\.\d+ "
-    # absl (grpc, XLA, TensorFlow) before its logging is set up
-    r"|WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
-    r")"
+    "(?:"
+    + "|".join(
+        (
+            # tqdm: 'NN%|<bar>| n/m [elapsed<eta, rate]', vLLM's 'NN% Completed | n/m [...]', and a bar without a
+            # total (a hub download: 'config.json: 4.33kB [00:00, 24.6MB/s]'); the rate closes the bracket
+            r".*?\d{1,3}%(?:\||\s+Completed \|)",
+            r".*?\[\d+:\d\d(?::\d\d)?(?:<(?:\d+:\d\d(?::\d\d)?|\?))?, *(?:[\d.]+|\?)\s?(?:[kMGTP]?i?B|it|s)/(?:s|it)\]",
+            _WARNING,
+            # NCCL ('host:pid:tid [dev] NCCL INFO ...', 'NCCL version 2.21.5+cuda12.4'), Gloo, torch's c10 logger
+            # ('[rank0]:[W1104 10:12:44.361437153 ProcessGroupNCCL.cpp:1496] ...', '[W1104 ...] ...')
+            r"\S+:\d+:\d+ \[\d+\] NCCL (?:INFO|WARN|ERROR|TRACE) ",
+            r"NCCL version \d",
+            r"\[Gloo\] ",
+            r"(?:\[rank\d+\]:)?\[[DIWEF]\d{4} \d\d:\d\d:\d\d\.\d+ ",
+            # absl (grpc, XLA, TensorFlow) before its logging is set up
+            r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR",
+        )
+    )
+    + ")"
 )
 # the line Python's warnings module prints after a warning: the source line, indented
 WARNING_SOURCE_RE = re.compile(r"  +\S")
-_WARNING_RE = re.compile(r"\S+\.py:\d+: \w*Warning: ")
+_WARNING_RE = re.compile(_WARNING)
 
 
 def foreign(line: str, after_warning: bool = False) -> bool:
