@@ -83,16 +83,17 @@ def _is_boot(e: object) -> bool:
 SERVER_STATES = ("starting", "serving", "idle", "stalled", "stopped", "dead")
 ENDED = ("stopped", "dead")
 # deaths that are the consequence of a stop when a shutdown was logged first: vLLM's EngineDeadError (the API
-# server sees its engine core stopped), SGLang's "SIGQUIT received ... one child failed" (a child killed on the
-# way out); a death of its own (a fatal error, "Scheduler hit an exception") is one even during a shutdown
-CONSEQUENCES = ("engine_dead", "child_failed")
+# server sees its engine core stopped) and "Process X (PID: N) died with exit code N" (a process killed on the
+# way out), SGLang's "SIGQUIT received ... one child failed" (a child killed on the way out); a death of its own (a fatal error, "Scheduler hit an exception") is one even during a shutdown
+DP_RANK_LEN = contract.LABEL["dp_rank"].max_len
+CONSEQUENCES = ("engine_dead", "child_failed", "process_died")
 
 
 # an SGLang source is silent when no batch line came for longer than the engine's cadence allows (docs/rules.md#silence):
 # the state's basis says what set it (hybrid_cache_server_state_basis): a line of the server; the log's own time
 # (a later line, of any kind, more than quiet_seconds after the last batch line); or, in serve only, the wall clock
 # (the caught-up log wrote nothing for quiet_seconds: the one documented exception to log time)
-STATE_BASES = ("line", "log_silence", "wall_silence")
+STATE_BASES = ("logged", "derived", "wall_clock")
 # the default bound (RulesConfig.quiet_seconds): SGLang prints a prefill line for every prefill batch and a decode
 # line every --decode-log-interval decode steps (40 by default; 40 steps of a slow 0.5 s are 20 s), and nothing
 # while idle: a minute without a batch line is three such intervals
@@ -281,7 +282,7 @@ class SourceState:
     def basis(self) -> str:
         """What set the current state (STATE_BASES): a line, or a silence seen by the log's time or the wall clock."""
         cause = self.life_cause
-        return "log_silence" if cause == "silent" else "wall_silence" if cause == "silent_wall" else "line"
+        return "derived" if cause == "silent" else "wall_clock" if cause == "silent_wall" else "logged"
 
     def batch_at(self, ts: float | None) -> None:
         """An SGLang batch line at ``ts`` was counted: the silence is measured from the newest one."""
@@ -296,9 +297,9 @@ class SourceState:
         The label values come from log text (``DP<n>`` tags, vLLM engine indices), so without a
         bound a log could create any number of series; lines beyond it are counted in
         ``dp_dropped`` (``hybrid_cache_exporter_dp_rank_limit_lines_total``) and dropped."""
-        if dp_rank in self.servers or len(self.servers) < (self.max_dp_ranks or DEFAULT_MAX_DP_RANKS):
+        if dp_rank in self.servers or (len(self.servers) < (self.max_dp_ranks or DEFAULT_MAX_DP_RANKS) and len(dp_rank) <= DP_RANK_LEN):
             return True
-        self.dp_dropped += 1
+        self.dp_dropped += 1  # (a DP tag longer than the label allows is no rank either: contract.LABELS)
         return False
 
     def server(self, dp_rank: str) -> ServerState:

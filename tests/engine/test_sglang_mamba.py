@@ -11,9 +11,9 @@ live file) compares what the exporter predicted with what SGLang then logged.
 
 Between the boots, idle clears (issue 32): once its last request ends SGLang prints no line at all (no idle batch
 line, nothing periodic), so the sidecar, its log read to the end, sees ``quiet_seconds`` of wall time pass without a
-batch line and shows the source idle as of its last batch line (basis ``wall_silence``), ``mamba_bound`` ended and
+batch line and shows the source idle as of its last batch line (basis ``wall_clock``), ``mamba_bound`` ended and
 ``mamba_capped`` kept. A scrape of SGLang's /metrics then writes one access line, whose time shows the same silence in
-the log's own time: the basis becomes ``log_silence``, and ``report`` of the file says the same.
+the log's own time: the basis becomes ``derived``, and ``report`` of the file says the same.
 """
 
 from __future__ import annotations
@@ -155,9 +155,9 @@ def run(sglang_lfm2, workdir) -> Run:
 
         poke = drive_until(poked, 30, "an access line more than quiet_seconds after the last batch line", quiet, every=1.0)
         idle_log = drive_until(
-            lambda: (lambda e: e if c.exp(e, "server_state_basis", SOURCE, basis="log_silence") == 1 else None)(side.caught_up()),
+            lambda: (lambda e: e if c.exp(e, "server_state_basis", SOURCE, basis="derived") == 1 else None)(side.caught_up()),
             30,
-            "the basis log_silence after the access line",
+            "the basis derived after the access line",
             quiet,
         )
         idle_report = json.loads(c.reports([rotated, log], side.rules)["json"])
@@ -318,11 +318,11 @@ def test_idle_clears_when_sglang_goes_silent(run):
     """Issue 32, idle clears: SGLang wrote nothing after its last batch line; the sidecar shows the source idle as of
     that line by the wall clock (its log read to the end), the pool findings ended and mamba_capped (a fact of the boot)
     kept, and the status page says why. One access line later the log's own time shows it: the basis becomes
-    log_silence, and replaying the file (``report``) reaches the same state from the lines alone."""
+    derived, and replaying the file (``report``) reaches the same state from the lines alone."""
     assert float(sc.RULES_YAML.split("quiet_seconds:")[1].split()[0]) == QUIET
     e = run.idle
     assert c.state_of(e, SOURCE) == "idle"
-    assert c.exp(e, "server_state_basis", SOURCE, basis="wall_silence") == 1, "nothing but the wall clock can tell yet"
+    assert c.exp(e, "server_state_basis", SOURCE, basis="wall_clock") == 1, "nothing but the wall clock can tell yet"
     assert c.findings_on(e, SOURCE) == {"mamba_capped"}
     # after its last batch line SGLang wrote only the answers of the last requests, within quiet_seconds of it: only
     # the wall clock could tell the silence; the state is as of the last batch line
@@ -343,7 +343,7 @@ def test_idle_clears_when_sglang_goes_silent(run):
     # replay of the same lines: the same state, basis and since, from the log alone
     (src,) = [x for x in run.idle_report["sources"] if x["source"] == SOURCE]
     life = src["servers"][0]["status"]["life"]
-    assert (life["state"], life["basis"], life["since"]) == ("idle", "log_silence", run.last_batch[1:20]), life
+    assert (life["state"], life["basis"], life["since"]) == ("idle", "derived", run.last_batch[1:20]), life
     assert "mamba_bound" not in src["servers"][0]["status"]["headline"]
     assert f"no batch line for more than {QUIET:g} s" in run.idle_page
 

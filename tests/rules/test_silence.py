@@ -139,7 +139,7 @@ def test_the_state_machine_follows_its_reference(seed: int) -> None:
             last_batch = None
         ref = _reference(ref, op)
         assert (src.life, src.life_since, src.life_cause) == ref, (k, op)
-        assert src.basis == {"silent": "log_silence", "silent_wall": "wall_silence"}.get(ref[2], "line")
+        assert src.basis == {"silent": "derived", "silent_wall": "wall_clock"}.get(ref[2], "logged")
 
 
 # --------------------------------------------------------------------------------------------
@@ -150,13 +150,13 @@ def test_probes_after_the_last_batch_line_show_the_silence() -> None:
     """The scenario of fixtures/scenarios/sglang-goes-silent.log: probes every 10 s after the load; the first one
     more than quiet_seconds after the last batch line ends mamba_bound, as of that batch line."""
     _, src = replayed(BASE)
-    assert state(src) == ("serving", state(src)[1], "line", {"mamba_bound", "mamba_capped"})
+    assert state(src) == ("serving", state(src)[1], "logged", {"mamba_bound", "mamba_capped"})
     probes = [access(END + 7 + 10 * k, 40100 + k) for k in range(30)]
     for n, want in ((6, "serving"), (7, "idle")):  # END + 57 s: not yet; END + 67 s: silent
         _, src = replayed(BASE + probes[:n])
         assert src.life == want, n
     pipe, src = replayed(BASE + probes)
-    assert state(src) == ("idle", LAST_BATCH, "log_silence", {"mamba_capped"})
+    assert state(src) == ("idle", LAST_BATCH, "derived", {"mamba_capped"})
     srv = src.servers["0"]
     m = srv.rule_memory
     ep = m.episodes["mamba_bound"][-1]
@@ -168,7 +168,7 @@ def test_probes_after_the_last_batch_line_show_the_silence() -> None:
     assert srv.gauges["running_requests"] == 16.0
     assert srv.recommendations and {r[0] for r in srv.recommendations} == {"mamba_capped"}
     life = life_of(src)
-    assert life["basis"] == "log_silence" and "no batch line for more than 60 s" in life["words"]
+    assert life["basis"] == "derived" and "no batch line for more than 60 s" in life["words"]
 
 
 @pytest.mark.parametrize(
@@ -189,7 +189,7 @@ def test_any_line_after_the_gap_shows_it_before_it_counts(after) -> None:
     assert srv.rule_memory.episodes["mamba_bound"][-1][1] == LAST_BATCH
     assert src.life in ("idle", "serving")
     if src.life == "serving":  # the new load's sample came after the silence
-        assert src.life_since == LAST_BATCH + Q + 5 and src.basis == "line"
+        assert src.life_since == LAST_BATCH + Q + 5 and src.basis == "logged"
 
 
 def test_a_boot_after_the_gap_is_a_restart_after_the_silence() -> None:
@@ -205,7 +205,7 @@ def test_gaps_within_the_bound_change_nothing() -> None:
     t = LAST_BATCH
     tail = [decode(t + Q), access(t + 2 * Q), decode(t + 2 * Q)]
     _, src = replayed(BASE + tail)
-    assert src.life == "serving" and src.servers["0"].findings["mamba_bound"] == 1 and src.basis == "line"
+    assert src.life == "serving" and src.servers["0"].findings["mamba_bound"] == 1 and src.basis == "logged"
 
 
 def test_quiet_seconds_zero_turns_it_off_and_vllm_is_untouched() -> None:
@@ -332,26 +332,26 @@ def test_the_wall_clock_tells_only_a_log_read_to_its_end() -> None:
     pipe.tick(t0 + Q - 1, caught_up=lambda name: True)  # not silent for long enough
     assert src.life == "serving" and src.servers["0"].findings["mamba_bound"] == 1
     pipe.tick(t0 + Q, caught_up=lambda name: True)
-    assert state(src) == ("idle", LAST_BATCH, "wall_silence", {"mamba_capped"})
+    assert state(src) == ("idle", LAST_BATCH, "wall_clock", {"mamba_capped"})
     assert "told by the wall clock" in life_of(src)["words"]
     # a probe later, the log's own time says the same: serve's state is then replay's of the same lines
     pipe.feed("s", access(LAST_BATCH + Q + 30))
     pipe.finish()
     _, replay = replayed(BASE + [access(LAST_BATCH + Q + 30)])
-    assert state(src) == state(replay) == ("idle", LAST_BATCH, "log_silence", {"mamba_capped"})
+    assert state(src) == state(replay) == ("idle", LAST_BATCH, "derived", {"mamba_capped"})
     assert exposition(pipe) == exposition(replayed(BASE + [access(LAST_BATCH + Q + 30)])[0])
 
 
 def test_a_late_line_within_the_bound_is_the_documented_exception() -> None:
     """A log written late (lines held for longer than quiet_seconds, then written with their old times): the wall
     clock said idle, the lines then say the server served on. serve keeps what it saw and says so (basis
-    wall_silence); the next samples serve again and the rules' windows start over (docs/rules.md#silence)."""
+    wall_clock); the next samples serve again and the rules' windows start over (docs/rules.md#silence)."""
     pipe, src, ss = _fed(BASE)
     pipe.tick(ss.fed_at + Q, caught_up=lambda name: True)
-    assert src.basis == "wall_silence"
+    assert src.basis == "wall_clock"
     pipe.feed_lines("s", [decode(LAST_BATCH + 5), decode(LAST_BATCH + 15)])
     pipe.finish()
-    assert src.life == "serving" and src.basis == "line"
+    assert src.life == "serving" and src.basis == "logged"
     assert src.servers["0"].findings["mamba_bound"] == 0  # replay of the same lines keeps it: the exception
     _, replay = replayed(BASE + [decode(LAST_BATCH + 5), decode(LAST_BATCH + 15)])
     assert replay.servers["0"].findings["mamba_bound"] == 1
@@ -369,7 +369,7 @@ def test_a_restored_state_goes_quiet_by_the_wall_clock_too() -> None:
     new.tick(new.began + Q - 1, caught_up=lambda name: True)
     assert src.life == "serving"
     new.tick(new.began + Q, caught_up=lambda name: True)
-    assert src.life == "idle" and src.life_since == LAST_BATCH and src.basis == "wall_silence"
+    assert src.life == "idle" and src.life_since == LAST_BATCH and src.basis == "wall_clock"
 
 
 def test_the_basis_is_exported_with_the_state() -> None:
@@ -377,7 +377,7 @@ def test_the_basis_is_exported_with_the_state() -> None:
     text = exposition(pipe).decode()
     got = {b: f'hybrid_cache_server_state_basis{{basis="{b}",engine="sglang",source="s"}}' in text for b in STATE_BASES}
     assert all(got.values()), got
-    assert 'hybrid_cache_server_state_basis{basis="log_silence",engine="sglang",source="s"} 1.0' in text
+    assert 'hybrid_cache_server_state_basis{basis="derived",engine="sglang",source="s"} 1.0' in text
     assert all(f'rule="{r}"' in text for r in ENDING_RULES)
 
 
@@ -407,8 +407,8 @@ def test_the_real_sglang_log_goes_idle_after_its_load() -> None:
     _, src = replayed(boot1[:-1], suite)  # before the scrape: nothing in the log can tell (serve's wall clock did)
     assert src.life == "serving"
     _, src = replayed(boot1, suite)
-    assert state(src) == ("idle", t_batch, "log_silence", {"mamba_capped"})
+    assert state(src) == ("idle", t_batch, "derived", {"mamba_capped"})
     eps = src.servers["0"].rule_memory.episodes["mamba_bound"]
     assert eps and eps[-1][1] == t_batch
     _, src = replayed(lines)  # the whole log, the default bound: boot 2 stopped, no silence on the way
-    assert src.life == "stopped" and src.basis == "line"
+    assert src.life == "stopped" and src.basis == "logged"

@@ -1,6 +1,6 @@
 """``serve``'s wall clock (docs/rules.md#silence): a serving SGLang source whose log, read to its end, wrote nothing for
-``quiet_seconds`` goes idle as of its last batch line, basis ``wall_silence``, on /metrics and the status page alike;
-the next line that shows the same gap in the log's own time makes it ``log_silence``, as ``replay`` of those lines
+``quiet_seconds`` goes idle as of its last batch line, basis ``wall_clock``, on /metrics and the status page alike;
+the next line that shows the same gap in the log's own time makes it ``derived``, as ``replay`` of those lines
 says. The waits are bounded waits for a condition, never a sleep."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def test_serve_tells_an_idle_sglang_by_the_wall_clock_then_by_the_log(tmp_path: 
     srv = h.Serve(tmp_path, "--log", f"sglang={log}", "--from-beginning", "--rules-config", str(rules))
     try:
         srv.wait_up()
-        text = _until(srv, ("idle", "wall_silence"), 60, "the source idle by the wall clock")
+        text = _until(srv, ("idle", "wall_clock"), 60, "the source idle by the wall clock")
         assert h.value(text, "hybrid_cache_finding", rule="mamba_bound") == 0
         assert h.value(text, "hybrid_cache_finding", rule="mamba_capped") == 1
         last_batch = h.value(text, "hybrid_cache_server_state_since_timestamp_seconds")
@@ -54,7 +54,7 @@ def test_serve_tells_an_idle_sglang_by_the_wall_clock_then_by_the_log(tmp_path: 
         assert code == 200 and "told by the wall clock" in page, page[:2000]
         with log.open("a") as f:
             f.write(PROBE)
-        text = _until(srv, ("idle", "log_silence"), 30, "the basis log_silence after the probe")
+        text = _until(srv, ("idle", "derived"), 30, "the basis derived after the probe")
         assert h.value(text, "hybrid_cache_server_state_since_timestamp_seconds") == last_batch
     finally:
         srv.stop()
@@ -66,5 +66,5 @@ def test_serve_tells_an_idle_sglang_by_the_wall_clock_then_by_the_log(tmp_path: 
         cwd=ROOT,
         timeout=120,
     ).stdout
-    assert _state(out) == ("idle", "log_silence")
+    assert _state(out) == ("idle", "derived")
     assert h.value(out, "hybrid_cache_server_state_since_timestamp_seconds") == last_batch
