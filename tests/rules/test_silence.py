@@ -23,7 +23,7 @@ import pytest
 
 from exporter.app import exposition, new_pipeline
 from exporter.report import life_of
-from exporter.rules import ENDING_RULES, RulesConfig
+from exporter.rules import ENDING_RULES, RulesConfig, load_config
 from exporter.snapshot import capture, restore
 from exporter.state import ENDED, STATE_BASES, Silence, SourceState
 from parsers import clock
@@ -381,21 +381,26 @@ def test_the_basis_is_exported_with_the_state() -> None:
     assert all(f'rule="{r}"' in text for r in ENDING_RULES)
 
 
-def test_the_real_sglang_log_goes_idle_after_its_load() -> None:
+def _suite_rules(tmp_path: Path) -> Path:
+    """tests/engine/sglang_checks.py's RULES_YAML, read from its source (the module needs the engine's harness)."""
+    import ast
+
+    tree = ast.parse((ROOT / "tests" / "engine" / "sglang_checks.py").read_text())
+    (text,) = [
+        ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "RULES_YAML"
+    ]
+    out = tmp_path / "rules.yaml"
+    out.write_text(text)
+    return out
+
+
+def test_the_real_sglang_log_goes_idle_after_its_load(tmp_path: Path) -> None:
     """The real SGLang 0.5.23's mission run (fixtures/engine/sglang-cpu-0.5.23/sglang-mamba.log, docs/engine-suite.md)
     under the suite's rules: boot 1's load pinned at the mamba cap fired mamba_bound; after it SGLang wrote the last
     answers and then nothing until one scrape of its /metrics 31 s later, which shows the silence (quiet_seconds 30):
     idle as of the last batch line, mamba_bound ended there, mamba_capped kept. With the default 60 s the same gap is
     within the bound, and boot 1 ends by its shutdown line as before."""
-    suite = RulesConfig(
-        for_seconds=20,
-        min_samples=3,
-        clear_seconds=20,
-        clear_min_samples=3,
-        storm_window_seconds=60,
-        retraction_window_seconds=30,
-        quiet_seconds=30,
-    )  # tests/engine/sglang_checks.py's RULES_YAML
+    suite = load_config(str(_suite_rules(tmp_path)))  # the real-engine suite's rules for SGLang (quiet_seconds 30)
     lines = (ROOT / "fixtures" / "engine" / "sglang-cpu-0.5.23" / "sglang-mamba.log").read_text().splitlines()
     stop = next(i for i, x in enumerate(lines) if "SIGTERM received" in x)
     boot1 = lines[:stop]
