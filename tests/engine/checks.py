@@ -186,29 +186,44 @@ def assert_live_bounds(m: h.Moment, source: str, concurrency: int, max_num_seqs:
     assert abs(kv_log - kv_live) <= bound, (kv_log, kv_live, bound)
 
 
+def _log_time(ts: str, year: int) -> float:
+    return time.mktime(time.strptime(f"{year}-{ts}", "%Y-%m-%d %H:%M:%S"))
+
+
 def stats_times(text: str, year: int) -> list[tuple[float, re.Match]]:
-    out = []
-    for mt in h.stats_lines(text):
-        t = time.strptime(f"{year}-{mt.group('ts')}", "%Y-%m-%d %H:%M:%S")
-        out.append((time.mktime(t), mt))
-    return out
+    return [(_log_time(mt.group("ts"), year), mt) for mt in h.stats_lines(text)]
+
+
+# the engine core ready: the API server makes its stats logger after this line, and before `Supported tasks`
+ENGINE_READY_RE = re.compile(r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d) \[[^\]]*\] init engine \(profile, create kv cache, warmup model\) took")
 
 
 def integrate(text: str, group: str, interval: float) -> tuple[float, float]:
-    """Σ rate × interval over the stats lines, and the bound of its error: vLLM computes each rate over
-    its own interval (``loggers.py``: tokens / (now - last log)); the log times have a resolution of 1 s,
-    so consecutive lines give each interval to ±1 s (a line after a quiet gap: the nominal interval, ±1 s),
-    and each rate is printed to 0.05 token/s."""
-    pts = stats_times(text, time.localtime().tm_year)
-    total = err = 0.0
-    prev = None
-    for t, mt in pts:
+    """The least and the most tokens the stats lines' ``group`` rate can stand for: Σ rate × the time vLLM divided it by.
+    vLLM's API server calls its stats logger every ``interval`` s or later (an asyncio sleep, then the call), which
+    divides the tokens since its previous call by the time since it (``loggers.py::_get_throughput``) and prints only
+    when there is something to say (an idle call logs at DEBUG). The log's times have a resolution of 1 s, so a line
+    d s after the previous printed line took (d - 1, d + 1) s, and at least ``interval``; once d > 2 × interval - 1 an
+    unprinted call may lie between them, so only [interval, d + 1]. A boot's first line counts from the stats logger's
+    making, after the engine core's ``init engine ... took`` line: [interval, t - t_init + 1] (on an engine slowed
+    down that was 5.8 s, not the interval: docs/engine-suite.md). Each rate is printed to 0.05 token/s."""
+    year = time.localtime().tm_year
+    marks = [(m.start(), _log_time(m.group("ts"), year), None) for m in ENGINE_READY_RE.finditer(text)]
+    marks += [(m.start(), t, m) for t, m in stats_times(text, year)]
+    lo = hi = 0.0
+    prev: tuple[float, bool] | None = None  # the time of the previous mark, and whether it was a stats line
+    for _, t, mt in sorted(marks, key=lambda x: x[0]):
+        if mt is None:
+            prev = (t, False)
+            continue
+        assert prev is not None, "a stats line before the engine core's `init engine` line"
+        d = t - prev[0]
+        least = max(interval, d - 1) if prev[1] and d <= 2 * interval - 1 else interval
         rate = float(mt.group(group))
-        dt = t - prev if prev is not None and 0 < t - prev <= 1.5 * interval + 1 else interval
-        total += rate * dt
-        err += rate * 1.0 + 0.05 * dt
-        prev = t
-    return total, err
+        lo += max(0.0, rate - 0.05) * least
+        hi += (rate + 0.05) * (d + 1)
+        prev = (t, True)
+    return lo, hi
 
 
 def assert_clean_lines(e: str, source: str) -> None:
