@@ -349,16 +349,28 @@ def drive_until(predicate, bound: float, describe, what: str, every: float = 0.5
     at its end, so a run shows what each scenario waited for and how long."""
     t0 = time.monotonic()
     deadline = t0 + bound
-    while True:
-        got = predicate()
-        if got or time.monotonic() >= deadline:
-            break
-        time.sleep(every)
-    w = Wait(SCENARIO or "?", what, time.monotonic() - t0, str(describe()), bool(got))
+    got = None
+    try:
+        while True:
+            got = predicate()
+            if got or time.monotonic() >= deadline:
+                break
+            time.sleep(every)
+    except Exception as exc:
+        WAITS.append(Wait(SCENARIO or "?", what, time.monotonic() - t0, f"{_seen(describe)} ({exc!r})", False))
+        raise
+    w = Wait(SCENARIO or "?", what, time.monotonic() - t0, _seen(describe), bool(got))
     WAITS.append(w)
     if not got:
         raise AssertionError(f"not seen within {bound:.0f} s: {what}; saw {w.seen}")
     return got
+
+
+def _seen(describe) -> str:
+    try:
+        return str(describe())
+    except Exception as exc:  # what was seen cannot be read (the engine gone): say so, do not hide the wait's outcome
+        return f"(could not say: {exc!r})"
 
 
 def quiet_for(path: Path, seconds: float, bound: float, what: str = "") -> None:
@@ -565,8 +577,7 @@ class Recorder:
             self.take()
             return done(self)
 
-        seen = describe or (lambda: self.summary())
-        return drive_until(step, bound, lambda: seen(), what, every=every)
+        return drive_until(step, bound, describe or self.summary, what, every=every)
 
     def record(self, n: int, bound: float, keep=lambda m: True, what: str = "") -> list[Moment]:
         """Take moments until ``n`` consistent ones at ``n`` different marker lines that ``keep`` accepts."""
