@@ -6,7 +6,9 @@ HOST   ?= 127.0.0.1
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: run test venv lint dashboards docs bench bench-smoke tools clean golden oracle engine-env engine-test engine-fixtures
+.PHONY: run test venv lint dashboards docs bench bench-smoke tools clean golden oracle release-check release-check-pinned engine-env engine-test engine-fixtures
+# the engines' released wheels (no dependencies), kept outside the clone: the oracle's citations, the release check
+WHEEL_CACHE ?= $${XDG_CACHE_HOME:-$$HOME/.cache}/hybrid-cache-exporter/wheels
 
 $(STAMP): pyproject.toml setup.py exporter/_scan.c
 	$(PYTHON) -m venv $(VENV)
@@ -67,11 +69,22 @@ bench: $(STAMP) tools
 bench-smoke: $(STAMP) tools
 	$(BIN)/python bench/run.py --quick
 
-## the capacity model against the oracle re-implementation of SGLang 0.5.23 / vLLM 0.33.0 sizing; downloads both
-## wheels (no deps, into .oracle-wheels/) to check that every engine file/function the oracle cites exists
+## the capacity model against the oracle re-implementation of SGLang 0.5.23 / vLLM 0.33.0 and 0.34.0 sizing; downloads
+## the wheels (no deps, into WHEEL_CACHE) to check that every engine file/function the oracle cites exists; the family
+## catalogue against the vLLM 0.33.0 / 0.34.0 and SGLang wheels, both ways (tests/oracle/check_families.py)
 oracle: $(STAMP)
-	$(BIN)/python -m tests.oracle.check_citations --cache .oracle-wheels
-	$(BIN)/python -m pytest -q tests/capacity/test_oracle.py
+	$(BIN)/python -m tests.oracle.check_citations --cache $(WHEEL_CACHE)
+	$(BIN)/python -m tests.oracle.check_families
+	$(BIN)/python -m pytest -q tests/capacity/test_oracle.py tests/capacity/test_oracle_families.py
+
+## what a new engine release does to the messages the parsers read (tests/release/): the newest release of each engine
+## on the index (or ENGINE=vllm VERSION=0.34.0 [BASE=0.33.0]) against the pinned one; exit 1 when one changed or vanished
+release-check: $(STAMP)
+	$(BIN)/python -m tests.release.check --cache $(WHEEL_CACHE) $(if $(ENGINE),--engine $(ENGINE)) $(if $(VERSION),--version $(VERSION)) $(if $(BASE),--base $(BASE))
+
+## the releases the README claims against the table's recorded texts (.ci/run)
+release-check-pinned: $(STAMP)
+	$(BIN)/python -m tests.release.check --pinned --cache $(WHEEL_CACHE)
 
 ## the real engine (vLLM's CPU build) in its own venv, in a cache outside the clone, made once (docs/engine-suite.md)
 engine-env:

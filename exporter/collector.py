@@ -76,6 +76,7 @@ class _Server:
     gauges: dict[str, float]
     capacity: dict[str, float]
     max_running: float | None
+    max_running_basis: str  # logged | default (facts.basis_of)
     state_bytes: dict[str, float]
     replay_bytes: dict[str, float]
     counters: dict[str, float]
@@ -118,12 +119,14 @@ def snapshot(pipeline: Pipeline) -> list[_Source]:
             k = src.config.get("_gdn_prefill_kernel")
             s.gdn_kernel = k if isinstance(k, str) else None
             for dp, srv in sorted(src.servers.items()):
+                f = facts.peek(src, srv)  # the rules' and report's facts, read only
                 s.servers.append(
                     _Server(
                         dp,
                         pipeline.gauges_of(src, srv),
                         dict(srv.capacity),
-                        facts.peek(src, srv).max_running,  # the rules' and report's fact, read only
+                        f.max_running,
+                        facts.basis_of(f.max_running_source),
                         dict(srv.mamba_state_bytes),
                         dict(srv.replayssm_buffer_bytes),
                         dict(srv.counters),
@@ -203,7 +206,7 @@ class HybridCacheCollector(Collector):
                     if m is not None:
                         gauge(m).add_metric(lab, v)
                 if srv.max_running is not None:
-                    max_running.add_metric(lab, srv.max_running)
+                    max_running.add_metric(lab + [srv.max_running_basis], srv.max_running)
                 for k, v in srv.state_bytes.items():
                     state_bytes.add_metric(lab + [k], v)
                 for k, v in srv.replay_bytes.items():

@@ -203,7 +203,8 @@ CAPACITY: tuple[Metric, ...] = (
     _capacity(
         "kv_capacity_bytes",
         "Full-attention KV pool size in bytes (SGLang K+V or KV size; vLLM 'Available KV cache memory').",
-        "SGLang `K size + V size` / `KV size` (GB = GiB); vLLM `Available KV cache memory`",
+        "SGLang `K size + V size` / `KV size` (GB = GiB) of one TP rank's pool as the rank prints it, plus the sliding-window "
+        "or labelled pools that rank printed (never the draft model's, never another rank's or boot's); vLLM `Available KV cache memory`",
         "only when the engine logs the pool size in bytes",
     ),
     _capacity(
@@ -227,7 +228,7 @@ CAPACITY: tuple[Metric, ...] = (
     _capacity(
         "swa_capacity_tokens",
         "Sliding-window KV pool size in tokens.",
-        "SGLang `SWAKVPool ... swa size`",
+        "SGLang `SWAKVPool ... swa size`, or a rank's second `KV Cache is allocated` line after its `Use sliding window memory pool` line",
         "sglang: hybrid-SWA models only",
     ),
     _capacity(
@@ -297,7 +298,8 @@ CAPACITY: tuple[Metric, ...] = (
     _capacity(
         "draft_kv_capacity_tokens",
         "Speculative draft model KV pool size in tokens.",
-        "SGLang `KV Cache is allocated` of the draft model's pool",
+        "SGLang: the `KV Cache is allocated` line a rank prints after the target's with the target's `#tokens` (or any, with "
+        "speculative decoding on in `server_args`), or `Post-capture KV sizing: draft KV cache allocated`",
         "sglang: speculative decoding with a draft model only",
     ),
 )
@@ -305,11 +307,15 @@ CAPACITY: tuple[Metric, ...] = (
 MAX_RUNNING = Metric(
     PREFIX + "max_running_requests",
     GAUGE,
-    "Effective max running requests per DP rank (SGLang summary line or mamba cap warning; vLLM max_num_seqs from args or the engine default).",
-    SERVER,
-    "SGLang `max_total_num_tokens=..., max_running_requests=N` or the cap warning; vLLM `max_num_seqs` from `non-default args`, "
-    "the `Defaulting max_num_seqs` line, or the engine default (256; 1024 on 0.8.0-0.8.4)",
+    "Effective max running requests per DP rank (SGLang summary line or mamba cap warning; vLLM max_num_seqs from args or the "
+    "engine default); basis=logged when a line says it, default when it is the engine's default (vLLM logs it only at DEBUG).",
+    (*SERVER, "basis"),
+    "SGLang `max_total_num_tokens=..., max_running_requests=N` or the cap warning; vLLM `max_num_seqs` from `non-default args` "
+    "or the `Defaulting max_num_seqs` line (basis=logged), else vLLM's default for what the log shows of the device "
+    "(basis=default; exporter/defaults.py: 1024 on a GPU of >= 70 GiB that is no A100 or GB10, 256 below, 128 x TP x PP on the CPU build)",
     "capacity",
+    "vLLM: a GPU server that did not set --max-num-seqs, when the log does not show the GPU's memory (or, between 70 and "
+    "128 GiB, that it is no A100 or GB10): vLLM's default is then not known",
 )
 MAMBA_STATE_BYTES = Metric(
     PREFIX + "mamba_state_bytes",

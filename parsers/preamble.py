@@ -106,10 +106,15 @@ def locate(line: str, engine: str | None, year: int) -> Found | None:
         pos = sep(line, m.end()).end()
         if pos >= len(line):
             return None  # a line of header tokens only: nothing after them
-        for s in starts:
-            if s(line, pos):
-                f.start = pos
-                return f
+        # a message may start with the dashes a separator is made of (vLLM 0.34's '--max-model-len auto reduced ...')
+        dashes = pos
+        while dashes > m.end() and line[dashes - 1] == "-":
+            dashes -= 1
+        for at in (pos, dashes) if dashes != pos else (pos,):
+            for s in starts:
+                if s(line, at):
+                    f.start = at
+                    return f
     if f.signal and pos > 0:
         f.start = pos
         return f

@@ -118,6 +118,44 @@ WEIGHTS_RE = re.compile(r"Model loading took (?P<gb>\d+(?:\.\d+)?) Gi?B(?: memor
 # CPU worker (0.30+): 'Explicitly set (1.0/20.84) GiB for KV cache on node 0.' (VLLM_CPU_KVCACHE_SPACE or
 # --kv-cache-memory-bytes) / 'Auto set (X/Y) GiB for KV cache on node N, with ...' (v1/worker/cpu_worker.py)
 CPU_KV_SET_RE = re.compile(r"(?:Explicitly|Auto) set \((?P<gib>\d+(?:\.\d+)?)/\d+(?:\.\d+)? ?\) GiB for KV cache on node \d+")
+# 0.34's extensible KV cache (v1/worker/extensible_kv_cache.py), sized after CUDA-graph capture and warmup; GiB
+# through format_gib ('2.0', not '2.00'), except Extended's '%.2f'
+_G = r"-?\d+(?:\.\d+)?"
+WARMUP_RE = re.compile(
+    r"Memory after warmup: " + _G + r" GiB free, " + _G + r" GiB committed to the KV cache, " + _G + r" GiB kept for "
+    r"transient activations \(" + _G + r" GiB allocated at peak, " + _G + r" GiB of torch reservation growth\); "
+    r"(?P<blocks>\d+) KV cache blocks \((?P<gib>" + _G + r") GiB\) fit within the requested (?P<req>" + _G + r") GiB\. "
+    r"Torch may reserve up to " + _G + r" GiB\.\s*\Z"
+)
+REMAP_RE = re.compile(r"Remapping the KV cache from (?P<a>\d+) to (?P<b>\d+) blocks to fit the measured budget\.\s*\Z")
+EXTENDED_RE = re.compile(r"Extended KV cache to (?P<blocks>\d+) blocks \((?P<gib>\d+(?:\.\d+)?) GiB\)\.\s*\Z")
+# the warning for 0.7 < gpu_memory_utilization < 1.0 that withholds >= 1 GiB (its advice follows the first sentence)
+CAP_WARNING_RE = re.compile(
+    r"gpu_memory_utilization=(?P<u>\d+(?:\.\d+)?) caps this instance at (?P<req>" + _G + r") GiB, keeping "
+    r"(?P<w>" + _G + r") GiB of free device memory out of the KV cache\. "
+)
+# 'Free memory on device (F/T GiB) on startup. Desired GPU memory utilization is (U, R GiB). ...' (0.10.2, 0.28+)
+FREE_MEMORY_RE = re.compile(
+    r"Free memory on device \((?P<free>" + _G + r")/(?P<total>" + _G + r") GiB\) on startup\. "
+    r"Desired GPU memory utilization is \((?P<u>\d+(?:\.\d+)?), (?P<req>" + _G + r") GiB\)\."
+)
+# --max-model-len auto (v1/core/kv_cache_planning.py::_auto_fit_max_model_len): the memory it was fitted to reads
+# 'X GiB GPU' (+ ' + Y GiB host' with hisparse); 0.34 adds the suffix when the length is fitted again after warmup
+_FIT_MEM = r"\((?P<gib>" + _G + r") GiB \w+(?: \+ " + _G + r" GiB host)?"
+AUTOFIT_RE = re.compile(
+    r"Auto-fit max_model_len: (?:reduced from (?P<a>\d+) to (?P<b>\d+) to fit in|full model context length (?P<full>\d+) fits in) "
+    r"available KV cache memory " + _FIT_MEM + r"\)(?P<suffix>; the final length is set after CUDA graph capture and warmup)?\s*\Z"
+)
+AUTOFIT_KEPT_RE = re.compile(
+    r"Auto-fit max_model_len: using max_model_len=(?P<n>\d+), which fits in the KV cache memory left after CUDA graph "
+    r"capture and warmup " + _FIT_MEM + r"\)\.\s*\Z"
+)
+AUTOFIT_FREE_RE = re.compile(r"Auto-fit max_model_len: attention-free model, using derived max_model_len=(?P<n>\d+)\s*\Z")
+AUTO_REDUCED_RE = re.compile(
+    r"--max-model-len auto reduced max_model_len from (?P<a>\d+) to (?P<b>\d+) " + _FIT_MEM + r" "
+    r"(?P<when>left for the KV cache after CUDA graph capture and warmup|available for the KV cache)\)\."
+)
+EXTENSIBLE_OFF_RE = re.compile(r"Disabling the extensible KV cache: .*\. The KV cache will be sized from profiling estimates")
 KV_GROUPS_RE = re.compile(r"kv cache group sizes [(\[](?P<sizes>\d+(?:, ?\d+)*),?[)\]]\s*\Z")  # a tuple (0.32+) or a list (0.30)
 KV_LCM_RE = re.compile(r"kv lcm block sizes (?P<n>\d+)\s*\Z")
 
@@ -209,6 +247,13 @@ MARKERS = (
     "kv cache group sizes",
     "GDN prefill kernel",
     "SSM cache type",
+    "Memory after warmup",
+    "Remapping the KV cache",
+    "Extended KV cache to",
+    "caps this instance at",
+    "Auto-fit max_model_len",
+    "--max-model-len auto reduced",
+    "extensible KV cache: ",
 )
 
 
@@ -363,16 +408,110 @@ def _available(msg: str) -> object:
     if m is None:
         return _fallback(msg)
     # negative when weights + activations exceed the budget (an error follows): no KV memory
-    return ev.KVMemory(kv_bytes=max(0.0, float(m.group("gib")) * GIB))
+    return ev.KVMemory(kv_bytes=max(0.0, float(m.group("gib")) * GIB), text=msg.rstrip())
 
 
 def _memory(msg: str) -> object:
-    """V0 0.6.4 ``Memory profiling results: ... kv_cache_size=X GiB ...``."""
+    """V0 0.6.4 ``Memory profiling results: ... kv_cache_size=X GiB ...``; 0.34 ``Memory after warmup: ...; N KV cache
+    blocks (X GiB) fit within the requested R GiB. ...`` (one rank's measurement; the final count is the smallest
+    over the ranks, ``Extended KV cache to N blocks``)."""
     if msg.startswith("Memory profiling results"):
         m = V0_PROFILE_RE.match(msg)
         if m is None:
             return ev.Unrecognized("Memory profiling results")
         return ev.KVMemory(kv_bytes=float(m.group("gib")) * GIB)
+    if msg.startswith("Memory after warmup"):
+        m = WARMUP_RE.match(msg)
+        if m is None:
+            return ev.Unrecognized("Memory after warmup")
+        return ev.KVMemory(
+            kv_bytes=float(m.group("gib")) * GIB,
+            stage=ev.MEASURED,
+            blocks=int(m.group("blocks")),
+            requested_bytes=float(m.group("req")) * GIB,
+            text=msg.rstrip(),
+        )
+    return _fallback(msg)
+
+
+def _remapping(msg: str) -> object:
+    """0.34 ``Remapping the KV cache from A to B blocks to fit the measured budget.``: warmup committed more than the
+    measured budget fits; B is the final count."""
+    m = REMAP_RE.match(msg)
+    if m is None:
+        return _fallback(msg)
+    return ev.KVMemory(kv_bytes=None, stage=ev.FINAL, blocks=int(m.group("b")), text=msg.rstrip())
+
+
+def _extended(msg: str) -> object:
+    """0.34 ``Extended KV cache to N blocks (X GiB).``: the pool's final size (the bytes mapped, every rank)."""
+    m = EXTENDED_RE.match(msg)
+    if m is None:
+        return _fallback(msg)
+    return ev.KVMemory(kv_bytes=float(m.group("gib")) * GIB, stage=ev.FINAL, blocks=int(m.group("blocks")), text=msg.rstrip())
+
+
+def _cap_warning(msg: str) -> object:
+    """0.34 ``gpu_memory_utilization=U caps this instance at R GiB, keeping W GiB of free device memory out of the
+    KV cache. ... Leave gpu_memory_utilization unset unless ...``: W is what unsetting the flag gives the KV cache."""
+    m = CAP_WARNING_RE.match(msg)
+    if m is None:
+        return ev.Unrecognized("caps this instance at")
+    return ev.KVMemory(
+        kv_bytes=None,
+        stage=ev.MEASURED,
+        requested_bytes=float(m.group("req")) * GIB,
+        memory_utilization=float(m.group("u")),
+        withheld_bytes=float(m.group("w")) * GIB,
+        text=msg.rstrip(),
+    )
+
+
+def _auto_fit(msg: str) -> object:
+    """``Auto-fit max_model_len: ...``: fitted before warmup (``estimate`` when 0.34 says the final length comes after
+    warmup), or (0.34) ``using max_model_len=N, which fits ... after CUDA graph capture and warmup`` (``final``)."""
+    m = AUTOFIT_RE.match(msg)
+    if m is not None:
+        full = m.group("full")
+        return ev.ContextFit(
+            max_model_len=int(full or m.group("b")),
+            original=int(full or m.group("a")),
+            kv_bytes=float(m.group("gib")) * GIB,
+            stage=ev.ESTIMATE if m.group("suffix") else ev.PROFILE,
+            text=msg.rstrip(),
+        )
+    m = AUTOFIT_KEPT_RE.match(msg)
+    if m is not None:
+        n = int(m.group("n"))
+        return ev.ContextFit(max_model_len=n, original=n, kv_bytes=float(m.group("gib")) * GIB, stage=ev.FINAL, text=msg.rstrip())
+    m = AUTOFIT_FREE_RE.match(msg)
+    if m is not None:
+        n = int(m.group("n"))
+        return ev.ContextFit(max_model_len=n, original=n, text=msg.rstrip())
+    return _unrec(msg)
+
+
+def _auto_reduced(msg: str) -> object:
+    """0.34 ``--max-model-len auto reduced max_model_len from B to C (X GiB GPU left for the KV cache after CUDA graph
+    capture and warmup).`` (``final``; a WARNING with a hint below 8192 tokens), or ``(... available for the KV
+    cache)`` without the extensible KV cache."""
+    m = AUTO_REDUCED_RE.match(msg)
+    if m is None:
+        return _unrec(msg)
+    after = m.group("when").startswith("left")
+    return ev.ContextFit(
+        max_model_len=int(m.group("b")),
+        original=int(m.group("a")),
+        kv_bytes=float(m.group("gib")) * GIB,
+        stage=ev.FINAL if after else ev.PROFILE,
+        text=msg.rstrip(),
+    )
+
+
+def _disabling(msg: str) -> object:
+    """0.34 ``Disabling the extensible KV cache: <reason>. The KV cache will be sized from profiling estimates ...``."""
+    if EXTENSIBLE_OFF_RE.match(msg):
+        return ev.ServerConfig(kind="extensible_kv_cache", args={"enable_extensible_kv_cache": False})
     return _fallback(msg)
 
 
@@ -387,14 +526,23 @@ def _v0_rest(msg: str) -> object:
 
 
 def _free_memory(msg: str) -> object:
-    """``Free memory on device ...`` (0.10.2, 0.28+): the exact KV pool size, when present."""
+    """``Free memory on device (F/T GiB) on startup. Desired GPU memory utilization is (U, R GiB). ... Current kv cache
+    memory in use is N bytes`` (0.10.2, 0.28+): the KV pool size (0.34 with the extensible KV cache: the pre-warmup
+    estimate), the device's memory and the utilization in force."""
     if "kv cache memory in use" not in msg:
         return _fallback(msg)
     m = CURRENT_KV_RE.match(msg)
     if m is None:
         return ev.Unrecognized("kv cache memory in use")
     v = float(m.group("num"))
-    return ev.KVMemory(kv_bytes=v if m.group("unit") == "bytes" else v * GIB)
+    d = FREE_MEMORY_RE.match(msg)
+    return ev.KVMemory(
+        kv_bytes=v if m.group("unit") == "bytes" else v * GIB,
+        device_total_bytes=None if d is None else float(d.group("total")) * GIB,
+        memory_utilization=None if d is None else float(d.group("u")),
+        requested_bytes=None if d is None else float(d.group("req")) * GIB,
+        text=msg.rstrip(),
+    )
 
 
 def _initial(msg: str) -> object:
@@ -663,6 +811,8 @@ def _fallback(msg: str) -> object:
         return ev.PoolExhausted(pool="kv", fatal=True)
     if NO_MEMORY_ERR in msg:
         return ev.PoolExhausted(pool="kv", fatal=True)
+    if msg.startswith("gpu_memory_utilization="):
+        return _cap_warning(msg)
     if "EngineDeadError" in msg:
         return ev.Lifecycle("dead", "engine_dead")
     if "Engine core initialization failed" in msg:
@@ -695,6 +845,11 @@ _DISPATCH: dict[str, Callable[[str], object]] = {
     "vLLM": _vllm_word,
     "Available": _available,
     "Memory": _memory,
+    "Remapping": _remapping,
+    "Extended": _extended,
+    "Auto-fit": _auto_fit,
+    "--max-model-len": _auto_reduced,
+    "Disabling": _disabling,
     "model": _model,
     "Free": _free_memory,
     "Current": _free_memory,
@@ -750,7 +905,11 @@ def starts_message(msg: str, pos: int = 0) -> bool:
     sp = msg.find(" ", pos, pos + 64)
     word = msg[pos:sp] if sp >= 0 else msg[pos:]
     if word:
-        return word in _DISPATCH or (word.isdigit() and msg.startswith(" Engines", pos + len(word)))
+        return (
+            word in _DISPATCH
+            or (word.isdigit() and msg.startswith(" Engines", pos + len(word)))
+            or word.startswith("gpu_memory_utilization=")  # 0.34's cap warning starts with the value it names
+        )
     return msg[pos : pos + 1] in _LOGO_CHARS or (sp == pos and msg[pos:].lstrip(" ")[:1] in _LOGO_CHARS)
 
 

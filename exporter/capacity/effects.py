@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from .. import defaults
 from .model import GiB, MiB, ModelSpec, dtype_bytes, normalize_dtype, short_dtype
 from .planning import Plan, PlanInputs, make_plan
-from .sizing import balanced_ratio_for_context, norm_strategy
+from .sizing import balanced_ratio_for_context, has_ssm_lever, norm_strategy
 
 # --------------------------------------------------------------------------------------------------------------
 # effects of flags
@@ -135,6 +136,11 @@ class ObservedCapacity:
     # a speculative draft pool, an explicit --max-mamba-cache-size ...): said when model and log disagree
     unmodelled: tuple[str, ...] = ()
     explicit_mamba_size: bool = False  # --max-mamba-cache-size set: the ratio does not size the mamba pool
+    # vLLM: the device's memory and the gpu_memory_utilization in force as the log shows them, and the memory 0.34's
+    # cap warning says a gpu_memory_utilization below 1.0 keeps out of the KV cache (what unsetting it gives back)
+    device_bytes: float | None = None
+    memory_utilization: float | None = None
+    withheld_bytes: float | None = None
 
     @property
     def state_bytes(self) -> float | None:
@@ -345,7 +351,7 @@ def log_ratio(o: ObservedCapacity, value: str | None, flag: str = "--mamba-full-
     # scaled: S1 = S0 * model(R1) / model(R0); the KV pool by its share of the memory the same way
     S0, m0 = o.mamba_slots, check["model_slots"]
     S1s = int(round(S0 * (S1 or 0) / m0)) if m0 else None
-    r0 = o.mamba_full_memory_ratio or 0.9
+    r0 = o.mamba_full_memory_ratio or defaults.SGLANG_MAMBA_FULL_MEMORY_RATIO
     kv1 = int(o.kv_tokens * (1 + r0) / (1 + R)) if o.kv_tokens else None
     leaves = "; it leaves out " + ", ".join(o.unmodelled) if o.unmodelled else ""
     note = (
@@ -430,6 +436,34 @@ def log_max_num_seqs(o: ObservedCapacity, value: str | None, flag: str = "--max-
     )
 
 
+def log_gpu_memory_utilization(o: ObservedCapacity, value: str | None, flag: str = "--gpu-memory-utilization") -> Effect | None:
+    """vLLM: the one block pool grows by the memory the change adds, and its KV tokens with it (the cap stays).
+    ``unset`` (or ``None``, ``plan --from-log``), on 0.34 with the extensible KV cache: the memory the cap warning
+    says the cap keeps out of the KV cache (``withheld_bytes``, vLLM's own figure). A number: (new - in force) x the
+    device's memory, both as the log shows them. None where the log lacks the figure, or the value would not grow
+    the pool."""
+    if o.engine != "vllm" or not o.kv_tokens or not o.kv_bytes:
+        return None
+    if value in (None, "unset"):
+        gain, shown = o.withheld_bytes, "unset"
+        note = f"+{(gain or 0) / GiB:.2f} GiB: what vLLM's warning says the cap keeps out of the KV cache"
+        head = "unset (1.0 with the extensible KV cache)"
+    else:
+        new, old, dev = float(value), o.memory_utilization, o.device_bytes
+        if old is None or dev is None or new <= old:
+            return None
+        gain, shown = (new - old) * dev, value
+        note = f"+{gain / GiB:.2f} GiB: ({new:g} - {old:g}) x {dev / GiB:.2f} GiB of device memory"
+        head = f"gpu-memory-utilization {new:g}"
+    if not gain or gain <= 0:
+        return None
+    kv1 = int(o.kv_tokens * (o.kv_bytes + gain) / o.kv_bytes)
+    cap0 = _current_cap(o)
+    return _make_effect(
+        flag, shown, head, notes=(note,), kv_tokens_before=o.kv_tokens, kv_tokens_after=kv1, cap_before=cap0, cap_after=cap0
+    )
+
+
 def _mib(b: float | None) -> str:
     return "?" if b is None else f"{b / MiB:.2f} MiB"
 
@@ -481,7 +515,9 @@ def _plan_effect(before: Plan, after: Plan, flag: str, value: str | None, head: 
 
 
 def plan_ssm_dtype(model: ModelSpec, inputs: PlanInputs, value: str | None, flag: str) -> Effect | None:
-    if not model.is_hybrid:
+    """Offered only where the family's class reads the engine's SSM dtype flag and the state has an SSM part (the
+    catalogue's rule: not LFM2's conv-only state, not vLLM's Bailing linear attention or KDA)."""
+    if not model.is_hybrid or not has_ssm_lever(model, inputs.engine):
         return None
     base = make_plan(model, inputs)
     new = normalize_dtype(value or "bfloat16")
