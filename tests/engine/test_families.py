@@ -59,6 +59,7 @@ class Booted:
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
 def booted(request, engine_py, workdir) -> Booted:
     family, source = request.param, FAMILIES[request.param]
+    h.SCENARIO = source  # the waits of this boot (conftest.py names a module's by its SOURCE)
     model = h.build_model(family, workdir / "models" / f"tiny-{source}")
     log, side, eng = c.scenario(model, workdir, source, served_name=f"tiny-{source}")
     try:
