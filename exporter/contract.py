@@ -586,6 +586,25 @@ WEB_CONFIG_RELOAD = _self(
     "only with --web.config.file",
 )
 
+HTTP_ERRORS = _self(
+    "http_errors_total",
+    COUNTER,
+    "Errors of the HTTP server itself, each logged: accept failed (out of descriptors), an answer that raised, "
+    "collecting /metrics failed (answered 500), the connection loop.",
+    "the HTTP server (exporter/connections.py)",
+    ("cause",),
+)
+HTTP_DROPPED = _self(
+    "http_connections_dropped_total",
+    COUNTER,
+    "Connections the HTTP server closed before answering them: a TLS handshake or request head not finished in time, "
+    "or an answer not read in time (timeout); a failed TLS handshake or a client certificate without an allowed SAN (tls); "
+    "the oldest waiting connection of an address or of all, closed to make room for a new one (limit).",
+    "the HTTP server (exporter/connections.py)",
+    ("reason",),
+)
+HTTP_CONNECTIONS = _self("http_connections", GAUGE, "Open HTTP connections.", "the HTTP server (exporter/connections.py)", ())
+
 SELF: tuple[Metric, ...] = (
     BUILD_INFO,
     READ_BYTES,
@@ -603,6 +622,9 @@ SELF: tuple[Metric, ...] = (
     SOURCE_MISSING,
     SOURCES_OVER_LIMIT,
     WEB_CONFIG_RELOAD,
+    HTTP_ERRORS,
+    HTTP_DROPPED,
+    HTTP_CONNECTIONS,
 )
 
 # --------------------------------------------------------------------------------------------

@@ -190,6 +190,11 @@ def c_mamba_ssm_dtype(x: Context) -> Candidate | None:
     f = x.facts
     if not x.mamba_findings or cap.dtype_bytes(f.ssm_dtype) <= 2:
         return None
+    if x.observed.ssm_bytes == 0.0:
+        # the log says the SSM state is empty at its precision ("ssm_state size: 0.00GB"): a model whose state is
+        # all convolution (LFM2's short convolutions: SGLang sizes its temporal state at 0), or one too small to
+        # show; halving it frees nothing the log can show. The pool's size is the lever (the flags after this one).
+        return None
     assumes = () if f.ssm_dtype_source == "server_args" else (f"the SSM dtype {f.ssm_dtype}: {f.ssm_dtype_source}",)
     warns = ()
     if truthy(x.src.config.get("enable_linear_replayssm_spec")) and not f.version.below("0.5.20"):

@@ -150,8 +150,10 @@ class ObservedCapacity:
 
     @property
     def bytes_per_slot(self) -> float | None:
+        """Bytes of one slot; None when unknown, and when the log prints the state as 0.00 GB (a pool below the
+        line's precision, as a tiny model's: its size is not known, and nothing can be divided by it)."""
         sb = self.state_bytes
-        if sb is None or not self.mamba_slots:
+        if not sb or not self.mamba_slots:
             return None
         return sb / (self.mamba_slots + self.padding_slots)
 
@@ -362,10 +364,20 @@ def log_ratio(o: ObservedCapacity, value: str | None, flag: str = "--mamba-full-
     return replace(eff, model_gap=gap, scaled=True)
 
 
+ZERO_STATE_NOTE = (
+    "the mamba state prints as 0.00 GB (below the log's precision): its bytes per slot are unknown, so the KV pool is taken as unchanged"
+)
+
+
 def log_max_mamba_cache_size(o: ObservedCapacity, value: str | None, flag: str = "--max-mamba-cache-size") -> Effect | None:
-    if o.bytes_per_slot is None or o.state_bytes is None or o.kv_bytes is None or value is None:
+    if value is None:
         return None
     S1 = int(value)
+    if o.state_bytes == 0.0 and o.mamba_slots:
+        # a pool too small for the log to size (a tiny model's): the slots are the value, the KV pool as it was
+        return _log_state(o, flag, str(S1), f"max-mamba-cache-size {S1:,}", S1, o.slots_per_request, (ZERO_STATE_NOTE,))
+    if o.bytes_per_slot is None or o.state_bytes is None or o.kv_bytes is None:
+        return None
     return _log_split(o, flag, S1, str(S1), f"max-mamba-cache-size {S1:,}")
 
 

@@ -76,22 +76,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-_PY: str | None = None
+_INSTALLED: dict[str, str] = {}
+
+
+def installed_python(script: str, override: str, what: str) -> str:
+    """The interpreter ``tests/engine/<script>`` installs (once per session; it reuses a finished install), or the
+    one the environment variable ``override`` names. Fails with the installer's reason."""
+    if script not in _INSTALLED:
+        env_py = os.environ.get(override)
+        if env_py:
+            _INSTALLED[script] = env_py
+        else:
+            r = subprocess.run(["bash", str(HERE / script)], capture_output=True, text=True, timeout=3600)
+            if r.returncode != 0:
+                raise RuntimeError(f"{what} could not be installed:\n{r.stderr[-4000:]}")
+            _INSTALLED[script] = r.stdout.strip().splitlines()[-1]
+    return _INSTALLED[script]
 
 
 def engine_python() -> str:
     """The engine's interpreter, installed on first use (fails with the installer's reason)."""
-    global _PY
-    if _PY is None:
-        env_py = os.environ.get("HCE_ENGINE_PYTHON_BIN")
-        if env_py:
-            _PY = env_py
-        else:
-            r = subprocess.run(["bash", str(HERE / "install.sh")], capture_output=True, text=True, timeout=3600)
-            if r.returncode != 0:
-                raise RuntimeError(f"the real engine could not be installed:\n{r.stderr[-4000:]}")
-            _PY = r.stdout.strip().splitlines()[-1]
-    return _PY
+    return installed_python("install.sh", "HCE_ENGINE_PYTHON_BIN", "the real engine")
 
 
 def engine_env_dir() -> str:
@@ -99,12 +104,13 @@ def engine_env_dir() -> str:
     return str(Path(engine_python()).parent.parent)
 
 
-def build_model(family: str, out: Path) -> Path:
-    """A tiny model of ``family`` in ``out`` (made once per directory)."""
+def build_model(family: str, out: Path, python: str | None = None) -> Path:
+    """A tiny model of ``family`` in ``out`` (made once per directory), by the engine's interpreter (``python``:
+    another engine's, whose transformers reads the model)."""
     if (out / "config.json").exists() and (out / "tokenizer.json").exists():
         return out
     r = subprocess.run(
-        [engine_python(), str(HERE / "tinymodel.py"), "--family", family, str(out)],
+        [python or engine_python(), str(HERE / "tinymodel.py"), "--family", family, str(out)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -177,6 +183,8 @@ def two_handler_config(path: Path, json_log: Path) -> Path:
 class Engine:
     """One vLLM server process group writing (appending) to ``log``."""
 
+    ENGINE = "vLLM"  # its name in the waits and failures
+
     model: Path
     log: Path
     args: tuple[str, ...] = ()
@@ -189,6 +197,7 @@ class Engine:
     stopped: bool = False
     started_at: float = 0.0
     boot_seconds: float = 0.0
+    offset: int = 0  # the log's size when this boot started
 
     @property
     def json_log(self) -> Path:
@@ -200,9 +209,7 @@ class Engine:
         return f"http://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
-        pin = ("taskset", "-c", ENGINE_CPUS) if ENGINE_CPUS else ()
         return [
-            *pin,
             engine_python(),
             "-m",
             "vllm.entrypoints.openai.api_server",
@@ -241,10 +248,11 @@ class Engine:
     def start(self, wait: bool = True) -> Engine:
         assert self.proc is None
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        self.offset = self.log.stat().st_size if self.log.exists() else 0
         out = open(self.log, "ab")  # noqa: SIM115 - O_APPEND: a copytruncate leaves no hole
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(
-            self.command(),
+            [*(("taskset", "-c", ENGINE_CPUS) if ENGINE_CPUS else ()), *self.command()],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -257,21 +265,27 @@ class Engine:
             self.wait_ready()
         return self
 
-    def wait_ready(self, timeout: float = BOOT_TIMEOUT) -> None:
-        def healthy() -> bool:
-            if self.proc.poll() is not None:
-                return True  # nothing more to wait for: said below
-            with contextlib.suppress(OSError), urllib.request.urlopen(self.base + "/health", timeout=2) as r:
-                return r.status == 200
-            return False
+    def ready(self) -> bool:
+        """The boot is over: ``/health`` answers."""
+        with contextlib.suppress(OSError), urllib.request.urlopen(self.base + "/health", timeout=5) as r:
+            return r.status == 200
+        return False
 
+    def wait_ready(self, timeout: float = BOOT_TIMEOUT) -> None:
+        """Until :meth:`ready` (a wait of :func:`drive_until`: the boot's seconds are in the waits' record)."""
+        name = self.ENGINE
         try:
-            drive_until(healthy, timeout, lambda: repr(tail(self.log, 1)[-160:]), "vLLM's /health (the boot)")
+            drive_until(
+                lambda: self.proc.poll() is not None or self.ready(),
+                timeout,
+                lambda: repr(tail(self.log, 1)[-160:]),
+                f"{name}'s boot (ready)",
+            )
         except AssertionError:
             self.stop()
-            raise AssertionError(f"vLLM did not answer /health within {timeout:.0f} s:\n{tail(self.log)}") from None
+            raise AssertionError(f"{name} did not get ready within {timeout:.0f} s:\n{tail(self.log)}") from None
         if self.proc.poll() is not None:
-            raise AssertionError(f"vLLM exited with {self.proc.returncode} during boot:\n{tail(self.log)}")
+            raise AssertionError(f"{name} exited with {self.proc.returncode} during boot:\n{tail(self.log)}")
         self.boot_seconds = time.monotonic() - self.started_at
 
     def alive(self) -> bool:
@@ -284,7 +298,7 @@ class Engine:
             return
         self.stopped = True
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout)
         with contextlib.suppress(ProcessLookupError):
@@ -295,6 +309,15 @@ class Engine:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and _group_alive(self.proc.pid):
             time.sleep(0.2)
+
+    def terminate(self) -> None:
+        """The stop's first signal: SIGTERM to the group (vLLM's children ignore it while they compile)."""
+        os.killpg(self.proc.pid, signal.SIGTERM)
+
+    def this_boot(self) -> str:
+        """What this boot appended to the log (the whole file once a copytruncate cut it below that point)."""
+        text = read(self.log)
+        return text[self.offset :] if len(text) >= self.offset else text
 
     def metrics(self) -> str:
         with urllib.request.urlopen(self.base + "/metrics", timeout=10) as r:
@@ -523,14 +546,14 @@ class Marker:
         return other is not None and (self.count, self.match.group(0)) == (other.count, other.match.group(0))
 
 
+def marker(lines: list[re.Match]) -> Marker | None:
+    """The newest of a log's marker lines (None if there is none)."""
+    return Marker(len(lines), lines[-1]) if lines else None
+
+
 def newest_line(path: Path, pattern: re.Pattern):
     """A function that returns the newest line of ``path`` matching ``pattern`` as a :class:`Marker` (None if none)."""
-
-    def newest() -> Marker | None:
-        ms = list(pattern.finditer(read(path)))
-        return Marker(len(ms), ms[-1]) if ms else None
-
-    return newest
+    return lambda: marker(list(pattern.finditer(read(path))))
 
 
 @dataclass
@@ -579,10 +602,14 @@ class Recorder:
 
         return drive_until(step, bound, describe or self.summary, what, every=every)
 
-    def record(self, n: int, bound: float, keep=lambda m: True, what: str = "") -> list[Moment]:
+    def record(self, n: int, bound: float, keep=lambda m: True, what: str = "", every: float = 1.0) -> list[Moment]:
         """Take moments until ``n`` consistent ones at ``n`` different marker lines that ``keep`` accepts."""
         self.until(
-            lambda r: len(r.distinct(keep)) >= n, bound, what or f"{n} consistent moments at {n} marker lines", lambda: self.summary(keep)
+            lambda r: len(r.distinct(keep)) >= n,
+            bound,
+            what or f"{n} consistent moments at {n} marker lines",
+            lambda: self.summary(keep),
+            every,
         )
         return self.distinct(keep)
 
@@ -598,12 +625,12 @@ class Recorder:
 class Sidecar:
     """``hybrid-cache-exporter serve`` following ``log`` from its first byte, as the sidecar does."""
 
-    def __init__(self, log: Path, name: str, workdir: Path, *extra: str) -> None:
+    def __init__(self, log: Path, name: str, workdir: Path, *extra: str, rules_yaml: str = RULES_YAML) -> None:
         self.port = free_port()
         # the files followed, by source: the first, and those of ``--log name=path`` in ``extra``
         self.files = {name: log} | {a.split("=", 1)[0]: Path(a.split("=", 1)[1]) for a in extra if "=" in a and not a.startswith("-")}
-        self.rules = workdir / "rules.yaml"
-        self.rules.write_text(RULES_YAML)
+        self.rules = workdir / ("rules.yaml" if rules_yaml == RULES_YAML else f"rules-{name}.yaml")
+        self.rules.write_text(rules_yaml)
         self.err = open(workdir / f"serve-{name}.err", "wb")  # noqa: SIM115
         cmd = [
             str(EXE),

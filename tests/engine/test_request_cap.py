@@ -11,7 +11,6 @@ counts every stats line once.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 import urllib.request
@@ -39,9 +38,6 @@ def window_of_load(text: str, after: int) -> bool:
     return len(busy) >= h.MIN_SAMPLES and busy[-1] - busy[0] >= WINDOW
 
 
-LOGROTATE = shutil.which("logrotate") or "/usr/sbin/logrotate"
-
-
 @dataclass
 class Run:
     log: Path
@@ -63,17 +59,8 @@ class Run:
     page: str  # the sidecar's status page after boot 2 stopped
 
 
-def rotate(log: Path, workdir: Path) -> Path:
-    conf = workdir / "logrotate.conf"
-    conf.write_text(f"{log} {{\n    copytruncate\n    rotate 2\n    missingok\n    nocompress\n}}\n")
-    r = subprocess.run([LOGROTATE, "-f", "-s", str(workdir / "logrotate.state"), str(conf)], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    return Path(str(log) + ".1")
-
-
 @pytest.fixture(scope="module")
 def run(qwen, workdir) -> Run:
-    assert Path(LOGROTATE).exists(), "logrotate is not installed (make tools installs it)"
     log, side, eng = c.scenario(qwen, workdir, SOURCE, "--max-num-seqs", str(CAP))
     eng2 = None
     try:
@@ -92,7 +79,7 @@ def run(qwen, workdir) -> Run:
                 "a stats line",
                 every=0.05,
             )
-            rotated = rotate(log, workdir)
+            rotated = c.copytruncate(log, workdir)
             # vLLM writes on under the load into the truncated file, and the finding stays firing through it
             c.wait_busy(log, BUSY_AFTER_ROTATION)
             c.wait_exporter(
@@ -113,13 +100,7 @@ def run(qwen, workdir) -> Run:
         e_stop = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "stopped", 30, "the stopped state")
         # boot 2: the advice applied, on the same file
         eng2 = h.Engine(qwen, log, args=("--max-model-len", "2048", "--max-num-seqs", str(recommended)))
-        eng2.start()
-        e2 = c.wait_exporter(
-            side,
-            lambda e: c.exp(e, "server_restarts_total", SOURCE) == 1 and c.exp(e, "kv_capacity_tokens", SOURCE) is not None,
-            30,
-            "boot 2",
-        )
+        e2 = c.restart(side, eng2, SOURCE, "kv_capacity_tokens", 30)
         v2 = eng2.metrics()
         # the same load, long enough for request_cap_bound to fire were it going to: stats lines with requests
         # running over the rule's window and one interval more, read by the sidecar while the load runs
