@@ -324,7 +324,8 @@ def seen_by(side: h.Sidecar, e: str) -> str:
     for src in side.files:
         on = [lab["state"] for lab, v in h.samples(e, "hybrid_cache_server_state", source=src) if v == 1.0]
         lines = exp(e, "stats_lines_total", src)
-        out.append(f"{src}: state {'/'.join(on) or '-'}, findings {sorted(findings_on(e, src)) or '-'}, {lines or 0:.0f} stats lines")
+        read = f", {lines:.0f} stats lines" if lines else ""  # vLLM's (SGLang prints batch lines)
+        out.append(f"{src}: state {'/'.join(on) or '-'}, findings {sorted(findings_on(e, src)) or '-'}{read}")
     return "; ".join(out) if e else "no exposition yet"
 
 

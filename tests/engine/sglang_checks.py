@@ -208,7 +208,7 @@ def wait_lines(engine: sh.Engine, n: int, timeout: float, what: str, pred=lambda
     return h.drive_until(
         lambda: len(found := got()) >= n and found,
         timeout,
-        lambda: f"{len(got())} such lines; the last lines:\n{h.tail(engine.log, 4)}",
+        lambda: f"{len(got())} such lines; the last line {h.tail(engine.log, 1)[-160:]!r}",
         f"{n} batch lines {what}",
         every=0.3,
     )
