@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector
 
+from parsers import labels
+
 from . import contract as C
 from . import facts
 from .pipeline import Pipeline
@@ -27,44 +29,20 @@ def _family(cls, m: C.Metric):
     return cls(m.family, m.help, labels=list(m.labels))
 
 
-INFO_KEYS = (
-    ("model", ("served_model_name", "model_path", "model")),
-    ("kv_cache_dtype", ("kv_cache_dtype",)),
-    ("mamba_ssm_dtype", ("mamba_ssm_dtype", "mamba_ssm_cache_dtype")),
-    ("radix_cache_strategy", ("mamba_radix_cache_strategy", "mamba_scheduler_strategy", "mamba_cache_mode")),
-    ("tp_size", ("tp_size", "tensor_parallel_size")),
-    ("dp_size", ("dp_size", "data_parallel_size")),
-    ("speculative", ("speculative_algorithm", "speculative_config")),
-)
-
-
-def _fmt(v: object) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    if isinstance(v, dict):
-        return str(v.get("method") or v.get("model") or "") if v else ""
-    s = str(v)
-    return s[:120]
-
-
 def server_info(src: SourceState) -> dict[str, str]:
-    """Labels of ``hybrid_cache_server`` info: the server's configuration as logged."""
+    """Labels of ``hybrid_cache_server`` info: the server's configuration as logged, each value
+    within its label's bound (``contract.LABELS``; "" when not logged, or out of bound)."""
     cfg = src.config
     out: dict[str, str] = {}
-    for label, keys in INFO_KEYS:
+    for label, keys in C.SERVER_INFO_KEYS:
         val = ""
         for k in keys:
             if cfg.get(k) not in (None, ""):
-                val = _fmt(cfg[k])
+                val = labels.shown(label, cfg[k])
                 break
         out[label] = val
-    if out["speculative"] in ("None", "none"):
-        out["speculative"] = ""
-    out["version"] = src.version or ""
+    v = src.version or ""
+    out["version"] = v if C.LABEL["version"].admits(v) else ""
     return out
 
 

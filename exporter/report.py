@@ -431,6 +431,7 @@ CAUSE_WORDS = {
     "tokenizer_error": "the tokenizer manager hit an exception",
     "detokenizer_error": "the detokenizer manager hit an exception",
     "child_failed": "a child process failed and signalled the server",
+    "process_died": "a process of the server died (its Rust frontend or an API server)",
 }
 NOT_SERVING = ("idle", "stalled", "stopped", "dead")  # the states in which findings are not the state now
 

@@ -82,9 +82,10 @@ def _is_boot(e: object) -> bool:
 SERVER_STATES = ("starting", "serving", "idle", "stalled", "stopped", "dead")
 ENDED = ("stopped", "dead")
 # deaths that are the consequence of a stop when a shutdown was logged first: vLLM's EngineDeadError (the API
-# server sees its engine core stopped), SGLang's "SIGQUIT received ... one child failed" (a child killed on the
-# way out); a death of its own (a fatal error, "Scheduler hit an exception") is one even during a shutdown
-CONSEQUENCES = ("engine_dead", "child_failed")
+# server sees its engine core stopped) and "Process X (PID: N) died with exit code N" (a process killed on the
+# way out), SGLang's "SIGQUIT received ... one child failed" (a child killed on the way out); a death of its own (a fatal error, "Scheduler hit an exception") is one even during a shutdown
+DP_RANK_LEN = contract.LABEL["dp_rank"].max_len
+CONSEQUENCES = ("engine_dead", "child_failed", "process_died")
 
 
 def _gauge_setter(gauges: tuple[tuple[str, str], ...]) -> Callable[[ServerState, ev.BatchStats], None]:
@@ -238,9 +239,9 @@ class SourceState:
         The label values come from log text (``DP<n>`` tags, vLLM engine indices), so without a
         bound a log could create any number of series; lines beyond it are counted in
         ``dp_dropped`` (``hybrid_cache_exporter_dp_rank_limit_lines_total``) and dropped."""
-        if dp_rank in self.servers or len(self.servers) < (self.max_dp_ranks or DEFAULT_MAX_DP_RANKS):
+        if dp_rank in self.servers or (len(self.servers) < (self.max_dp_ranks or DEFAULT_MAX_DP_RANKS) and len(dp_rank) <= DP_RANK_LEN):
             return True
-        self.dp_dropped += 1
+        self.dp_dropped += 1  # (a DP tag longer than the label allows is no rank either: contract.LABELS)
         return False
 
     def server(self, dp_rank: str) -> ServerState:

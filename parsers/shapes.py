@@ -306,6 +306,12 @@ class LineShapes:
             return None
         return build(m.groups())
 
+    def whole(self, msg: str) -> bool:
+        """Whether a batch message has the current shape of its kind: every field of the batch lines
+        the source printed, in their order (a line read without its newline is whole so)."""
+        t = self.current.get(msg[:1])
+        return t is not None and t.body.fullmatch(msg) is not None
+
     def check_batch(self, msg: str) -> tuple[int | None, int | None] | ev.Unrecognized | None:
         """Validate a ``Prefill batch`` / ``Decode batch`` message without building its event.
 
