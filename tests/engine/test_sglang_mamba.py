@@ -30,7 +30,6 @@ import harness as h
 import pytest
 import sglang_checks as sc
 import sglang_harness as sh
-from driving import OpenLoad, drive_until
 from prom import Prometheus
 
 SOURCE = "sglang-mamba"
@@ -47,6 +46,22 @@ ARGS = ("--max-mamba-cache-size", str(SLOTS), "--max-total-tokens", str(KV_TOKEN
 DECODE_LOG_INTERVAL = 8
 ALERTS = {"HybridCacheMambaBound", "HybridCacheMambaCappedAtStartup"}
 QUIET = 30.0  # the suite's quiet_seconds (sglang_checks.RULES_YAML)
+MOMENTS = 5  # consistent moments, each at a different batch line with requests running
+# boot 2 runs the same clients for the rule's window and one more sample of log time, in 3 samples or more
+WINDOW = sc.FOR_SECONDS + sc.SAMPLE_SECONDS
+
+
+def all_running(m) -> bool:
+    return int(m["running"]) == CLIENTS
+
+
+def every_client(text: str) -> list:
+    return [m for m in sh.batch_lines(text) if all_running(m)]
+
+
+def window_of_load(text: str) -> bool:
+    times = [sc.log_time(m) for m in every_client(text)]
+    return len({int(t // sc.SAMPLE_SECONDS) for t in times}) >= 3 and times[-1] - times[0] >= WINDOW
 
 
 @dataclass
@@ -57,7 +72,7 @@ class Run:
     boot1_sglang: str
     fired: str  # the sidecar when mamba_bound fired
     firing: set  # the alerts Prometheus fired
-    recorder: sc.Recorder
+    recorder: h.Recorder
     flag: str
     value: str
     idle: str  # the sidecar once its log was silent for quiet_seconds after the load
@@ -95,7 +110,7 @@ def run(sglang_lfm2, workdir) -> Run:
         eng.start()
         e1 = c.wait_exporter(side, lambda e: c.exp(e, "mamba_capacity_slots", SOURCE) is not None, 30, "boot 1's capacity lines")
         sg1 = eng.metrics()
-        load = OpenLoad(eng.base, eng.served_name, concurrency=CLIENTS, max_tokens=max_tokens, max_seconds=900).start()
+        load = h.Load(eng.base, eng.served_name, CLIENTS, max_tokens=max_tokens, bound=900).start()
 
         def seen() -> str:
             lines = sh.batch_lines(eng.this_boot())
@@ -105,28 +120,18 @@ def run(sglang_lfm2, workdir) -> Run:
             e = side.caught_up()
             return e if "mamba_bound" in c.findings_on(e, SOURCE) else None
 
-        fired = drive_until(
-            bound,
-            300,
-            "mamba_bound to fire (its window and one more sample)",
-            seen,
+        fired = h.drive_until(bound, 300, seen, "mamba_bound to fire (its window and one more sample)")
+        firing = h.drive_until(
+            lambda: prom.firing() >= ALERTS and prom.firing(), 60, lambda: str(prom.alerts()), f"{ALERTS} firing in Prometheus"
         )
-        firing = drive_until(
-            lambda: prom.firing() >= ALERTS and prom.firing(), 60, f"{ALERTS} firing in Prometheus", lambda: str(prom.alerts())
-        )
-        rec = sc.Recorder(eng, side)
-        drive_until(
-            lambda: rec.take() and len(rec.busy()) >= 5,
-            180,
-            "5 consistent moments with requests running",
-            lambda: f"{len(rec.moments)} of {rec.tried}",
-        )
+        rec = sc.recorder(eng, side)
+        rec.record(MOMENTS, 180, sc.busy, f"{MOMENTS} consistent moments at batch lines with requests running", every=0.5)
         # copytruncate right after a batch line, so that none falls in logrotate's own window between its copy and
         # its truncation (a line written there is lost to both files: logrotate's limitation, not the reader's)
         n = len(sh.batch_lines(h.read(log)))
-        drive_until(lambda: len(sh.batch_lines(h.read(log))) > n, 60, "a batch line", seen, every=0.02)
+        h.drive_until(lambda: len(sh.batch_lines(h.read(log))) > n, 60, seen, "a batch line", every=0.02)
         rotated = c.copytruncate(log, workdir)
-        drive_until(lambda: len(sh.batch_lines(h.read(log))) >= 3, 120, "3 batch lines after the copytruncate", seen)
+        h.drive_until(lambda: len(sh.batch_lines(h.read(log))) >= 3, 120, seen, "3 batch lines after the copytruncate")
         load.stop().join()
         # idle clears: SGLang writes nothing now; the sidecar's wall clock tells within quiet_seconds and a tick
         ended = {"mamba_bound", "kv_bound", "request_cap_bound", "retraction_storm"}
@@ -142,7 +147,7 @@ def run(sglang_lfm2, workdir) -> Run:
             e = side.caught_up()
             return e if c.state_of(e, SOURCE) == "idle" and not (c.findings_on(e, SOURCE) & ended) else None
 
-        idle = drive_until(idle_now, QUIET + 60, f"the source idle, {sorted(ended)} ended ({QUIET:g} s of silence)", quiet)
+        idle = h.drive_until(idle_now, QUIET + 60, quiet, f"the source idle, {sorted(ended)} ended ({QUIET:g} s of silence)")
         idle_text = h.read(log)
         last_batch = sh.batch_lines(idle_text)[-1].group(0)
 
@@ -153,12 +158,12 @@ def run(sglang_lfm2, workdir) -> Run:
             lines = [ln for ln in h.read(log)[len(idle_text) :].splitlines() if '"GET /metrics' in ln]
             return lines[-1] if lines and _header_time(lines[-1]) - _header_time(last_batch) > QUIET else None
 
-        poke = drive_until(poked, 30, "an access line more than quiet_seconds after the last batch line", quiet, every=1.0)
-        idle_log = drive_until(
+        poke = h.drive_until(poked, 30, quiet, "an access line more than quiet_seconds after the last batch line", every=1.0)
+        idle_log = h.drive_until(
             lambda: (lambda e: e if c.exp(e, "server_state_basis", SOURCE, basis="derived") == 1 else None)(side.caught_up()),
             30,
-            "the basis derived after the access line",
             quiet,
+            "the basis derived after the access line",
         )
         idle_report = json.loads(c.reports([rotated, log], side.rules)["json"])
         with urllib.request.urlopen(side.base + "/", timeout=30) as r:
@@ -178,11 +183,16 @@ def run(sglang_lfm2, workdir) -> Run:
         eng2 = sh.Engine(lfm2, log, tuple(args2), served_name="tiny-lfm2", decode_log_interval=DECODE_LOG_INTERVAL)
         e2 = c.restart(side, eng2, SOURCE, "mamba_capacity_slots", 60)
         sg2 = eng2.metrics()
-        load = OpenLoad(eng2.base, eng2.served_name, concurrency=CLIENTS, max_tokens=max_tokens, max_seconds=600).start()
-        # the same clients for as long as boot 1 held its finding's window and one more sample
-        sc.wait_lines(eng2, 1, 120, "with every client running", lambda m: int(m["running"]) == CLIENTS)
-        t0 = time.monotonic()
-        drive_until(lambda: time.monotonic() - t0 > 35, 60, "35 s of load", seen)
+        load = h.Load(eng2.base, eng2.served_name, CLIENTS, max_tokens=max_tokens, bound=600).start()
+        # the same clients for as long as the finding's window and one more sample, in log time
+        sc.wait_lines(eng2, 1, 120, "with every client running", all_running)
+        h.drive_until(
+            lambda: window_of_load(eng2.this_boot()),
+            120,
+            lambda: f"{len(every_client(eng2.this_boot()))} batch lines with every client running",
+            f"batch lines with every client running over {WINDOW} s of log time (the rule's window and one sample)",
+            every=1.0,
+        )
         load.stop().join()
         e2_load = side.caught_up()
         eng2.stop()
@@ -270,7 +280,7 @@ def test_no_ssm_dtype_advice_for_an_empty_ssm_state(run):
 
 
 def test_gauges_equal_the_line_and_sglang_at_consistent_moments(run):
-    assert len(run.recorder.busy()) >= 5
+    assert len(run.recorder.distinct(sc.busy)) >= MOMENTS, run.recorder.summary(sc.busy)
     for m in run.recorder.moments:
         sc.assert_gauges_equal_line(m, SOURCE)
         sc.assert_gauges_equal_sglang(m, SOURCE)
