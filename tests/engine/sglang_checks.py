@@ -14,21 +14,12 @@ import checks as c
 import harness as h
 import sglang_harness as sh
 
-# the suite's rules for SGLang: a sample is the last batch line of a 10-s bucket of log time, so 3 samples are at
-# least 20 s of log time; windows scaled to that (docs/engine-suite.md, "SGLang")
+# the suite's rules for SGLang, kept in a data file that tests/rules/test_silence.py reads too: a sample is the last
+# batch line of a 10-s bucket of log time, so 3 samples are at least 20 s of log time (docs/engine-suite.md, "SGLang")
 SAMPLE_SECONDS = 10  # the sampler's bucket of log time (exporter/sampler.py)
 FOR_SECONDS = 2 * SAMPLE_SECONDS
-RULES_YAML = f"""\
-for_seconds: {FOR_SECONDS}
-min_samples: 3
-clear_seconds: {FOR_SECONDS}
-clear_min_samples: 3
-storm_window_seconds: 60
-retraction_window_seconds: 30
-quiet_seconds: 30
-"""
-# quiet_seconds (docs/rules.md#silence): under load this CPU prints a batch line every few seconds (decode lines every
-# --decode-log-interval steps of a tiny model, prefill lines as requests join); 30 s without one is an idle SGLang
+RULES_YAML = (Path(__file__).resolve().parent / "sglang-rules.yaml").read_text()
+assert f"for_seconds: {FOR_SECONDS}\n" in RULES_YAML, "tests/engine/sglang-rules.yaml: windows scaled to the sampler"
 
 CAP_RE = re.compile(
     r"max_running_requests is capped to (?P<cap>\d+) by the mamba state cache \(max_mamba_cache_size=(?P<slots>\d+), "

@@ -382,16 +382,9 @@ def test_the_basis_is_exported_with_the_state() -> None:
 
 
 def _suite_rules(tmp_path: Path) -> Path:
-    """tests/engine/sglang_checks.py's RULES_YAML, read from its source (the module needs the engine's harness)."""
-    import ast
-
-    tree = ast.parse((ROOT / "tests" / "engine" / "sglang_checks.py").read_text())
-    (text,) = [
-        ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "RULES_YAML"
-    ]
-    out = tmp_path / "rules.yaml"
-    out.write_text(text)
-    return out
+    """The real-engine suite's rules for SGLang (tests/engine/sglang-rules.yaml, which tests/engine/sglang_checks.py
+    reads)."""
+    return ROOT / "tests" / "engine" / "sglang-rules.yaml"
 
 
 def test_the_real_sglang_log_goes_idle_after_its_load(tmp_path: Path) -> None:
