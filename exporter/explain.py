@@ -19,8 +19,9 @@ from dataclasses import fields, is_dataclass
 from typing import TextIO
 
 from parsers import events as ev
-from parsers import message_line, read_header
+from parsers import message_line
 from parsers.clock import zone_name
+from parsers.header import read_header
 
 from .offline import order_generations
 from .reading import Reader, read_blocks

@@ -48,7 +48,7 @@ from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
 from parsers import VLLM, clock, parse_line
-from parsers.prefix import SGLANG_HEADER_RE
+from parsers.header.prefix import SGLANG_HEADER_RE
 
 from .container import CRI, DOCKER, PLAIN, Record, detect, record_parser
 from .lines import DEFAULT_MAX_LINE, LineSplitter

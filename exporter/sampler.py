@@ -35,10 +35,11 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 from parsers import events as ev
-from parsers import message_line, parse_line, read_header
+from parsers import message_line, parse_line
 from parsers.clock import bucket_of, sglang_ts
+from parsers.header import read_header
+from parsers.header.prefix import SGLANG_HEADER_RE, sglang_tags
 from parsers.numbers import is_count
-from parsers.prefix import SGLANG_HEADER_RE, sglang_tags
 from parsers.shapes import LineShapes
 
 from .scan import ScanResult

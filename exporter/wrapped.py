@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from parsers import events as ev
 from parsers import has_header, parse_line
-from parsers.headers import VLLM_LEVELS
+from parsers.header.patterns import VLLM_LEVELS
 
 from .state import RUNTIME_EVENTS, SourceState
 

@@ -24,9 +24,9 @@ from dataclasses import MISSING, fields
 
 from . import events as ev
 from .clock import sglang_ts
-from .headers import sglang_header
+from .header.patterns import sglang_header
+from .header.prefix import sglang_tags
 from .numbers import MAX_COUNT, NONNEGATIVE_FIELDS, RATIO_FIELDS, bad_value, count_fields, is_count
-from .prefix import sglang_tags
 from .sglang import BATCH_HEAD_RE, BATCH_KEYS, HISPARSE_KEYS, MAX_LINE, graph_flag, parse_message
 
 _NO_TAGS: tuple[str, int | None, int | None] = ("0", None, None)  # dp, tp, pp of an untagged header

@@ -1,6 +1,6 @@
 """Any header: find the engine's message by its own text, and read what precedes it.
 
-The engines' default headers have fast paths (:mod:`parsers.prefix`). Everything else a server
+The engines' default headers have fast paths (:mod:`parsers.header.prefix`). Everything else a server
 can be configured to print before a message (an ``SGLANG_LOGGING_CONFIG_PATH`` format such as
 ``[%(asctime)s][%(filename)s:%(lineno)d][%(levelname)s]: ``, Python's classic
 ``%(asctime)s - %(name)s - %(levelname)s - ``, loguru's ``time | LEVEL | name:fn:N - ``, a
@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import re
 
-from . import sglang, vllm
-from .clock import minute_epoch, rfc3339_epoch, wall_epoch
-from .events import SGLANG, VLLM
-from .headers import SGLANG_TAG_NAMES, VLLM_DP
+from .. import sglang, vllm
+from ..clock import minute_epoch, rfc3339_epoch, wall_epoch
+from ..events import SGLANG, VLLM
+from .patterns import SGLANG_TAG_NAMES, VLLM_DP
 
 MAX_TOKENS = 16
 MAX_PREAMBLE = 320  # characters before the message: a header is short
