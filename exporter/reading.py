@@ -50,7 +50,8 @@ from typing import BinaryIO
 from parsers import VLLM, clock, parse_line
 from parsers.header.prefix import SGLANG_HEADER_RE
 
-from .container import CRI, DOCKER, PLAIN, Record, detect, record_parser
+from . import container
+from .container import CRI, DOCKER, PLAIN, UNWRAP_CODES, Record, detect, record_parser
 from .lines import DEFAULT_MAX_LINE, LineSplitter
 
 CHUNK = 1 << 20
@@ -100,6 +101,7 @@ class Reader:
         "_cut",
         "_record",
         "_overlong",
+        "_code",
     )
 
     def __init__(self, max_line: int = DEFAULT_MAX_LINE, fmt: str | None = None) -> None:
@@ -116,6 +118,7 @@ class Reader:
         self._cut = False
         self._record = None
         self._overlong = 0
+        self._code: str | None = None  # the C unwrapper's name of the format ('d', 'c'), when it reads it
         if fmt is not None:
             self._set_fmt(fmt)
 
@@ -123,6 +126,7 @@ class Reader:
     def _set_fmt(self, fmt: str) -> None:
         self.fmt = fmt
         self._record = record_parser(fmt)
+        self._code = UNWRAP_CODES.get(fmt) if container.native_unwrap is not None else None
 
     def detect_from(self, head: bytes) -> None:
         """Decide the format from the first bytes of the file (for a reader that starts mid-file)."""
@@ -165,7 +169,8 @@ class Reader:
                 return []
         if self._record is None:
             return self.splitter.feed(chunk)
-        return self._feed_records(chunk)
+        text = self._records_text(chunk)
+        return text[:-1].split("\n") if text else []
 
     def feed_text(self, chunk: bytes) -> str:
         """Like :meth:`feed`, as one block of lines each ending in ``\\n`` (``''`` if none): ``replay``
@@ -176,8 +181,7 @@ class Reader:
                 return ""
         if self._record is None:
             return self.splitter.feed_text(chunk)
-        lines = self._feed_records(chunk)
-        return "\n".join(lines) + "\n" if lines else ""
+        return self._records_text(chunk)
 
     def read_text(self, f: BinaryIO, n: int = CHUNK) -> tuple[str, int]:
         """Read up to ``n`` bytes of ``f`` and feed them: ``(feed_text of them, bytes read)``, 0 bytes
@@ -225,19 +229,35 @@ class Reader:
         return out
 
     # container records ---------------------------------------------------------------------
-    def _feed_records(self, chunk: bytes) -> list[str]:
+    def _records_text(self, chunk: bytes) -> str:
+        """The complete messages of the records in the bytes so far, one block of lines each
+        ending in ``\\n``. Runs of whole records go through the C unwrapper
+        (``container.native_unwrap``) when it is there; the records it leaves (split ones, other
+        layouts, non-ASCII, overlong) are read here, one by one, in their place."""
         data = self._buf + chunk if self._buf else chunk
         nl = data.rfind(b"\n")
+        blocks: list[str] = []
         out: list[str] = []
         if nl >= 0:
             self._buf = data[nl + 1 :]
-            raws = data[:nl].split(b"\n")
+            pos, end = 0, nl + 1
             if self._skip:
                 self._skip = False
-                del raws[0]  # the unseen tail of an overlong record
-            one = self._one
-            for raw in raws:
-                one(raw, out)
+                pos = data.index(b"\n") + 1  # the unseen tail of an overlong record
+            unwrap, code, one = container.native_unwrap, self._code, self._one
+            while pos < end:
+                if code is not None and self._first is None:
+                    text, pos = unwrap(data, pos, end, code, self.max_line)
+                    if text:
+                        blocks.append(text)
+                    if pos >= end:
+                        break
+                e = data.index(b"\n", pos)
+                one(data[pos:e], out)
+                if out:
+                    blocks.append("\n".join(out) + "\n")
+                    out.clear()
+                pos = e + 1
         else:
             self._buf = data
         if len(self._buf) > self.max_line + RECORD_SLACK:
@@ -248,7 +268,9 @@ class Reader:
                 out.append(self._buf[: self.max_line].decode("utf-8", "replace"))
             self._skip = True
             self._buf = b""
-        return out
+        if out:
+            blocks.append("\n".join(out) + "\n")
+        return "".join(blocks)
 
     def _one(self, raw: bytes, out: list[str]) -> None:
         rec = self._record(raw)

@@ -33,12 +33,16 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import NamedTuple
 
+from parsers.header import preamble
+from parsers.header.templates import MAX_LOGFMT, hole_pattern, time_pattern
 from parsers.numbers import MAX_COUNT_DIGITS
 from parsers.shapes import LINE_HEADER, VALUE_PATTERNS, LineShapes
 
 # (head, keys, i_new, i_cached[, value checks: one VALUE_PATTERNS code per key, '-' if absent])
 Template = tuple
-Spec = tuple[Template, Template]  # (decode, prefill)
+# (decode, prefill[, envelopes]): envelopes, when given, are the header templates of the source's
+# stage (parsers.header.templates: (checks, items) each), and only lines in one of them are read
+Spec = tuple
 
 
 class ScanResult(NamedTuple):
@@ -74,27 +78,33 @@ def spec(shapes: LineShapes) -> Spec | None:
 _REGEXES: dict[Spec, re.Pattern[str]] = {}
 
 
+def _body(t: Template, mode: str = "E") -> str:
+    """A batch message of template ``t`` (its head without the first letter, which the caller's
+    group holds); ``mode`` ``'J'`` / ``'Q'``: inside a JSON / logfmt string (no quote or backslash
+    in a value, nor a control character in JSON's), and one escaped newline may follow it (the
+    record's message loses it)."""
+    head, keys, i_new, i_cached = t[:4]
+    codes = t[4] if len(t) > 4 else "-" * len(keys)
+    vals = []
+    for i, k in enumerate(keys):
+        if i in (i_new, i_cached):
+            v = f"(?P<new>[0-9]{{1,{MAX_COUNT_DIGITS}}})" if i == i_new else f"(?P<cached>[0-9]{{1,{MAX_COUNT_DIGITS}}})"
+        else:
+            v = VALUE_PATTERNS[codes[i]]
+            if mode != "E" and codes[i] == "-":
+                v = r'[^,\n"\\\x00-\x1f]*' if mode == "J" else r'[^,\n"\\]*'
+        vals.append(re.escape(k) + ": " + v)
+    return re.escape(head[1:]) + ", ".join(vals) + ("(?:, )?" if mode == "E" else r"(?:, )?(?:\\n)?")
+
+
 def _regex(sp: Spec) -> re.Pattern[str]:
     """One whole-line regex for the spec: the line templates' header, then a decode body, a prefill
     body or ``INFO:``. Groups: ymdhm, sec, ms, tags, 'D', 'P', new, cached, 'I'. (The header's
     ``\\d`` is ``[0-9]`` for the Latin-1 lines that reach it, as in the C scanner.)"""
     rx = _REGEXES.get(sp)
     if rx is None:
-
-        def body(t: Template) -> str:
-            head, keys, i_new, i_cached = t[:4]
-            codes = t[4] if len(t) > 4 else "-" * len(keys)
-            vals = []
-            for i, k in enumerate(keys):
-                if i in (i_new, i_cached):
-                    v = f"(?P<new>[0-9]{{1,{MAX_COUNT_DIGITS}}})" if i == i_new else f"(?P<cached>[0-9]{{1,{MAX_COUNT_DIGITS}}})"
-                else:
-                    v = VALUE_PATTERNS[codes[i]]
-                vals.append(re.escape(k) + ": " + v)
-            return re.escape(head[1:]) + ", ".join(vals) + "(?:, )?"
-
         d, p = sp
-        pattern = rf"{LINE_HEADER}(?:(D){body(d)}|(P){body(p)}|(I)NFO:[^\n]*)"
+        pattern = rf"{LINE_HEADER}(?:(D){_body(d)}|(P){_body(p)}|(I)NFO:[^\n]*)"
         if "(?P<new>" not in pattern:
             pattern += "(?P<new>)?"
         if "(?P<cached>" not in pattern:
@@ -106,9 +116,75 @@ def _regex(sp: Spec) -> re.Pattern[str]:
     return rx
 
 
+_REST = {"E": r"[^\n]*", "J": r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*', "Q": r'(?:[^"\\\n]|\\[^\n])*'}
+
+
+def _env_regex(d: Template, p: Template, items: tuple) -> re.Pattern[str]:
+    """The whole-line regex of a header template around a batch or uvicorn message. Groups: td,
+    thm, tsec, tf (the line's time), tags (from its first rank item to its last), D, P, new,
+    cached, I."""
+    ranks = [i for i, it in enumerate(items) if it[0] in "GR"]
+    lo, hi = (ranks[0], ranks[-1]) if ranks else (-1, -1)
+    parts = [] if ranks else ["(?P<tags>)"]
+    mode = "E"
+    for i, it in enumerate(items):
+        if i == lo:
+            parts.append("(?P<tags>")
+        op = it[0]
+        if op == "L":
+            parts.append(re.escape(it[1]))
+        elif op == "T":
+            parts.append(time_pattern(it, bool(it[5]), ("td", "thm", "tsec", "tf") if it[5] else None))
+        elif op in "GRS":
+            parts.append(hole_pattern(it))
+        elif op == "M":
+            mode = it[1]
+        elif op == "B":
+            parts.append(f"(?:(?P<D>D){_body(d, mode)}|(?P<P>P){_body(p, mode)}|(?P<I>I)NFO:{_REST[mode]})")
+        if i == hi:
+            parts.append(")")
+    pattern = "".join(parts)
+    if "(?P<new>" not in pattern:
+        pattern += "(?P<new>)?"
+    if "(?P<cached>" not in pattern:
+        pattern += "(?P<cached>)?"
+    return re.compile(pattern)
+
+
+def _env_regexes(sp: Spec) -> list[tuple[re.Pattern[str], str]]:
+    rx = _REGEXES.get(sp)
+    if rx is None:
+        d, p, envs = sp
+        rx = [(_env_regex(d, p, items), checks) for checks, items in envs]
+        if len(_REGEXES) > 16:
+            _REGEXES.pop(next(iter(_REGEXES)))
+        _REGEXES[sp] = rx  # type: ignore[assignment]
+    return rx  # type: ignore[return-value]
+
+
+def _match_env(rxs: list[tuple[re.Pattern[str], str]], line: str, hint: int) -> tuple[int, re.Match] | None:
+    """The template that reads ``line`` (its index and match), tried as the C scanner tries them:
+    ``hint`` (the one that read the line before) first, then the others in order."""
+    if "\r" in line or "\x1b" in line:
+        return None
+    for k in (hint, *(j for j in range(len(rxs)) if j != hint)):
+        rx, checks = rxs[k]
+        m = rx.fullmatch(line)
+        if m is None:
+            continue
+        if checks == "l" and len(line) > MAX_LOGFMT:
+            continue
+        if checks == "p" and m.start("D" if m.group("D") else "P" if m.group("P") else "I") > preamble.MAX_PREAMBLE:
+            continue
+        return k, m
+    return None
+
+
 def _scan_items(items: Iterator[tuple[int, str]], end: int, sp: Spec) -> ScanResult:
     """The reference implementation: one ``fullmatch`` per ``(index, line)``; ``end`` is the stop
     value when every item is taken."""
+    if len(sp) == 3:
+        return _scan_env_items(items, end, sp)
     fullmatch = _regex(sp).fullmatch
     counts: dict[tuple[str, str], int] = {}
     new_sums: dict[str, int] = {}
@@ -150,6 +226,60 @@ def _scan_items(items: Iterator[tuple[int, str]], end: int, sp: Spec) -> ScanRes
                 first[key] = i
             last[key] = i
         t = (ymdhm, sec, ms or "")
+        if top is None or t > top:
+            top = t
+    return ScanResult(stop, n_info, top, counts, new_sums, cached_sums, first, last)
+
+
+def _scan_env_items(items: Iterator[tuple[int, str]], end: int, sp: Spec) -> ScanResult:
+    """:func:`_scan_items` for a spec with header templates: the line's time is its template's time
+    item, its tags the template's index and the text of its rank items."""
+    rxs = _env_regexes(sp)
+    counts: dict[tuple[str, str], int] = {}
+    new_sums: dict[str, int] = {}
+    cached_sums: dict[str, int] = {}
+    first: dict[tuple[str, str, str], int] = {}
+    last: dict[tuple[str, str, str], int] = {}
+    has_new, has_cached = sp[1][2] is not None, sp[1][3] is not None
+    n_info = total_new = total_cached = 0
+    top = None
+    stop = end
+    hint = 0
+    for i, line in items:
+        if not line.isascii() and max(line) > "\xff":
+            stop = i
+            break
+        hit = _match_env(rxs, line, hint)
+        if hit is None:
+            stop = i
+            break
+        hint, m = hit
+        k = hint
+        td, thm, tsec, tf, tags, d, p, new, cached, info = m.group("td", "thm", "tsec", "tf", "tags", "D", "P", "new", "cached", "I")
+        ymdhm = f"{td} {thm}"
+        if info:
+            n_info += 1
+        else:
+            tags = chr(48 + k) + tags
+            kind = d or p
+            if p:
+                a, b = int(new or 0), int(cached or 0)
+                if total_new + a > _INT64_MAX or total_cached + b > _INT64_MAX:
+                    stop = i
+                    break
+                total_new += a
+                total_cached += b
+                if has_new:
+                    new_sums[tags] = new_sums.get(tags, 0) + a
+                if has_cached:
+                    cached_sums[tags] = cached_sums.get(tags, 0) + b
+            ck = (kind, tags)
+            counts[ck] = counts.get(ck, 0) + 1
+            key = (kind, tags, ymdhm + tsec[0])
+            if key not in first:
+                first[key] = i
+            last[key] = i
+        t = (ymdhm, tsec, tf or "")
         if top is None or t > top:
             top = t
     return ScanResult(stop, n_info, top, counts, new_sums, cached_sums, first, last)

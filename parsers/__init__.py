@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from . import sglang, vllm
 from .events import IGNORED, PARSED, SGLANG, UNRECOGNIZED, VLLM, Line, ServerReady, Unrecognized
-from .header import read_header
+from .header import Stage, read_header
 from .header.prefix import Header, split_header
 from .numbers import bad_value
 from .shapes import LineShapes
@@ -19,7 +19,7 @@ __all__ = ["parse_line", "message_line", "detect_engine", "has_header", "SGLANG"
 _MESSAGE_PARSERS = {SGLANG: sglang.parse_message, VLLM: vllm.parse_message}
 
 
-def parse_line(raw: str, engine: str | None = None, year: int = 2026, shapes: LineShapes | None = None) -> Line:
+def parse_line(raw: str, engine: str | None = None, year: int = 2026, shapes: LineShapes | None = None, stage: Stage | None = None) -> Line:
     """Parse one line (without or with its trailing newline).
 
     ``engine`` is the source's engine when known (``None`` = auto-detect from the header, or
@@ -27,7 +27,9 @@ def parse_line(raw: str, engine: str | None = None, year: int = 2026, shapes: Li
     Lines without any engine header are still offered to the known engine's message parser,
     since vLLM tracebacks and unprefixed prints carry facts too (``max_num_seqs (N) exceeds``).
     ``shapes``: the batch-line shapes the source's sampler learned; a line of one of them is
-    read by one ``fullmatch`` (the same Line as the generic path). Nothing here learns.
+    read by one ``fullmatch`` (the same Line as the generic path). ``stage``: the source's header
+    stage, whose learned templates read the header (:meth:`parsers.header.Stage.read`). Nothing
+    here learns.
     """
     if shapes is not None and raw[:1] == "[" and engine != VLLM:
         # most lines that get here are the sampler's batch samples: one fullmatch when the line
@@ -36,7 +38,18 @@ def parse_line(raw: str, engine: str | None = None, year: int = 2026, shapes: Li
         hit = shapes.batch_line(raw)
         if hit is not None:
             return hit
-    h = read_header(raw, engine, year)
+    if stage is not None:
+        if shapes is not None and engine == SGLANG and stage.templates:
+            hit = stage.batch_line(raw, shapes)  # the samples again: envelope and message in one fullmatch
+            if hit is not None:
+                return hit
+        h = stage.read(raw, engine, year)
+        if shapes is not None and engine == SGLANG and h.msg[:1] in "DP" and h.tod is None:
+            hit = shapes.batch_message(h.msg, h.ts, h.dp_rank, h.tp_rank, h.pp_rank)
+            if hit is not None:
+                return hit
+    else:
+        h = read_header(raw, engine, year)
     if "\n" in h.msg:  # a structured record's message of several lines: the first that says something
         first = None
         for piece in h.msg.split("\n"):

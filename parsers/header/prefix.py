@@ -72,6 +72,7 @@ class Header:
     process: str | None = None
     tod: float | None = None  # seconds since midnight of a header that has no date
     via: str = ""  # which reader found it: 'sglang', 'vllm' (the default headers), 'preamble'; '' none
+    bucket: str | None = None  # the 10-s bucket of a zone-less time as its text gives it (a template's; else from ts)
 
 
 _TAGS_CACHE: dict[str, tuple[str, int | None, int | None]] = {}

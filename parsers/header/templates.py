@@ -1,0 +1,736 @@
+"""Learned envelope templates: the fast form of a source's header, learned from its own lines.
+
+A server writes every line in one format: a logging config's header, one JSON or logfmt record
+shape, a collector's prefix before the engine's header. The generic reader
+(:func:`parsers.header.read_header`) finds the message of any line by looking at it token by token
+(40 µs); a :class:`Template` made from one line it read reads every later line of that shape in
+one ``match`` and gives the same header (the same time, rank tags, engine, message and ``via``),
+and the bulk scanner (``exporter/_scan.c``, ``exporter/scan.py``) reads runs of such lines with
+no Python per line at all. What was learned belongs to one source (the stage's
+:class:`parsers.header.Stage`), like the batch-line shapes (:mod:`parsers.shapes`).
+
+A template is a tuple of items, one description that this module compiles to a regex (the line
+path and the pure-Python scanner) and the C scanner reads as it is:
+
+* ``("L", text)``: literal text;
+* ``("T", sep, fsep, fdigits, zone, use)``: a date and time ``YYYY-MM-DD{sep}HH:MM:SS``, then
+  ``fsep`` and exactly ``fdigits`` digits (``-1``: SGLang's optional ``.mmm``; ``0``: none), then
+  the literal ``zone`` (``''``, ``'Z'``, ``'+02:00'``); ``use`` 1 for the time the line is read at
+  (the one the generic reader takes), 0 for a time only checked (a collector's stamp before the
+  engine's header);
+* ``("G", kind)``: rank tags: ``'h'`` the tags of SGLang's default header (``[^][\\n]*``; ``'H'``
+  the same inside a record's string, without quotes and backslashes), ``'b'`` a ``[DP1 TP0]``
+  group of a logging config (``[A-Z0-9_ ]*``), ``'t'`` a bare tag (``[A-Z0-9_]+``);
+* ``("R", kind, key)``: a record's rank, process or tags field: ``'i'`` a JSON integer, ``'d'``
+  digits (a quoted or a logfmt number), ``'q'`` a string without escapes, ``'w'`` a logfmt bare
+  word;
+* ``("S", kind)``: a value skipped: ``'b'`` a bracket group's text that says no rank or process
+  (``[scheduler.py:212]``, ``[INFO]``; ``'B'`` nor a time, before the line's time), ``'v'`` a
+  level word, ``'j'`` a JSON string's
+  content, ``'n'`` a JSON number, ``'q'`` a logfmt quoted value's content, ``'w'`` a logfmt bare
+  word;
+* ``("M", mode)``: the message region: ``'E'`` to the end of the line, ``'J'`` a JSON string's
+  content, ``'Q'`` a logfmt quoted value's content; items after it up to ``("B",)`` are an
+  engine header inside the region (Fluent Bit's ``log`` holding the whole engine line), the items
+  after ``("B",)`` follow the region.
+
+The rank tags of a line are the text from the first ``G``/``R`` item to the last (the scanner
+groups lines by it); the level is not read (nothing downstream uses it). A line the template
+matches but whose message is not one the generic reader would take as it stands (a message that
+is not a known message start, a record in the message, a blank after the header, ``\\r`` or an
+escape code) is left to the generic reader. A template is kept only when it reads the line it was
+made from exactly as the generic reader did (:func:`derive`); tests/parsers/test_templates.py
+compares the two on every line of every fixture in every format.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .. import sglang
+from ..clock import minute_epoch, rfc3339_epoch
+from ..events import SGLANG, Line
+from . import preamble, structured
+from .prefix import COLLECTOR_RE, SGLANG_HEADER_RE, Header, sglang_tags
+
+Item = tuple
+Items = tuple[Item, ...]
+
+MAX_ITEMS = 48  # the C scanner's limit per template
+MAX_LOGFMT = 65536  # structured.logfmt_record reads no longer line
+_DIGITS = "[0-9]"
+# what each hole admits (the C scanner, exporter/_scan.c, checks the same characters)
+# a JSON string's content, a logfmt quoted value's (the loops unrolled: a run of plain characters
+# at a time, which the regex engine reads ten times faster than an alternation per character)
+_JSTR = r'[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*'
+_QSTR = r'[^"\\\n]*(?:\\[^\n][^"\\\n]*)*'
+_WORD = r"[A-Za-z0-9_.:/@+\-]*"  # a logfmt bare value this module accepts (a narrower class than logfmt's)
+_BRACKET = r"(?!unified-memory-pool)(?:(?!P[0-9]|pid=)[^\[\]\n]){0,160}"
+_BRACKET_BAD = {"b": re.compile(r"P[0-9]|pid="), "B": re.compile(r"P[0-9]|pid=|[0-9]{2}:[0-9]{2}")}
+_LEVELS = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL", "TRACE", "NOTICE")
+_HOLES = {
+    ("G", "h"): r"[^\]\[\n]*",
+    ("G", "H"): r'[^\]\[\n"\\\x00-\x1f]*',
+    ("G", "b"): r"[A-Z0-9_ ]*",
+    ("G", "t"): r"[A-Z0-9_]+",
+    ("R", "i"): r"(?:0|[1-9][0-9]*)",
+    ("R", "d"): r"[0-9]+",
+    ("R", "q"): r'[^"\\\x00-\x1f]*',
+    ("R", "w"): _WORD,
+    ("S", "b"): _BRACKET,
+    ("S", "B"): r"(?!unified-memory-pool)(?:(?!P[0-9]|pid=|[0-9]{2}:[0-9]{2})[^\[\]\n]){0,160}",
+    ("S", "v"): "(?:" + "|".join(_LEVELS) + ")",
+    ("S", "j"): _JSTR,
+    ("S", "n"): r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?",
+    ("S", "q"): _QSTR,
+    ("S", "w"): _WORD,
+}
+_REGION = {"E": ".*", "J": _JSTR, "Q": _QSTR}
+_ESC_RE = re.compile(r"\\(.)")
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r"}
+
+
+def time_pattern(t: Item, groups: bool, names: tuple[str, str, str, str] | None = None) -> str:
+    """The regex of a ``T`` item; with ``groups`` its date, ``HH:MM``, seconds and fraction are
+    groups 1-4 of the pattern (named ``names`` when given; the fraction's may be empty)."""
+    _, sep, fsep, fd, zone, _ = t
+    if not groups:
+        g = ["(?:"] * 4
+    elif names:
+        g = [f"(?P<{n}>" for n in names]
+    else:
+        g = ["("] * 4
+    out = rf"{g[0]}{_DIGITS}{{4}}-{_DIGITS}{{2}}-{_DIGITS}{{2}}){re.escape(sep)}{g[1]}{_DIGITS}{{2}}:{_DIGITS}{{2}}):{g[2]}{_DIGITS}{{2}})"
+    if fd == -1:
+        out += rf"(?:\.{g[3]}{_DIGITS}{{3}}))?"
+    elif fd:
+        out += re.escape(fsep) + rf"{g[3]}{_DIGITS}{{{fd}}})"
+    elif groups:
+        out += g[3] + ")"
+    return out + re.escape(zone)
+
+
+def hole_pattern(item: Item) -> str:
+    """The regex of a ``G``, ``R`` or ``S`` item: an atomic group. No hole gives back what it
+    read (the C scanner's holes are greedy; what follows a hole never starts with a character it
+    takes), so a line that does not fit fails at once instead of after every shorter reading."""
+    return "(?>" + _HOLES[item[0], item[1]] + ")"
+
+
+def _time_item(text: str, use: int) -> Item | None:
+    """The ``T`` item of a written time (the whole of ``text``), or None when it is not one this
+    module reads (no seconds, no date, another zone spelling)."""
+    m = re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ])[0-9]{2}:[0-9]{2}:[0-9]{2}(?:([.,])([0-9]{1,9}))?(Z|[+-][0-9]{2}:?[0-9]{2})?", text)
+    if m is None:
+        return None
+    sep, fsep, frac, zone = m.groups()
+    return ("T", sep, fsep or "", len(frac) if frac else 0, zone or "", use)
+
+
+class Template:
+    """One learned envelope: its items, their regex, and how a match becomes a :class:`Header`.
+
+    ``kind``: the envelope it reads (``'config'``, ``'json'``, ``'logfmt'``, ``'collector'``);
+    ``via``: what the generic reader says it read (``Header.via``); ``record``: ``'json'`` or
+    ``'logfmt'`` when the line is a record; ``zoned``: the line's time carries its zone (its 10-s
+    bucket is then the configured zone's, not the text's); ``zone``: that zone's text."""
+
+    __slots__ = (
+        "kind",
+        "items",
+        "via",
+        "engine",
+        "record",
+        "zone",
+        "zoned",
+        "rx",
+        "_ranks",
+        "_times",
+        "_rank_groups",
+        "_time_group",
+        "_msg_group",
+        "_mode",
+        "_brackets",
+        "_pre",
+        "_post",
+        "_groups",
+        "_batch",
+    )
+
+    def __init__(self, kind: str, items: Items, via: str, engine: str | None, record: str | None = None) -> None:
+        self.kind = kind
+        self.items = items
+        self.via = via
+        self.engine = engine
+        self.record = record
+        self.zone = next(t for t in items if t[0] == "T" and t[5])[4]
+        self.zoned = bool(self.zone)
+        self._ranks: dict[tuple, tuple[str, int | None, int | None, str | None]] = {}
+        self._times: dict[str, float] = {}
+        self._mode = "E"
+        # the regex in two parts, the message between them; each captured group is named by its
+        # part and its number in it, so that the batch forms (batch_form) number them too
+        pre: list[str] = []
+        post: list[str] = []
+        groups: dict[str, list] = {"pre": [], "post": []}  # (role, item) per group, in order
+        side = "pre"
+        for it in items:
+            op = it[0]
+            parts = pre if side == "pre" else post
+            if op == "L":
+                parts.append(re.escape(it[1]))
+            elif op == "T":
+                if it[5]:
+                    parts.append("(" + time_pattern(it, True) + ")")
+                    groups[side] += [("time", it), ("", it), ("", it), ("", it), ("", it)]
+                else:
+                    parts.append(time_pattern(it, False))
+            elif op in ("G", "R"):
+                parts.append("(" + hole_pattern(it) + ")")
+                groups[side].append(("rank", it))
+            elif op == "S" and it[1] in "bB":
+                # the bracket text captured and checked after the match (_BRACKET_BAD): the same as
+                # the scanner's per-character test, which costs the regex engine ten times more
+                parts.append(r"(?!unified-memory-pool)((?>[^\[\]\n]{0,160}))")
+                groups[side].append(("bracket", it))
+            elif op == "S":
+                parts.append(hole_pattern(it))
+            elif op == "M":
+                self._mode = it[1]  # the region opens: what follows up to B is inside it
+            elif op == "B":
+                side = "post"
+        self._pre, self._post, self._groups = "".join(pre), "".join(post), groups
+        self._batch: dict[tuple, tuple] = {}
+        self.rx = re.compile(self._pre + "((?>" + _REGION[self._mode] + "))" + self._post)
+        self._msg_group = len(groups["pre"]) + 1
+        self._time_group, self._rank_groups, self._brackets = self._numbered(1)
+
+    def _numbered(self, between: int) -> tuple[int, list[tuple[int, Item]], list[tuple[int, re.Pattern[str]]]]:
+        """The group numbers of the line's time, its rank items and its bracket texts, in a regex
+        of the two parts with ``between`` groups between them."""
+        time_group, ranks, brackets = 0, [], []
+        base = {"pre": 0, "post": len(self._groups["pre"]) + between}
+        for side in ("pre", "post"):
+            for k, (role, it) in enumerate(self._groups[side], 1):
+                g = base[side] + k
+                if role == "time":
+                    time_group = g
+                elif role == "rank":
+                    ranks.append((g, it))
+                elif role == "bracket":
+                    brackets.append((g, _BRACKET_BAD[it[1]]))
+        return time_group, ranks, brackets
+
+    def batch_form(self, d: Any, p: Any) -> tuple:
+        """How a whole batch line of the current decode or prefill shape (``parsers.shapes.Shape``)
+        in this envelope is read: ``(fullmatch, D's marker group, D's builder, D's value count,
+        P's marker group, P's builder, P's value count, time group, rank groups, bracket groups)``;
+        a marker group is the message's start when its kind matched. Kept per pair of shapes."""
+        key = (d, p)
+        form = self._batch.get(key)
+        if form is None:
+            dre, dn, dbuild = d.in_record(self._mode)
+            pre_, pn, pbuild = p.in_record(self._mode)
+            npre = len(self._groups["pre"])
+            rx = re.compile(self._pre + "(?:()" + dre + "|()" + pre_ + ")" + self._post)
+            form = (rx.fullmatch, npre + 1, dbuild, dn, npre + 2 + dn, pbuild, pn, *self._numbered(2 + dn + pn))
+            if len(self._batch) > 16:
+                self._batch.clear()
+            self._batch[key] = form
+        return form
+
+    def batch_line(self, line: str, d: Any, p: Any) -> Line | None:
+        """The parsed Line of a batch line of shape ``d`` or ``p`` (``parsers.shapes.Shape``) in this
+        envelope, in one ``fullmatch``: the Line the generic path gives (its header by :meth:`peel`,
+        its message by the shape); None for any other line, or one with a value that does not
+        convert (the generic path decides those)."""
+        fm, dm, dbuild, dn, pm, pbuild, pn, tg, ranks, brackets = self._batch.get((d, p)) or self.batch_form(d, p)
+        m = fm(line)
+        if m is None:
+            return None
+        for i, bad in brackets:
+            if bad.search(m.group(i)) is not None:
+                return None
+        g = m.groups()
+        is_d = g[dm - 1] is not None
+        if self.record is None and self.engine is None and m.start(dm if is_d else pm) > preamble.MAX_PREAMBLE:
+            return None
+        try:
+            ts = self._time(m, tg)
+        except (ValueError, OverflowError):
+            return None
+        key = tuple(m.group(i) for i, _ in ranks)
+        r = self._ranks.get(key)
+        if r is None:
+            r = self._ranks_of(key)
+        if is_d:
+            return dbuild(g[dm : dm + dn], ts, r[0], r[1], r[2])
+        return pbuild(g[pm : pm + pn], ts, r[0], r[1], r[2])
+
+    def scanner(self) -> tuple[str, Items]:
+        """The template as the bulk scanner reads it: ``(checks, items)``; the checks are ``'l'`` (a
+        logfmt line: at most ``MAX_LOGFMT`` characters) and ``'p'`` (a logging config's header: the
+        message starts within ``preamble.MAX_PREAMBLE`` characters)."""
+        return ("l" if self.record == "logfmt" else "p" if self.record is None and self.engine is None else ""), self.items
+
+    # ------------------------------------------------------------------------------------
+    def peel(self, line: str) -> Header | None:
+        """The header of ``line`` as the generic reader gives it, or None when the template does not
+        read it (then the generic reader does)."""
+        if "\r" in line or "\x1b" in line or (self.record == "logfmt" and len(line) > MAX_LOGFMT):
+            return None
+        m = self.rx.fullmatch(line)
+        if m is None:
+            return None
+        for i, bad in self._brackets:
+            if bad.search(m.group(i)) is not None:
+                return None
+        msg = m.group(self._msg_group)
+        if self._mode != "E" and "\\" in msg:
+            msg = _unescape(msg, self._mode)
+            if msg is None:
+                return None
+        if self.record is not None:
+            msg = msg.rstrip("\n")
+        if not self._message_ok(msg, m):
+            return None
+        try:
+            ts = self._time(m)
+        except (ValueError, OverflowError):
+            return None  # a date the clock cannot read (month 38): the generic reader says no time
+        key = tuple(m.group(i) for i, _ in self._rank_groups)
+        r = self._ranks.get(key)
+        if r is None:
+            r = self._ranks_of(key)
+            if len(self._ranks) < 4096:
+                self._ranks[key] = r
+        h = Header(self.engine, msg, ts, r[0], r[1], r[2], None, r[3], None, self.via)
+        if not self.zoned:  # the 10-s bucket as the text gives it, as the bulk scanner makes it
+            g = self._time_group
+            h.bucket = f"{m.group(g + 1)} {m.group(g + 2)}{m.group(g + 3)[0]}"
+        return h
+
+    def _message_ok(self, msg: str, m: re.Match) -> bool:
+        """Whether the generic reader takes ``msg`` as the message, as it stands."""
+        if not msg or "\r" in msg or "\x1b" in msg:
+            return False
+        c = msg[0]
+        if self.engine == SGLANG:  # the message after SGLang's default header
+            if c == " " or c == "\t":
+                return False  # split_header strips blanks after a header
+            return not (c == "[" and not self._default_tags(m))  # an untagged header before another: a stamp
+        if self.record is not None:
+            if c == "{" or ("=" in msg[:64] and (c.isalpha() or c == "_" or c == "@")):
+                return False  # a record in the record: read twice by the generic reader
+            if c != "[" and COLLECTOR_RE.match(msg) is not None:
+                return False  # a collector's prefix in the record's message
+        elif m.start(self._msg_group) > preamble.MAX_PREAMBLE:
+            return False
+        return sglang.starts_message(msg)
+
+    def _default_tags(self, m: re.Match) -> str:
+        for i, it in reversed(self._rank_groups):
+            if it[0] == "G" and it[1] in "hH":
+                return m.group(i)
+        return ""
+
+    def _time(self, m: re.Match, g: int = 0) -> float:
+        g = g or self._time_group
+        text = m.group(g)
+        ts = self._times.get(text)
+        if ts is None:  # once per run of equal times
+            date, hm, sec, frac = m.group(g + 1, g + 2, g + 3, g + 4)
+            zone = self.zone
+            if zone:
+                z = zone if zone == "Z" or ":" in zone else zone[:3] + ":" + zone[3:]
+                ts = rfc3339_epoch(f"{date}T{hm}:{sec}{'.' + frac if frac else ''}{z}")
+            else:
+                ts = minute_epoch(f"{date} {hm}") + int(sec) + (float("0." + frac) if frac else 0.0)
+            if len(self._times) > 256:
+                self._times.clear()
+            self._times[text] = ts
+        return ts
+
+    def _ranks_of(self, key: tuple) -> tuple[str, int | None, int | None, str | None]:
+        """(dp, tp, pp, process) of a line whose rank items read ``key``, by the generic reader's
+        own rules (``split_header``, ``preamble``'s tags, :func:`parsers.header.structured.fill`)."""
+        default = next((v for v, (_, it) in zip(key, self._rank_groups, strict=True) if it[0] == "G" and it[1] in "hH"), None)
+        dtags = (sglang_tags(default) if default else ("0", None, None)) if default is not None else None
+        if self.record is None:
+            if dtags is not None:  # SGLang's default header
+                return (*dtags, None)
+            tags = ""
+            for v, (_, it) in zip(key, self._rank_groups, strict=True):
+                found = preamble.tags_in(v) if it[1] == "b" else v
+                if found:
+                    tags += " " + found
+            return (*(sglang_tags(tags) if tags else ("0", None, None)), None)
+        node: dict[str, object] = {}
+        for v, (_, it) in zip(key, self._rank_groups, strict=True):
+            if it[0] == "R":
+                node.setdefault(it[2], int(v) if it[1] == "i" else v)
+        node[self.via.split("[", 1)[1].split("]", 1)[0]] = "x"
+        rec = structured.from_fields(node, self.record, 2026)
+        h = Header(None, "", 0.0) if dtags is None else Header(SGLANG, "", 0.0, *dtags, via=SGLANG)
+        if rec is not None:
+            structured.fill(h, rec)
+        return h.dp_rank, h.tp_rank, h.pp_rank, h.process
+
+
+def _unescape(raw: str, mode: str) -> str | None:
+    if mode == "J":
+        try:
+            return json.loads('"' + raw + '"')
+        except ValueError:
+            return None
+    return _ESC_RE.sub(lambda e: _ESCAPES.get(e.group(1), e.group(1)), raw)
+
+
+# ----------------------------------------------------------------------------------------
+# deriving a template from a line the generic reader read
+
+
+def derive(line: str, h: Header, year: int) -> Template | None:
+    """The template of ``line``, whose header the generic reader read as ``h`` (for an SGLang
+    source), or None when the line is not of a shape this module reads, or when the template
+    would not read the line exactly as ``h`` says."""
+    if h.ts is None or "\r" in line or "\x1b" in line or not h.msg or not sglang.starts_message(h.msg):
+        return None
+    try:
+        made = _derive(line, h)
+    except (ValueError, IndexError, KeyError):
+        return None
+    if made is None or len(made[1]) > MAX_ITEMS:
+        return None
+    kind, items, record = made
+    if not any(t[0] == "T" and t[5] for t in items):
+        return None
+    t = Template(kind, items, h.via, h.engine, record)
+    got = t.peel(line)
+    if got is None or not same(got, h):
+        return None
+    return t
+
+
+def same(a: Header, b: Header) -> bool:
+    """Whether two headers say the same (the level aside: the fast path does not read it)."""
+    return (a.engine, a.msg, a.ts, a.dp_rank, a.tp_rank, a.pp_rank, a.process, a.tod, a.via) == (
+        b.engine,
+        b.msg,
+        b.ts,
+        b.dp_rank,
+        b.tp_rank,
+        b.pp_rank,
+        b.process,
+        b.tod,
+        b.via,
+    )
+
+
+def _derive(line: str, h: Header) -> tuple[str, Items, str | None] | None:
+    prefix, rest_at = _prefix(line)
+    if prefix is None:
+        return None
+    rest = line[rest_at:]
+    c = rest[:1]
+    if c == "{":
+        body = _json_items(rest, h)
+        kind, record = "json", "json"
+    elif "=" in rest[:64] and (c.isalpha() or c == "_" or c == "@"):
+        body = _logfmt_items(rest, h)
+        kind, record = "logfmt", "logfmt"
+    elif c == "[" and SGLANG_HEADER_RE.match(rest) is not None:
+        if not prefix:
+            return None  # SGLang's own default header: the sampler's fast path reads it
+        body = _default_items(rest, 1) + [("M", "E"), ("B",)]
+        kind, record = "collector", None
+    elif c == "[" and not prefix:
+        body = _text_items(rest)
+        kind, record = "config", None
+    else:
+        return None
+    if body is None:
+        return None
+    items = prefix + body
+    if prefix and sum(1 for t in items if t[0] == "T") > 1:
+        pass  # the prefix's time is only checked: the engine's or the record's is the line's
+    elif prefix:
+        # no time after the prefix: the collector's is the line's
+        items = [("T", *t[1:5], 1) if t[0] == "T" else t for t in items]
+    return kind, _merge_literals(items), record
+
+
+def _merge_literals(items: list[Item]) -> Items:
+    out: list[Item] = []
+    for it in items:
+        if it[0] == "L":
+            if not it[1]:
+                continue
+            if out and out[-1][0] == "L":
+                out[-1] = ("L", out[-1][1] + it[1])
+                continue
+        out.append(it)
+    return tuple(out)
+
+
+def _prefix(line: str) -> tuple[list[Item] | None, int]:
+    """The items of a collector's prefix before the engine's line (its time only checked), and
+    where the line after it starts; ``([], 0)`` when there is none."""
+    if line[:1] == "[":
+        m = SGLANG_HEADER_RE.match(line)
+        if m is not None and not m.group(4) and line[m.end() : m.end() + 1] == "[":
+            # SGLang-shaped '[date time] ' stamp before a whole engine line
+            return [("L", "["), ("T", " ", ".", -1, "", 0), ("L", "] ")], m.end()
+        return [], 0
+    m = COLLECTOR_RE.match(line)
+    if m is None:
+        return [], 0
+    if m.group("cts"):
+        t = _time_item(m.group("cts"), 0)
+        if t is None or t[2] == ",":
+            return None, 0
+        return [t, ("L", line[m.end("cts") : m.end()])], m.end()
+    if m.group("dcts"):
+        t = _time_item(m.group("dcts"), 0)
+        if t is None or t[2] == ",":
+            return None, 0
+        return [t, ("L", line[m.end("dcts") : m.end()])], m.end()
+    text = line[: m.end()]
+    if re.fullmatch(r"[\w.-]{1,64}\s{1,32}\| ", text):
+        return [("L", text)], m.end()  # a compose service's prefix: the same on every line
+    return None, 0
+
+
+def _default_items(text: str, use: int) -> list[Item]:
+    """SGLang's default header at the start of ``text``."""
+    return [("L", "["), ("T", " ", ".", -1, "", use), ("G", "h"), ("L", "] ")]
+
+
+def _text_items(line: str) -> list[Item] | None:
+    """A logging config's header: the tokens the generic reader reads before the message, each a
+    hole, the separators literal. Bracket groups, times, level words and rank tags only."""
+    spans: list = []
+    f = preamble.locate(line, SGLANG, 2026, spans)
+    if f is None or not spans or spans[-1][1] != f.start:
+        return None
+    items: list[Item] = []
+    pos = 0
+    timed = False
+    for m, sep_end in spans:
+        if m.start() != pos:
+            return None
+        kind = m.lastgroup
+        if kind == "br":
+            inner = m.group("br")
+            t = _time_item(inner, 0 if timed else 1) if re.match(r"[0-9]{4}-", inner) else None
+            if t is not None and not timed:
+                items += [("L", "["), t, ("L", "]")]
+                timed = True
+            elif inner and re.fullmatch(r"[A-Z0-9_ ]*", inner) and preamble.tags_in(inner):
+                items += [("L", "["), ("G", "b"), ("L", "]")]
+            elif re.fullmatch(hole_pattern(("S", "b" if timed else "B")), inner):
+                items += [("L", "["), ("S", "b" if timed else "B"), ("L", "]")]
+            else:
+                return None
+        elif kind == "time":
+            t = _time_item(m.group("time"), 0 if timed else 1)
+            nxt = line[m.end() : m.end() + 1]
+            if t is None or nxt[:1] in ("Z", "+", "-"):
+                return None
+            items.append(t)
+            timed = True
+        elif kind == "level":
+            if line[m.end() : m.end() + 1] == ":":
+                return None  # 'INFO:' is a message of its own
+            items.append(("S", "v"))
+        elif kind == "tag":
+            items.append(("G", "t"))
+        else:
+            return None  # files, names, (...) groups: the generic reader reads them
+        items.append(("L", line[m.end() : sep_end]))
+        pos = sep_end
+    if not timed:
+        return None
+    return items + [("M", "E"), ("B",)]
+
+
+def _json_items(text: str, h: Header) -> list[Item] | None:
+    """A flat JSON object's items: keys and punctuation literal, values holes (the message, the
+    time, the rank fields by what they are)."""
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or any(isinstance(v, (dict, list)) for v in obj.values()):
+        return None
+    rec = structured.from_fields(obj, "json", 2026)
+    if rec is None or "." in rec.msg_key:
+        return None
+    tkey = next((k for k in structured.TIME_KEYS if isinstance(obj.get(k), (str, int, float)) and type(obj.get(k)) is not bool), None)
+    pairs = _json_pairs(text)
+    if pairs is None or len(pairs) != len(obj) + 1:
+        return None
+    return _record_items(pairs, obj, rec.msg_key, tkey, h, "json")
+
+
+_JSON_WS = re.compile(r"[ \t]*")
+_JSON_KEY = re.compile(r'"([A-Za-z0-9_@.\-]*)"')
+_JSON_STR = re.compile('"(' + _JSTR + ')"')
+_JSON_NUM = re.compile(hole_pattern(("S", "n")))
+_JSON_LIT = re.compile(r"true|false|null")
+
+
+def _json_pairs(text: str) -> list[tuple[str, str, str, str]] | None:
+    """``(literal before the value, key, value kind 's'/'n'/'l', value text)`` of each member of a
+    flat object written on one line, and the closing literal as a last pair with key ''."""
+    out = []
+    pos = 0
+    lit = ""
+    if text[:1] != "{":
+        return None
+    lit = "{"
+    pos = 1
+    while True:
+        w = _JSON_WS.match(text, pos)
+        lit += w.group()
+        pos = w.end()
+        km = _JSON_KEY.match(text, pos)
+        if km is None:
+            return None
+        key = km.group(1)
+        lit += km.group()
+        pos = km.end()
+        w = _JSON_WS.match(text, pos)
+        if text[w.end() : w.end() + 1] != ":":
+            return None
+        w2 = _JSON_WS.match(text, w.end() + 1)
+        lit += text[pos : w2.end()]
+        pos = w2.end()
+        if text[pos : pos + 1] == '"':
+            vm = _JSON_STR.match(text, pos)
+            if vm is None:
+                return None
+            out.append((lit + '"', key, "s", vm.group(1)))
+            lit = '"'
+        else:
+            vm = _JSON_NUM.match(text, pos) or _JSON_LIT.match(text, pos)
+            if vm is None:
+                return None
+            out.append((lit, key, "n" if vm.re is _JSON_NUM else "l", vm.group()))
+            lit = ""
+        pos = vm.end()
+        w = _JSON_WS.match(text, pos)
+        nxt = text[w.end() : w.end() + 1]
+        lit += w.group() + nxt
+        pos = w.end() + 1
+        if nxt == "}":
+            if text[pos:].strip(" \t"):
+                return None
+            out.append((lit + text[pos:], "", "", ""))
+            return out
+        if nxt != ",":
+            return None
+
+
+def _record_items(
+    pairs: list[tuple[str, str, str, str]], values: dict, msg_key: str, tkey: str | None, h: Header, kind: str
+) -> list[Item] | None:
+    items: list[Item] = []
+    quoted_mode = "J" if kind == "json" else "Q"
+    skip_str = "j" if kind == "json" else "q"
+    inner = h.via.endswith(" + sglang")  # the engine's whole line in the record: its header's time is the line's
+    for lit, key, vk, text in pairs:
+        items.append(("L", lit))
+        if not key:
+            break
+        if key == msg_key:
+            if vk != "s":
+                return None
+            items.append(("M", quoted_mode))
+            if inner:
+                if not text.startswith("[") or "\\" in text[:40]:
+                    return None
+                items += [("G", "H") if t == ("G", "h") else t for t in _default_items(text, 1)] + [("B",)]
+            else:
+                items.append(("B",))
+        elif key == tkey:
+            t = _time_item(text, 0 if inner else 1) if vk in ("s", "w") else None
+            if t is None:
+                return None
+            items.append(t)
+        elif key in structured.RANK_KEYS:
+            v = values[key]
+            if vk == "l":
+                items.append(("L", text))
+            elif type(v) is int and vk == "n" and re.fullmatch(hole_pattern(("R", "i")), text):
+                items.append(("R", "i", key))
+            elif isinstance(v, str) and re.fullmatch("[0-9]+", v) and vk in ("s", "w"):
+                items.append(("R", "d", key))
+            else:
+                return None
+        elif key in structured.PROCESS_KEYS or key in structured.TAG_KEYS:
+            if vk == "l":
+                items.append(("L", text))
+            elif vk == "s" and "\\" not in text:
+                items.append(("R", "q", key))
+            elif vk == "w" and re.fullmatch(_WORD, text):
+                items.append(("R", "w", key))
+            else:
+                return None
+        elif vk == "s":
+            items.append(("S", skip_str))
+        elif vk == "w":
+            if not re.fullmatch(_WORD, text):
+                return None
+            items.append(("S", "w"))
+        elif vk == "n":
+            items.append(("S", "n"))
+        else:
+            items.append(("L", text))
+    return items
+
+
+_PAIR_RE = re.compile(r'([A-Za-z_@][\w.@/\-]*)=("(?:[^"\\]|\\.)*"|[^\s"]*)(\s+|$)')
+
+
+def _logfmt_items(text: str, h: Header) -> list[Item] | None:
+    """A logfmt line's items: keys literal, values holes, as :func:`_record_items` makes them."""
+    if len(text) > MAX_LOGFMT:
+        return None
+    pairs = []
+    fields: dict[str, str] = {}
+    pos = 0
+    lit = ""
+    n = len(text.rstrip())
+    while pos < n:
+        m = _PAIR_RE.match(text, pos)
+        if m is None:
+            return None
+        key, v, ws = m.groups()
+        if key in fields:
+            return None
+        if v[:1] == '"':
+            fields[key] = v[1:-1]
+            pairs.append((lit + key + '="', key, "s", v[1:-1]))
+            lit = '"' + ws
+        else:
+            fields[key] = v
+            pairs.append((lit + key + "=", key, "w", v))
+            lit = ws
+        pos = m.end()
+    pairs.append((lit + text[pos:], "", "", ""))
+    rec = structured.from_fields(fields, "logfmt", 2026)
+    if rec is None:
+        return None
+    tkey = next((k for k in structured.TIME_KEYS if k in fields), None)
+    if tkey is not None and fields[tkey].strip().replace(".", "", 1).isdigit():
+        return None  # an epoch number: the generic reader reads it
+    for key, v in fields.items():
+        if key in structured.RANK_KEYS and not v.isdigit():
+            return None
+    return _record_items(pairs, fields, rec.msg_key, tkey, h, "logfmt")
+
+
+__all__ = ["MAX_ITEMS", "Template", "derive", "hole_pattern", "same", "time_pattern"]
