@@ -34,7 +34,7 @@ from itertools import islice
 from typing import NamedTuple
 
 from parsers.header import preamble
-from parsers.header.templates import MAX_LOGFMT, hole_pattern, time_pattern
+from parsers.header.templates import JSTR, MAX_LOGFMT, QSTR, hole_pattern, time_pattern
 from parsers.numbers import MAX_COUNT_DIGITS
 from parsers.shapes import LINE_HEADER, VALUE_PATTERNS, LineShapes
 
@@ -116,7 +116,7 @@ def _regex(sp: Spec) -> re.Pattern[str]:
     return rx
 
 
-_REST = {"E": r"[^\n]*", "J": r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*', "Q": r'(?:[^"\\\n]|\\[^\n])*'}
+_REST = {"E": r"[^\n]*", "J": JSTR, "Q": QSTR}  # an INFO: message to its end
 
 
 def _env_regex(d: Template, p: Template, items: tuple) -> re.Pattern[str]:

@@ -40,7 +40,7 @@ from typing import Any
 from .. import sglang, vllm
 from ..clock import minute_epoch, rfc3339_epoch
 from ..events import SGLANG, VLLM, Line
-from . import structured, templates
+from . import learning, structured, templates
 from .prefix import COLLECTOR_RE, SGLANG_HEADER_RE, Header, split_header, strip_collector
 from .templates import Template
 
@@ -232,7 +232,7 @@ class Stage:
         if env != NONE and env != self.envelope:
             self._decide(env)
         if engine == SGLANG and env in _TEMPLATED and self._tries > 0 and len(self.templates) < MAX_TEMPLATES:
-            t = templates.derive(line, h, year)
+            t = learning.derive(line, h, year)
             if t is None:
                 self._tries -= 1
             else:

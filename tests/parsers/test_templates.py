@@ -20,7 +20,8 @@ from formats_support import FORMATS, render
 
 from parsers.events import SGLANG
 from parsers.header import ENVELOPES, NONE, Stage, envelope_of, read_header
-from parsers.header.templates import derive, same
+from parsers.header.learning import derive
+from parsers.header.templates import same
 
 ROOT = Path(__file__).resolve().parents[2]
 SGLANG_LOGS = sorted(glob.glob(str(ROOT / "fixtures" / "sglang" / "*.log"))) + sorted(
