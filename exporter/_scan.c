@@ -21,8 +21,8 @@
  *
  * spec may carry a third element, the header templates of the source's header stage
  * (parsers/header/templates.py: a tuple of (checks, items)); then only lines one of them reads are
- * consumed; the template that read the line before it, else the first in order that reads it
- * (header items, then a batch or INFO: message), takes it, its time item gives the time and the bucket, and its tags are the template's
+ * consumed; the first template in order that reads it (header items, then a batch or INFO:
+ * message) takes it (parsers.header.Stage.scanner orders them: the most particular ending first), its time item gives the time and the bucket, and its tags are the template's
  * index ('0' + k) followed by the text from its first rank item to its last.
  *
  * The pure-Python twin (exporter/scan.py, one fullmatch per line) gives the same result; tests
@@ -70,6 +70,8 @@ typedef struct {
     char checks; /* 'l': a logfmt line, at most MAX_LOGFMT long; 'p': the message starts within MAX_PREAMBLE */
     int lo, hi; /* first and last rank item (G, R), -1 when none */
     int raw; /* a '\r' or an escape code in the line can reach the message: such lines are not read */
+    const char *tail; /* the last item's literal, when the template ends in one: a line that does not end in it is not tried */
+    Py_ssize_t tail_len;
 } Env;
 
 /* what a template read of a line */
@@ -79,6 +81,7 @@ typedef struct {
     Py_ssize_t tags_at, tags_len;
     Py_ssize_t body, body_end;
     int backslash;
+    int clean; /* the line holds no byte below 0x20 (set by the caller) */
 } Peeled;
 
 typedef struct {
@@ -296,6 +299,12 @@ static int load_env(PyObject *t, Env *out)
         if (x->op == 'M' && x->kind == 'J')
             out->raw = 0; /* a JSON string holds no control character: every hole and literal rejects them */
     }
+    out->tail = NULL;
+    out->tail_len = 0;
+    if (n > 0 && out->items[n - 1].op == 'L') {
+        out->tail = out->items[n - 1].text;
+        out->tail_len = out->items[n - 1].len;
+    }
     return 0;
 bad:
     if (!PyErr_Occurred())
@@ -381,21 +390,17 @@ static int match_time(const char *s, Py_ssize_t lim, Py_ssize_t *pp, const Item 
     return 1;
 }
 
-/* bytes a JSON string's content cannot hold as they are: '"', '\\' and the control characters */
-static unsigned char JSON_SPECIAL[256];
-/* bytes a logfmt quoted value's content cannot hold as they are: '"', '\\' and a newline */
-static unsigned char LOGFMT_SPECIAL[256];
+/* the bytes a bracket group's text (a template's 'b' / 'B' hole) is looked at more closely at */
+static unsigned char BRACKET_STOP[256], BRACKET_STOP_B[256];
 
 static void init_tables(void)
 {
-    for (int c = 0; c < 0x20; c++)
-        JSON_SPECIAL[c] = 1;
-    JSON_SPECIAL['"'] = JSON_SPECIAL['\\'] = 1;
-    LOGFMT_SPECIAL['"'] = LOGFMT_SPECIAL['\\'] = LOGFMT_SPECIAL['\n'] = 1;
+    BRACKET_STOP['['] = BRACKET_STOP[']'] = BRACKET_STOP['\n'] = BRACKET_STOP['P'] = BRACKET_STOP['p'] = 1;
+    memcpy(BRACKET_STOP_B, BRACKET_STOP, sizeof BRACKET_STOP);
+    for (int c = '0'; c <= '9'; c++)
+        BRACKET_STOP_B[c] = 1;
 }
 
-/* The end of a JSON string's content from p (the closing quote's index), -1 when it is not one;
- * *bs counts its escapes. */
 /* Whether s[p:q] holds a byte below 0x20, eight bytes at a time (a byte of 0x80 or more is none). */
 static int has_control(const char *s, Py_ssize_t p, Py_ssize_t q)
 {
@@ -411,67 +416,61 @@ static int has_control(const char *s, Py_ssize_t p, Py_ssize_t q)
     return 0;
 }
 
-static Py_ssize_t json_string_end(const char *s, Py_ssize_t lim, Py_ssize_t p, int *bs)
+/* The end of a JSON string's content from p (the closing quote's index), -1 when it is not one;
+ * *bs counts its escapes. */
+static Py_ssize_t json_string_end(const char *s, Py_ssize_t lim, Py_ssize_t p, int *bs, int clean)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    /* the usual string: no escape before its closing quote (memchr: many bytes a step) */
-    const char *quote = memchr(s + p, '"', lim - p);
-    if (quote == NULL)
-        return -1;
-    Py_ssize_t q = quote - s;
-    if (memchr(s + p, '\\', q - p) == NULL)
-        return has_control(s, p, q) ? -1 : q;
+    /* from one escape to the next with memchr (many bytes a step): the plain bytes between must
+     * not be control characters */
     for (;;) {
-        while (p + 4 <= lim && !(JSON_SPECIAL[u[p]] | JSON_SPECIAL[u[p + 1]] | JSON_SPECIAL[u[p + 2]] | JSON_SPECIAL[u[p + 3]]))
-            p += 4;
-        while (p < lim && !JSON_SPECIAL[u[p]])
-            p++;
-        if (p >= lim)
+        const char *quote = memchr(s + p, '"', lim - p);
+        if (quote == NULL)
             return -1;
-        unsigned char c = u[p];
-        if (c == '"')
-            return p;
-        if (c < 0x20)
+        Py_ssize_t q = quote - s;
+        const char *esc = memchr(s + p, '\\', q - p);
+        if (esc == NULL)
+            return !clean && has_control(s, p, q) ? -1 : q;
+        Py_ssize_t e = esc - s;
+        if (!clean && has_control(s, p, e))
             return -1;
-        /* a backslash */
         (*bs)++;
-        if (p + 1 >= lim)
+        if (e + 1 >= lim)
             return -1;
-        char e = s[p + 1];
-        if (e == 'u') {
-            if (p + 5 >= lim)
+        char c = s[e + 1];
+        if (c == 'u') {
+            if (e + 5 >= lim)
                 return -1;
             for (int j = 2; j < 6; j++) {
-                char h = s[p + j];
+                char h = s[e + j];
                 if (!is_digit(h) && !(h >= 'a' && h <= 'f') && !(h >= 'A' && h <= 'F'))
                     return -1;
             }
-            p += 6;
-            continue;
+            p = e + 6;
         }
-        if (e != '"' && e != '\\' && e != '/' && e != 'b' && e != 'f' && e != 'n' && e != 'r' && e != 't')
+        else if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't')
+            p = e + 2;
+        else
             return -1;
-        p += 2;
     }
 }
 
 /* The end of a logfmt quoted value's content from p (the closing quote's index), -1 when none. */
 static Py_ssize_t logfmt_string_end(const char *s, Py_ssize_t lim, Py_ssize_t p, int *bs)
 {
-    const unsigned char *u = (const unsigned char *)s;
+    /* lines hold no newline: from one backslash to the next with memchr, a quote ends it */
     for (;;) {
-        while (p + 4 <= lim && !(LOGFMT_SPECIAL[u[p]] | LOGFMT_SPECIAL[u[p + 1]] | LOGFMT_SPECIAL[u[p + 2]] | LOGFMT_SPECIAL[u[p + 3]]))
-            p += 4;
-        while (p < lim && !LOGFMT_SPECIAL[u[p]])
-            p++;
-        if (p >= lim || u[p] == '\n')
+        const char *quote = memchr(s + p, '"', lim - p);
+        if (quote == NULL)
             return -1;
-        if (u[p] == '"')
-            return p;
+        Py_ssize_t q = quote - s;
+        const char *esc = memchr(s + p, '\\', q - p);
+        if (esc == NULL)
+            return memchr(s + p, '\n', q - p) == NULL ? q : -1;
+        Py_ssize_t e = esc - s;
         (*bs)++; /* a backslash: it and the character after it */
-        if (p + 1 >= lim || s[p + 1] == '\n')
+        if (e + 1 >= lim || s[e + 1] == '\n' || memchr(s + p, '\n', e - p) != NULL)
             return -1;
-        p += 2;
+        p = e + 2;
     }
 }
 
@@ -484,7 +483,7 @@ static inline int word_char(char c)
 static const char *const LEVELS[] = {"DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL", "TRACE", "NOTICE"};
 
 /* A hole (G, R, S) at *pp, as parsers/header/templates.py's _HOLES patterns read it. */
-static int match_hole(const char *s, Py_ssize_t lim, Py_ssize_t *pp, const Item *it)
+static int match_hole(const char *s, Py_ssize_t lim, Py_ssize_t *pp, const Item *it, int clean)
 {
     Py_ssize_t p = *pp, q = p;
     char k = it->kind;
@@ -540,8 +539,14 @@ static int match_hole(const char *s, Py_ssize_t lim, Py_ssize_t *pp, const Item 
     else if (k == 'b' || k == 'B') { /* a bracket group's text that names no rank or process (nor a time: 'B') */
         if (lim - q >= 19 && memcmp(s + q, "unified-memory-pool", 19) == 0)
             return 0;
-        while (q < lim && q - p < 160) {
+        const unsigned char *stop = k == 'B' ? BRACKET_STOP_B : BRACKET_STOP;
+        Py_ssize_t cap = lim - p < 160 ? lim : p + 160;
+        while (q < cap) {
             char c = s[q];
+            if (!stop[(unsigned char)c]) {
+                q++;
+                continue;
+            }
             if (c == '[' || c == ']' || c == '\n')
                 break;
             if (c == 'P' && q + 1 < lim && is_digit(s[q + 1]))
@@ -565,7 +570,7 @@ static int match_hole(const char *s, Py_ssize_t lim, Py_ssize_t *pp, const Item 
     }
     else if (k == 'j' || k == 'q') { /* a JSON string's, a logfmt quoted value's content */
         int bs = 0;
-        q = k == 'j' ? json_string_end(s, lim, p, &bs) : logfmt_string_end(s, lim, p, &bs);
+        q = k == 'j' ? json_string_end(s, lim, p, &bs, clean) : logfmt_string_end(s, lim, p, &bs);
         if (q < 0)
             return 0;
     }
@@ -631,7 +636,7 @@ static int match_env(const Env *e, const char *s, Py_ssize_t n, Peeled *pe)
         case 'M':
             mode = it->kind;
             if (mode == 'J')
-                region_end = json_string_end(s, n, p, &pe->backslash);
+                region_end = json_string_end(s, n, p, &pe->backslash, pe->clean);
             else if (mode == 'Q')
                 region_end = logfmt_string_end(s, n, p, &pe->backslash);
             if (region_end < 0)
@@ -652,7 +657,7 @@ static int match_env(const Env *e, const char *s, Py_ssize_t n, Peeled *pe)
             lim = n;
             break;
         default:
-            if (!match_hole(s, lim, &p, it))
+            if (!match_hole(s, lim, &p, it, pe->clean))
                 return 0;
         }
         if (i == e->hi) {
@@ -712,7 +717,6 @@ typedef struct {
     Template td, tp;
     Env *envs; /* the header templates, or NULL: SGLang's default header */
     int n_envs;
-    int env_hint; /* the template that read the last line: tried first */
     Group *groups;
     Py_ssize_t cap, ng;
     Py_ssize_t hint[2]; /* last group hit per kind */
@@ -793,12 +797,14 @@ static int scan_line(Scan *sc, const char *s, Py_ssize_t n, Py_ssize_t at)
     char kind = 0;
     int env = -1;
     if (sc->envs != NULL) {
-        int raw = -1; /* whether the line holds a '\r' or an escape code: looked at once, when needed */
-        for (int k = -1; k < sc->n_envs && !kind; k++) {
-            int e = k < 0 ? sc->env_hint : k;
-            if (k >= 0 && k == sc->env_hint)
-                continue;
+        /* one pass over the line for control bytes: none (the usual line) spares the templates
+         * their own looks for them ('\r', escape codes, a JSON string's control characters) */
+        pe.clean = !has_control(s, 0, n);
+        int raw = pe.clean ? 0 : -1; /* whether the line holds a '\r' or an escape code: looked at once, when needed */
+        for (int e = 0; e < sc->n_envs && !kind; e++) {
             const Env *en = &sc->envs[e];
+            if (en->tail_len && (n < en->tail_len || !same_bytes(s + n - en->tail_len, en->tail, en->tail_len)))
+                continue;
             if (en->raw) {
                 if (raw < 0)
                     raw = memchr(s, '\r', n) != NULL || memchr(s, '\x1b', n) != NULL;
@@ -817,7 +823,6 @@ static int scan_line(Scan *sc, const char *s, Py_ssize_t n, Py_ssize_t at)
         }
         if (!kind)
             return 0;
-        sc->env_hint = env;
     }
     else {
         /* header: [YYYY-MM-DD HH:MM:SS */
@@ -1200,18 +1205,20 @@ static Py_ssize_t docker_line(const char *s, Py_ssize_t n, char *o, char *scratc
         return -1;
     Py_ssize_t p = 8, ml = 0;
     for (;;) {
-        if (p >= n)
+        /* the plain bytes up to the next quote or backslash in one copy (memchr: many bytes a step) */
+        const char *quote = memchr(s + p, '"', n - p);
+        if (quote == NULL)
             return -1;
-        unsigned char c = (unsigned char)s[p];
-        if (c == '"')
+        Py_ssize_t q = quote - s;
+        const char *esc = memchr(s + p, '\\', q - p);
+        Py_ssize_t r = esc == NULL ? q : esc - s;
+        if (has_control(s, p, r))
+            return -1;
+        memcpy(scratch + ml, s + p, r - p);
+        ml += r - p;
+        p = r;
+        if (esc == NULL)
             break;
-        if (c < 0x20)
-            return -1;
-        if (c != '\\') {
-            scratch[ml++] = (char)c;
-            p++;
-            continue;
-        }
         if (p + 1 >= n)
             return -1;
         char e = s[p + 1], d;

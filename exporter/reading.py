@@ -102,6 +102,7 @@ class Reader:
         "_record",
         "_overlong",
         "_code",
+        "_arr",
     )
 
     def __init__(self, max_line: int = DEFAULT_MAX_LINE, fmt: str | None = None) -> None:
@@ -119,6 +120,7 @@ class Reader:
         self._record = None
         self._overlong = 0
         self._code: str | None = None  # the C unwrapper's name of the format ('d', 'c'), when it reads it
+        self._arr: bytearray | None = None  # read_text's buffer for container records, reused from read to read
         if fmt is not None:
             self._set_fmt(fmt)
 
@@ -169,7 +171,8 @@ class Reader:
                 return []
         if self._record is None:
             return self.splitter.feed(chunk)
-        text = self._records_text(chunk)
+        data = self._buf + chunk if self._buf else chunk
+        text = self._records_text(data, len(data))
         return text[:-1].split("\n") if text else []
 
     def feed_text(self, chunk: bytes) -> str:
@@ -181,13 +184,25 @@ class Reader:
                 return ""
         if self._record is None:
             return self.splitter.feed_text(chunk)
-        return self._records_text(chunk)
+        data = self._buf + chunk if self._buf else chunk
+        return self._records_text(data, len(data))
 
     def read_text(self, f: BinaryIO, n: int = CHUNK) -> tuple[str, int]:
         """Read up to ``n`` bytes of ``f`` and feed them: ``(feed_text of them, bytes read)``, 0 bytes
         at EOF. A plain file reads into the splitter's reused buffer (:meth:`LineSplitter.read_text`)."""
         if self._record is None and self.fmt is not None:
             return self.splitter.read_text(f, n)
+        if self._code is not None:
+            # container records the C unwrapper reads: into one buffer kept from read to read,
+            # behind the held partial record, as a plain file's reads go (LineSplitter.read_text)
+            held = len(self._buf)
+            arr = self._arr
+            if arr is None or len(arr) < held + n:
+                arr = self._arr = bytearray(held + n)
+            with memoryview(arr) as mv:
+                mv[:held] = self._buf
+                k = f.readinto(mv[held : held + n]) or 0
+            return (self._records_text(arr, held + k) if k else ""), k
         chunk = f.read(n)
         return (self.feed_text(chunk) if chunk else ""), len(chunk)
 
@@ -229,21 +244,21 @@ class Reader:
         return out
 
     # container records ---------------------------------------------------------------------
-    def _records_text(self, chunk: bytes) -> str:
-        """The complete messages of the records in the bytes so far, one block of lines each
-        ending in ``\\n``. Runs of whole records go through the C unwrapper
-        (``container.native_unwrap``) when it is there; the records it leaves (split ones, other
-        layouts, non-ASCII, overlong) are read here, one by one, in their place."""
-        data = self._buf + chunk if self._buf else chunk
-        nl = data.rfind(b"\n")
+    def _records_text(self, data: bytes | bytearray, size: int) -> str:
+        """The complete messages of the records in ``data[:size]`` (what was held, then the new
+        bytes), one block of lines each ending in ``\\n``; the bytes after the last newline are held.
+        Runs of whole records go through the C unwrapper (``container.native_unwrap``) when it is
+        there; the records it leaves (split ones, other layouts, non-ASCII, overlong) are read here,
+        one by one, in their place."""
+        nl = data.rfind(b"\n", 0, size)
         blocks: list[str] = []
         out: list[str] = []
         if nl >= 0:
-            self._buf = data[nl + 1 :]
+            self._buf = bytes(data[nl + 1 : size])
             pos, end = 0, nl + 1
             if self._skip:
                 self._skip = False
-                pos = data.index(b"\n") + 1  # the unseen tail of an overlong record
+                pos = data.index(b"\n", 0, end) + 1  # the unseen tail of an overlong record
             unwrap, code, one = container.native_unwrap, self._code, self._one
             while pos < end:
                 if code is not None and self._first is None:
@@ -252,14 +267,14 @@ class Reader:
                         blocks.append(text)
                     if pos >= end:
                         break
-                e = data.index(b"\n", pos)
-                one(data[pos:e], out)
+                e = data.index(b"\n", pos, end)
+                one(bytes(data[pos:e]), out)
                 if out:
                     blocks.append("\n".join(out) + "\n")
                     out.clear()
                 pos = e + 1
         else:
-            self._buf = data
+            self._buf = bytes(data[:size])
         if len(self._buf) > self.max_line + RECORD_SLACK:
             # a record without newline beyond any real one: keep its head as a line, drop the rest
             if not self._skip:

@@ -519,16 +519,17 @@ def _peeled(stage: Stage, r: ScanResult, line: Callable[[int], str]) -> tuple[Sc
         c = canon[tags] = by_rank.setdefault(rk, tags)
         decoded[c] = rk
     zone = stage.scan_zone()
-    buckets: dict[str, str] = {}
+    buckets = stage.scan_buckets  # kept from run to run: a run's buckets are mostly the last run's
 
     def bucket(b: str) -> str:
         if not zone:
             return b
         v = buckets.get(b)
         if v is None:
-            v = buckets[b] = bucket_of(
-                rfc3339_epoch(f"{b[:10]}T{b[11:16]}:{b[16]}0{zone if zone == 'Z' or ':' in zone else zone[:3] + ':' + zone[3:]}")
-            )
+            if len(buckets) > 4096:
+                buckets.clear()
+            z = zone if zone == "Z" or ":" in zone else zone[:3] + ":" + zone[3:]
+            v = buckets[b] = bucket_of(rfc3339_epoch(f"{b[:10]}T{b[11:16]}:{b[16]}0{z}"))
         return v
 
     counts: dict[tuple[str, str], int] = {}

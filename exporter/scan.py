@@ -162,12 +162,12 @@ def _env_regexes(sp: Spec) -> list[tuple[re.Pattern[str], str]]:
     return rx  # type: ignore[return-value]
 
 
-def _match_env(rxs: list[tuple[re.Pattern[str], str]], line: str, hint: int) -> tuple[int, re.Match] | None:
-    """The template that reads ``line`` (its index and match), tried as the C scanner tries them:
-    ``hint`` (the one that read the line before) first, then the others in order."""
+def _match_env(rxs: list[tuple[re.Pattern[str], str]], line: str) -> tuple[int, re.Match] | None:
+    """The first template in order that reads ``line`` (its index and match), as the C scanner
+    tries them."""
     if "\r" in line or "\x1b" in line:
         return None
-    for k in (hint, *(j for j in range(len(rxs)) if j != hint)):
+    for k in range(len(rxs)):
         rx, checks = rxs[k]
         m = rx.fullmatch(line)
         if m is None:
@@ -244,17 +244,15 @@ def _scan_env_items(items: Iterator[tuple[int, str]], end: int, sp: Spec) -> Sca
     n_info = total_new = total_cached = 0
     top = None
     stop = end
-    hint = 0
     for i, line in items:
         if not line.isascii() and max(line) > "\xff":
             stop = i
             break
-        hit = _match_env(rxs, line, hint)
+        hit = _match_env(rxs, line)
         if hit is None:
             stop = i
             break
-        hint, m = hit
-        k = hint
+        k, m = hit
         td, thm, tsec, tf, tags, d, p, new, cached, info = m.group("td", "thm", "tsec", "tf", "tags", "D", "P", "new", "cached", "I")
         ymdhm = f"{td} {thm}"
         if info:

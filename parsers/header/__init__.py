@@ -203,7 +203,7 @@ class Stage:
     """The header stage of one source: the envelope decided, the templates learned, and the one
     call that peels a line (:meth:`peel`). Kept by the sampler, one per source (``SourceSampling``)."""
 
-    __slots__ = ("envelope", "templates", "changes", "_tries", "_scan", "_scan_key", "_scan_ranks")
+    __slots__ = ("envelope", "templates", "changes", "scan_buckets", "_tries", "_scan", "_scan_key", "_scan_ranks")
 
     def __init__(self) -> None:
         self.envelope: str | None = None  # the catalogue's name, once a line decided it
@@ -213,6 +213,7 @@ class Stage:
         self._scan: tuple[Template, ...] = ()  # the templates the scanner was handed, in its order
         self._scan_key: tuple | None = None
         self._scan_ranks: dict[str, tuple[str, int | None, int | None]] = {}
+        self.scan_buckets: dict[str, str] = {}  # a zoned time's 10-s bucket text -> the configured zone's (the sampler's)
 
     def peel(self, line: str, engine: str | None, year: int) -> Header:
         """The header of ``line`` (the line path): by a learned template, else by the generic chain,
@@ -283,9 +284,13 @@ class Stage:
         if key != self._scan_key:
             first = self.templates[0]
             shape = _time_shape(first)
-            self._scan = tuple(t for t in self.templates if _time_shape(t) == shape)
+            # the one with the longest literal at the end first: a line of another is told at its end
+            # (the scanner tries them in order, and takes the first that reads the line)
+            same = [t for t in self.templates if _time_shape(t) == shape and t.scannable]
+            self._scan = tuple(sorted(same, key=_tail_length, reverse=True))
             self._scan_key = key
             self._scan_ranks = {}
+            self.scan_buckets = {}
         return tuple(t.scanner() for t in self._scan)
 
     def scan_ranks(self, tags: str, line: str) -> tuple[str, int | None, int | None]:
@@ -311,6 +316,11 @@ class Stage:
     def scan_zone(self) -> str:
         """The zone text of the scanned templates' times (``''``: none, the text is the wall time)."""
         return self._scan[0].zone if self._scan else ""
+
+
+def _tail_length(t: Template) -> int:
+    last = t.items[-1]
+    return len(last[1]) if last[0] == "L" else 0
 
 
 def _time_shape(t: Template) -> tuple:

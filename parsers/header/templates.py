@@ -157,6 +157,7 @@ class Template:
         "_post",
         "_groups",
         "_batch",
+        "_bracket_texts",
     )
 
     def __init__(self, kind: str, items: Items, via: str, engine: str | None, record: str | None = None) -> None:
@@ -203,6 +204,7 @@ class Template:
                 side = "post"
         self._pre, self._post, self._groups = "".join(pre), "".join(post), groups
         self._batch: dict[tuple, tuple] = {}
+        self._bracket_texts: dict[tuple[str, re.Pattern[str]], bool] = {}
         self.rx = re.compile(self._pre + "((?>" + _REGION[self._mode] + "))" + self._post)
         self._msg_group = len(groups["pre"]) + 1
         self._time_group, self._rank_groups, self._brackets = self._numbered(1)
@@ -250,9 +252,8 @@ class Template:
         m = fm(line)
         if m is None:
             return None
-        for i, bad in brackets:
-            if bad.search(m.group(i)) is not None:
-                return None
+        if brackets and not self._brackets_ok(m, brackets):
+            return None
         g = m.groups()
         is_d = g[dm - 1] is not None
         if self.record is None and self.engine is None and m.start(dm if is_d else pm) > preamble.MAX_PREAMBLE:
@@ -269,6 +270,13 @@ class Template:
             return dbuild(g[dm : dm + dn], ts, r[0], r[1], r[2])
         return pbuild(g[pm : pm + pn], ts, r[0], r[1], r[2])
 
+    @property
+    def scannable(self) -> bool:
+        """Whether the C scanner reads lines by it (its literals are ASCII: it reads lines as Latin-1)."""
+        return len(self.items) <= MAX_ITEMS and all(
+            (it[0] != "L" or it[1].isascii()) and (it[0] != "T" or it[4].isascii()) for it in self.items
+        )
+
     def scanner(self) -> tuple[str, Items]:
         """The template as the bulk scanner reads it: ``(checks, items)``; the checks are ``'l'`` (a
         logfmt line: at most ``MAX_LOGFMT`` characters) and ``'p'`` (a logging config's header: the
@@ -284,9 +292,8 @@ class Template:
         m = self.rx.fullmatch(line)
         if m is None:
             return None
-        for i, bad in self._brackets:
-            if bad.search(m.group(i)) is not None:
-                return None
+        if self._brackets and not self._brackets_ok(m, self._brackets):
+            return None
         msg = m.group(self._msg_group)
         if self._mode != "E" and "\\" in msg:
             msg = _unescape(msg, self._mode)
@@ -311,6 +318,22 @@ class Template:
             g = self._time_group
             h.bucket = f"{m.group(g + 1)} {m.group(g + 2)}{m.group(g + 3)[0]}"
         return h
+
+    def _brackets_ok(self, m: re.Match, brackets: list[tuple[int, re.Pattern[str]]]) -> bool:
+        """Whether the bracket texts the match holds name no rank, process (or time): each text
+        looked at once (a server prints a handful: its files and lines, its levels)."""
+        seen = self._bracket_texts
+        for i, bad in brackets:
+            text = m.group(i)
+            ok = seen.get((text, bad))
+            if ok is None:
+                ok = bad.search(text) is None
+                if len(seen) > 4096:
+                    seen.clear()
+                seen[text, bad] = ok
+            if not ok:
+                return False
+        return True
 
     def _message_ok(self, msg: str, m: re.Match) -> bool:
         """Whether the generic reader takes ``msg`` as the message, as it stands."""
