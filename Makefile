@@ -68,10 +68,12 @@ bench-smoke: $(STAMP) tools
 	$(BIN)/python bench/run.py --quick
 
 ## the capacity model against the oracle re-implementation of SGLang 0.5.23 / vLLM 0.33.0 sizing; downloads both
-## wheels (no deps, into .oracle-wheels/) to check that every engine file/function the oracle cites exists
+## wheels (no deps, into .oracle-wheels/) to check that every engine file/function the oracle cites exists; the family
+## catalogue against the vLLM 0.33.0 / 0.34.0 and SGLang wheels, both ways (tests/oracle/check_families.py)
 oracle: $(STAMP)
 	$(BIN)/python -m tests.oracle.check_citations --cache .oracle-wheels
-	$(BIN)/python -m pytest -q tests/capacity/test_oracle.py
+	$(BIN)/python -m tests.oracle.check_families
+	$(BIN)/python -m pytest -q tests/capacity/test_oracle.py tests/capacity/test_oracle_families.py
 
 ## the real engine (vLLM's CPU build) in its own venv, in a cache outside the clone, made once (docs/engine-suite.md)
 engine-env:

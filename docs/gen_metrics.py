@@ -23,7 +23,16 @@ GROUPS = (
         "Runtime gauges",
         "The newest batch line (SGLang, prefill or decode) or periodic stats line (vLLM) that carried the field.",
     ),
-    ("capacity", "Capacity facts", "Startup lines; reset when the log shows a server restart."),
+    (
+        "capacity",
+        "Capacity facts",
+        "Startup lines of the server's current boot, per DP rank (`dp_rank`) and as one TP rank prints them: every TP rank "
+        "prints the same pool lines, the lowest rank's line proves the value and the others' identical lines confirm it, "
+        "never add to it. A boot ends where a startup line follows runtime lines, or where a rank prints the same startup "
+        "message again with another value ([formats/](formats/README.md#boots-and-ranks)); the facts of two boots are never "
+        "combined, and the ones of the boot before are forgotten. `replay --explain` and `report --json` give each fact's "
+        "line (file and line number), boot, rank and basis (`logged`, `derived` with its rule, `default`).",
+    ),
     ("counters", "Counters", "Lines and events counted since the exporter started reading the log."),
     ("diagnosis", "Diagnosis", "What the rules of [rules.md](rules.md) conclude, per server."),
     ("source", "Per source", "The server's configuration and the log itself, one series set per log source."),

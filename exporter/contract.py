@@ -203,7 +203,8 @@ CAPACITY: tuple[Metric, ...] = (
     _capacity(
         "kv_capacity_bytes",
         "Full-attention KV pool size in bytes (SGLang K+V or KV size; vLLM 'Available KV cache memory').",
-        "SGLang `K size + V size` / `KV size` (GB = GiB); vLLM `Available KV cache memory`",
+        "SGLang `K size + V size` / `KV size` (GB = GiB) of one TP rank's pool as the rank prints it, plus the sliding-window "
+        "or labelled pools that rank printed (never the draft model's, never another rank's or boot's); vLLM `Available KV cache memory`",
         "only when the engine logs the pool size in bytes",
     ),
     _capacity(
@@ -227,7 +228,7 @@ CAPACITY: tuple[Metric, ...] = (
     _capacity(
         "swa_capacity_tokens",
         "Sliding-window KV pool size in tokens.",
-        "SGLang `SWAKVPool ... swa size`",
+        "SGLang `SWAKVPool ... swa size`, or a rank's second `KV Cache is allocated` line after its `Use sliding window memory pool` line",
         "sglang: hybrid-SWA models only",
     ),
     _capacity(
@@ -297,7 +298,8 @@ CAPACITY: tuple[Metric, ...] = (
     _capacity(
         "draft_kv_capacity_tokens",
         "Speculative draft model KV pool size in tokens.",
-        "SGLang `KV Cache is allocated` of the draft model's pool",
+        "SGLang: the `KV Cache is allocated` line a rank prints after the target's with the target's `#tokens` (or any, with "
+        "speculative decoding on in `server_args`), or `Post-capture KV sizing: draft KV cache allocated`",
         "sglang: speculative decoding with a draft model only",
     ),
 )

@@ -1,4 +1,5 @@
-"""``replay --explain``: what each line of a log was read as, and why (docs/formats/README.md#checking-a-format).
+"""``replay --explain``: what each line of a log was read as, and why (docs/formats/README.md#checking-a-format);
+then every fact the exposition shows, with the line that proves it (:func:`proofs`, also ``report --json``).
 
 For every line: its outcome, the engine, the time read (in the zone of ``--log.timezone``), the
 rank tags, what read its header (``Header.via``: the SGLang or vLLM fast path, the generic
@@ -23,8 +24,13 @@ from parsers import message_line
 from parsers.clock import zone_name
 from parsers.header import read_header
 
+from . import contract
+from .collector import INFO_KEYS
+from .facts import effective_max_running
 from .offline import order_generations
+from .provenance import DEFAULT_HOW, LINE_COUNT, NEWEST_LINE, Basis, Proof
 from .reading import Reader, read_blocks
+from .state import ServerState, SourceState
 
 MAX_EVENT_TEXT = 240
 
@@ -40,6 +46,7 @@ def explain_files(pipe, paths: list[str], source: str | None, out: TextIO, err: 
         read_by: Counter[str] = Counter()
         for path in members:
             label = "stdin" if path == "-" else os.path.basename(path)
+            src.mark_file(label)
             n = 0
             try:
                 for text in read_blocks(path, reader):
@@ -59,7 +66,121 @@ def explain_files(pipe, paths: list[str], source: str | None, out: TextIO, err: 
         )
         if read_by:
             out.write("-- headers read by: " + ", ".join(f"{k} {v}" for k, v in read_by.most_common()) + "\n")
+        write_proofs(src, out)
     return failed
+
+
+# --------------------------------------------------------------------------------------------
+# the facts and what proves them (exporter/provenance.py)
+
+_CAPACITY = {m.key: m for m in contract.CAPACITY}
+
+
+def _num(v: object) -> object:
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+def _record(src: SourceState, name: str, labels: dict[str, str], value: object, p: Proof | None) -> dict:
+    """One fact as ``report --json`` and ``replay --explain`` give it."""
+    r: dict = {"metric": name, "labels": labels, "value": _num(value)}
+    if p is None:  # (a fact restored from a --positions snapshot: its line was read by an earlier process)
+        r["basis"] = None
+        return r
+    file, line = src.where(p.line)
+    dp, tp, pp = p.rank
+    r.update(basis=str(p.basis), rule=p.rule, file=file, line=line, lines=p.lines, boot=p.boot, dp_rank=dp, tp_rank=tp, pp_rank=pp)
+    if p.also:
+        r["also"] = [dict(zip(("file", "line"), src.where(n), strict=True)) for n in p.also]
+    if p.message is not None:
+        n = src.ledger.confirmations((dp, tp or 0, pp or 0), p.message)
+        if n:
+            r["confirmed_by_ranks"] = n
+    return r
+
+
+def _max_running(src: SourceState, srv: ServerState) -> tuple[float | None, Proof | None]:
+    """The effective request cap (``facts.effective_max_running``) and what proves it."""
+    v, how = effective_max_running(src, srv)
+    if v is None:
+        return None, None
+    if how == "log":
+        p = srv.proofs.get("max_running_requests") or src.proofs.get("config/_max_num_seqs_default")
+    elif how == "args":
+        p = src.proofs.get("config/max_num_seqs")
+    else:
+        rule = f"not in the log: the engine's {how} for the release and device the log shows" if how in DEFAULT_HOW else how
+        p = Proof(Basis.DEFAULT, None, src.restarts + 1, (srv.dp_rank, None, None), rule)
+    return v, p
+
+
+def proofs(src: SourceState, srv: ServerState | None = None) -> list[dict]:
+    """Every fact of ``src`` the exposition shows (of the server ``srv`` only, when given; else the
+    source's configuration and release: ``hybrid_cache_server_info``), each with what proves it:
+    the file and line, boot and rank, basis and rule (exporter/provenance.py). The runtime gauges
+    and counters, which the hot path keeps without their lines, are listed with their basis: the
+    newest line that carried the field, the lines counted."""
+    out: list[dict] = []
+    if srv is None:
+        cfg = src.config
+        for label, keys in INFO_KEYS:
+            k = next((k for k in keys if cfg.get(k) not in (None, "")), None)
+            if k is not None:
+                out.append(_record(src, contract.SERVER_INFO.name, {"label": label, "key": k}, cfg[k], src.proofs.get("config/" + k)))
+        if src.version:
+            out.append(_record(src, contract.SERVER_INFO.name, {"label": "version"}, src.version, src.proofs.get("version")))
+        k = cfg.get("_gdn_prefill_kernel")
+        if isinstance(k, str):
+            out.append(_record(src, contract.GDN_PREFILL_KERNEL.name, {"kernel": k}, 1, src.proofs.get("config/_gdn_prefill_kernel")))
+        return out
+    lab = {"dp_rank": srv.dp_rank}
+    for key, v in srv.capacity.items():
+        m = _CAPACITY.get(key)
+        if m is not None:
+            out.append(_record(src, m.name, lab, v, srv.proofs.get(key)))
+    v, p = _max_running(src, srv)
+    if v is not None:
+        out.append(_record(src, contract.MAX_RUNNING.name, lab, v, p))
+    for label, d, prefix, m in (
+        ("state", srv.mamba_state_bytes, "mamba_state_bytes/", contract.MAMBA_STATE_BYTES),
+        ("buffer", srv.replayssm_buffer_bytes, "replayssm_buffer_bytes/", contract.REPLAYSSM_BUFFER_BYTES),
+    ):
+        for k, v in d.items():
+            out.append(_record(src, m.name, {**lab, label: k}, v, srv.proofs.get(prefix + k)))
+    boot, rank = src.restarts + 1, (srv.dp_rank, None, None)
+    for m in contract.RUNTIME:
+        if m.key in srv.gauges:
+            out.append(_record(src, m.name, lab, srv.gauges[m.key], Proof(Basis.LOGGED, None, boot, rank, NEWEST_LINE)))
+    for m in contract.COUNTERS:
+        if m.key in srv.counters:
+            out.append(_record(src, m.name, lab, srv.counters[m.key], Proof(Basis.DERIVED, None, boot, rank, LINE_COUNT)))
+    return out
+
+
+def write_proofs(src: SourceState, out: TextIO) -> None:
+    """The facts of ``src`` and what proves each, one per line (``replay --explain``'s end)."""
+    rows = proofs(src) + [r for _, srv in sorted(src.servers.items()) for r in proofs(src, srv)]
+    rows = [r for r in rows if r.get("rule") not in (NEWEST_LINE, LINE_COUNT)]
+    if not rows:
+        return
+    out.write(f"-- facts of source {src.name} (boot {src.restarts + 1}), each with what proves it:\n")
+    for r in rows:
+        labels = ",".join(f'{k}="{v}"' for k, v in r["labels"].items())
+        head = f"{r['metric'].removeprefix(contract.PREFIX)}{{{labels}}} = {r['value']}"
+        if r.get("basis") is None:
+            out.write(f"   {head}  no line: restored from the positions snapshot\n")
+            continue
+        where = f"{r['file']}:{r['line']}" if r["line"] is not None else "no line"
+        if r["lines"] > 1:
+            where += f"-{r['line'] + r['lines'] - 1}"
+        for a in r.get("also", ()):
+            where += f" + {a['file']}:{a['line']}"
+        rank = " ".join(f"{k[:2]}={r[k]}" for k in ("dp_rank", "tp_rank", "pp_rank") if r[k] is not None)
+        text = f"   {head}  {r['basis']}  {where}  boot {r['boot']} {rank}"
+        if r.get("confirmed_by_ranks"):
+            text += f" (the same line from {r['confirmed_by_ranks']} other rank(s))"
+        if r["rule"]:
+            text += f"  [{r['rule']}]"
+        out.write(text + "\n")
 
 
 def describe(src, line: str, read_by: Counter | None = None) -> str:
@@ -127,4 +248,4 @@ def _event(e: object) -> str:
     return text if len(text) <= MAX_EVENT_TEXT else text[: MAX_EVENT_TEXT - 4] + " ...)"
 
 
-__all__ = ["describe", "explain_files"]
+__all__ = ["describe", "explain_files", "proofs", "write_proofs"]

@@ -23,6 +23,7 @@ from parsers import events as ev
 
 from . import capacity as cap
 from . import rulebook
+from .capacity import families
 from .capacity.effects import norm_flag
 from .configvalues import number, truthy, unset
 from .facts import (
@@ -433,6 +434,9 @@ def c_mamba_ssm_cache_dtype(x: Context) -> Candidate | None:
     answers = x.side(VLLM_POOL_FINDINGS)
     if f.engine != ev.VLLM or not answers or not vllm_is_hybrid(x.src, x.srv):
         return None
+    fam = families.family_of(vllm_arch(x.src) or "")
+    if fam is not None and not fam.has_ssm_lever(ev.VLLM):
+        return None  # the class does not read the flag: LFM2's conv-only state, Bailing's linear attention and KDA
     dt = vllm_ssm_dtype(x.src)
     if cap.dtype_bytes(dt) <= 2:
         return None
@@ -442,7 +446,9 @@ def c_mamba_ssm_cache_dtype(x: Context) -> Candidate | None:
         return None
     assumes: tuple[str, ...] = ()
     # what vLLM's CPU build stores when asked for the value on a CPU with AVX512-BF16 (the capacity model's rule)
-    if on_cpu(x.src) and cap.vllm_ssm_dtype("cpu", value, "gdn" if _is_gdn(x.src) else None, "avx512-bf16") != value:
+    # (its accelerated GDN backend keeps a 16-bit state: the family catalogue says for which families)
+    gdn_backend = fam.cpu_gdn_backend if fam is not None else _is_gdn(x.src)
+    if on_cpu(x.src) and cap.vllm_ssm_dtype("cpu", value, "gdn" if gdn_backend else None, "avx512-bf16") != value:
         if x.src.config.get("_cpu_avx512_bf16"):
             return None  # this CPU resets a 16-bit state of this model to float32: the flag would change nothing
         assumes = (CPU_SSM_ASSUMES,)

@@ -219,6 +219,7 @@ def replay_files(pipe, paths: Iterable[str], source: str | None, err=sys.stderr)
                 continue
             before = src.lines.get("parsed", 0) + src.lines.get("unrecognized", 0)
             engine_before = src.engine
+            src.mark_file("stdin" if path == "-" else os.path.basename(path))  # where a fact's line is (explain, report)
             got = [0]
             try:
                 if reader.pending:  # a line the previous generation left unfinished

@@ -115,19 +115,22 @@ class Pipeline:
 
     def _piece(self, src: SourceState, ss: SourceSampling, line: str) -> str | None:
         """``line`` after a held line: taken as its piece (the outcome), or None (the usual path)."""
+        held = self.wraps.held[src.name]
         r = self.wraps.piece(src, line)
         if r is None or type(r) is str:
             return r
-        self._apply(src, ss, r.line, r.text, r.n)  # what the pieces say together
+        # what the pieces say together; they span the held lines (a first line that parsed alone
+        # is held on with this piece added, and was counted already: n is the new piece)
+        self._apply(src, ss, r.line, r.text, r.n, max(r.n, len(held.lines)))
         return ev.PARSED
 
-    def _apply(self, src: SourceState, ss: SourceSampling, parsed: ev.Line, raw: str, n: int = 1) -> None:
-        """Apply one event read from ``n`` lines, after the samples the sampler holds (the barrier:
-        they are older), and hand it to the observers."""
+    def _apply(self, src: SourceState, ss: SourceSampling, parsed: ev.Line, raw: str, n: int = 1, span: int = 0) -> None:
+        """Apply one event read from ``n`` lines (spanning ``span``, when more), after the samples
+        the sampler holds (the barrier: they are older), and hand it to the observers."""
         if ss.pending_count:
             self.sampler.commit(ss)
             self._play(src, ss)
-        srv = src.apply(parsed, n)
+        srv = src.apply(parsed, n, span)
         if srv is not None and self.observers:
             for obs in self.observers:
                 obs(src, srv, parsed, raw)

@@ -59,6 +59,8 @@ class PlanRequest:
     context_len: int | None = None
     max_running_requests: int | None = None
     spec_draft_tokens: int = 0
+    use_replayssm: bool = False
+    replayssm_buffer_len: int = 16
 
 
 def _budget_bytes(args: PlanRequest, notes: list[str]) -> int:
@@ -114,10 +116,21 @@ def build(args: PlanRequest) -> tuple[cap.Plan | None, list[cap.Effect], list[st
         prefix_caching=args.prefix_caching,
         vllm_version=args.vllm_version,
         num_gpu_blocks_override=args.num_gpu_blocks_override,
+        use_replayssm=args.use_replayssm,
+        replayssm_buffer_len=args.replayssm_buffer_len,
     )
+    if args.use_replayssm and args.engine != "vllm":
+        raise UsageError("--use-replayssm is vLLM's")
+    model = cap.as_served(model, args.engine)
     notes.extend(cap.unmodelled_notes(model, inputs, gpu_memory=args.gpu_memory is not None))
     if args.engine == "vllm" and model.is_hybrid:
         notes.append(V1_MAX_NUM_SEQS)
+    if model.attention_free:
+        notes.append(
+            f"attention-free model ({model.linear_layers} state layers, no attention): the per-request state is the "
+            "engine's; its pool sizes and caps are not modelled"
+        )
+        return _per_unit_only(model, inputs), [], notes
     if not budget:
         notes.append("no --kv-budget/--gpu-memory: pool sizes and caps not computed")
         return _per_unit_only(model, inputs), [], notes
@@ -129,7 +142,10 @@ def build(args: PlanRequest) -> tuple[cap.Plan | None, list[cap.Effect], list[st
 
 
 def _per_unit_only(model: cap.ModelSpec, inputs: cap.PlanInputs) -> cap.Plan:
-    st = cap.linear_state(model, inputs.tp, inputs.ssm_dtype, engine=inputs.engine)
+    try:
+        st = cap.state_of(model, inputs)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     kvt = cap.kv_bytes_per_token(model, inputs.kv_dtype, inputs.tp)
     spr = None
     if inputs.engine == "sglang" and model.is_hybrid:
@@ -165,6 +181,7 @@ def to_dict(plan: cap.Plan, effects: list[cap.Effect], notes: list[str]) -> dict
             "linear_layers": m.linear_layers,
             "linear_kind": m.linear_kind,
             "attention": m.attention,
+            "family": m.family,
         },
         "engine": plan.inputs.engine,
         "tp": plan.inputs.tp,
@@ -179,6 +196,7 @@ def to_dict(plan: cap.Plan, effects: list[cap.Effect], notes: list[str]) -> dict
             "ssm_bytes_per_request_per_gpu": st.ssm_bytes,
             "bytes_per_request_per_gpu": st.per_request,
             "bytes_per_request_all_gpus": st.all_gpus,
+            **({"replayssm_ring_bytes_per_request_per_gpu": st.ring_bytes} if st.ring_bytes else {}),
         },
         "slots_per_request": plan.slots_per_request,
         "notes": notes,
@@ -203,9 +221,12 @@ def render(plan: cap.Plan, effects: list[cap.Effect], notes: list[str]) -> str:
         f"{plan.kv_bytes_per_token_all_gpus:,} B over {i.tp} GPU(s)",
     ]
     if m.is_hybrid:
+        ssm = f"ssm {_h(st.ssm_bytes)} ({st.ssm_dtype})" if st.ssm_dtype else "no SSM state"
+        if st.ring_bytes:
+            ssm += f" + ReplaySSM rings {_h(st.ring_bytes)}"
         out.append(
             f"state per request: {st.per_request:,} B ({_h(st.per_request)}) per GPU = conv {_h(st.conv_bytes)} ({st.conv_dtype}) + "
-            f"ssm {_h(st.ssm_bytes)} ({st.ssm_dtype}); {_h(st.all_gpus)} over {i.tp} GPU(s)"
+            f"{ssm}; {_h(st.all_gpus)} over {i.tp} GPU(s)"
         )
     if plan.slots_per_request is not None:
         label = "mamba slots per request" if i.engine == "sglang" else "mamba blocks per request (all groups)"

@@ -8,6 +8,8 @@ attached), then the state and the rules' bounded memory are rendered:
   by log time)
 * share of log time each pool was the binding one (the instantaneous rule conditions)
 * findings, live or past, with the log lines that prove them (timestamp + raw line)
+* ``--json``: every fact on ``/metrics`` with the line that proves it (file, line, boot, rank, basis:
+  ``exporter.explain.proofs``)
 * recommendations with their expected effect (``flags.effect_from_log``)
 
 This module builds the report's data (``--json`` prints it as is; the status page reads
@@ -24,6 +26,7 @@ from . import flags, recommend, rulebook
 from .boots import before_after
 from .configvalues import CONFIG_KEYS
 from .drawing import chart_data
+from .explain import proofs
 from .facts import facts_of, peek, version_range
 from .history import History
 from .rulebook import RULE_IDS
@@ -457,6 +460,8 @@ def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
         "model_check": status["model_check"],
         "workload": workload(m.lengths, facts_of(src, srv, cfg)),
         "vllm_pool": status["vllm_pool"],
+        # every fact of the server on /metrics, with the line that proves it (exporter/provenance.py)
+        "provenance": proofs(src, srv),
     }
 
 
@@ -507,6 +512,7 @@ def build_report(pipe, cfg: RulesConfig | None = None, hist: History | None = No
                     "restarts": src.restarts,
                     "lines": dict(src.lines),
                     "config": {k: (v if isinstance(v, (int, float, bool, str)) or v is None else str(v)) for k, v in config.items()},
+                    "provenance": proofs(src),  # the configuration and release on hybrid_cache_server_info
                     "servers": [server_report(src, srv, cfg) for _, srv in sorted(src.servers.items())],
                 }
             )

@@ -37,6 +37,7 @@ from parsers.clock import day_start
 from . import contract
 from .configvalues import CONFIG_KEYS
 from .memory import ServerMemory, SourceMemory
+from .provenance import BOOT_MESSAGES, DRAFT_POOL, MAMBA_MODE_NONE, REQUESTED_CHUNK, SUMMED_POOLS, Basis, Ledger, Proof, Rank, locate, prove
 from .version import parse_version
 
 # runtime gauges: BatchStats field -> state key (the metric of that key: exporter/contract.py)
@@ -126,8 +127,11 @@ class ServerState:
     recommendations: list[tuple[str, str, str]] = field(default_factory=list)  # (rule, flag, value)
     recommended_ratio: float | None = None
     rule_memory: ServerMemory = field(default_factory=ServerMemory)  # the diagnosis' memory (exporter/memory.py)
-    kv_lines: int = 0  # unlabelled KV pool lines this boot (a second one is the SWA pool)
-    kv_upper_bound: bool = False  # the last one was a 'VA upper bound' (post-capture sizing follows)
+    kv_lines: int = 0  # unlabelled KV pools the speaker printed this boot (the ledger has them: kept for snapshots)
+    kv_upper_bound: bool = False  # its pool is a 'VA upper bound' not settled yet (post-capture sizing follows)
+    # what proves each fact above (exporter/provenance.py): capacity keys, 'mamba_state_bytes/<state>',
+    # 'replayssm_buffer_bytes/<buffer>'; forgotten with the facts
+    proofs: dict[str, Proof] = field(default_factory=dict)
 
     def inc(self, name: str, by: float = 1.0) -> None:
         """Add ``by`` to a counter; a counter never decreases (a negative or NaN step adds nothing:
@@ -164,6 +168,7 @@ class ServerState:
         self.cumulative_preemptions = None
         self.kv_lines = 0
         self.kv_upper_bound = False
+        self.proofs.clear()
 
 
 @dataclass
@@ -189,6 +194,17 @@ class SourceState:
     life_cause: str | None = None  # the bounded cause of a stop or a death (ev.Lifecycle.cause)
     deaths: int = 0  # transitions into 'dead' (hybrid_cache_server_deaths_total)
     generation: int = 0  # of what the log said: bumped by whatever may change the facts (see changed)
+    # provenance (exporter/provenance.py): what each rank said this boot, the proofs of the
+    # configuration ('config/<key>', 'version'), where the lines came from ((first line, file name))
+    ledger: Ledger = field(default_factory=Ledger)
+    proofs: dict[str, Proof] = field(default_factory=dict)
+    files: list[tuple[int, str]] = field(default_factory=list)
+    stats_dp: str | None = None  # the DP rank of the last vLLM stats line (its SpecDecoding line follows it)
+    # while a fact is applied: the rank and message key of its line, its first line and line count,
+    # and the proofs its handler declared (explain_fact)
+    heard: tuple[Rank, object] | None = None
+    at: tuple[int, int] = (0, 1)
+    noted: dict[str, tuple] = field(default_factory=dict)
 
     def set_life(self, state: str, ts: float | None, cause: str | None = None) -> bool:
         """Move to ``state`` (one of SERVER_STATES); True when it changed. An ended server stays
@@ -320,12 +336,15 @@ class SourceState:
         """A gauge field a sample held for its place in the log (exporter.sampler's ``Pending.held``)."""
         self.servers[dp].gauges[key] = value
 
-    def apply(self, line: ev.Line, n: int = 1) -> ServerState | None:
+    def apply(self, line: ev.Line, n: int = 1, span: int = 0) -> ServerState | None:
         """Count the ``n`` lines ``line`` was read from (a wrapped message joined is several) and
         fold its event into the state. Returns the server (DP rank) it was applied to (what the
         observers get), or None when the line was a duplicate from a non-speaking TP rank (parsed,
-        but not applied) or its DP rank is beyond the limit."""
-        self.lines[line.outcome] += n
+        but not applied) or its DP rank is beyond the limit. ``span``: the lines the message
+        spans, the last of them just counted (a join of a message that parsed on its own counts
+        only its new piece), when more than ``n``; what proves a fact starts at the first."""
+        lines = self.lines
+        lines[line.outcome] += n
         e = line.event
         if line.engine and self.engine is None:
             self.detect(line.engine)
@@ -340,17 +359,28 @@ class SourceState:
                 self.last_ts = max(last, ts + 365 * 86400)
         # batch lines (most applied lines: the pipeline's samples) skip the boot-type checks
         batch = type(e) is ev.BatchStats
-        srv = self.servers.get(line.dp_rank)
+        dp = line.dp_rank
+        if batch:
+            if e.kind == "stats":  # vLLM: its SpecDecoding line follows it, of its engine
+                self.stats_dp = dp if e.engine_index is not None else None
+        elif type(e) is ev.SpecDecoding and dp == "0" and self.stats_dp is not None:
+            dp = self.stats_dp  # printed right after its engine's stats line, without the engine's index
+        srv = self.servers.get(dp)
         if srv is None:
-            if not self.admits(line.dp_rank):
+            if not self.admits(dp):
                 return None
-            srv = self.server(line.dp_rank)
-        if not batch and _is_boot(e):
-            if self.runtime_seen or self.life in ENDED:
-                self.restart()
-            if self.life is None:
-                self.set_life("starting", ts)
+            srv = self.server(dp)
         tp, pp = line.tp_rank, line.pp_rank
+        if not batch:
+            self.heard = None
+            if _is_boot(e):
+                if self.runtime_seen or self.life in ENDED:
+                    self.restart()
+                if self.life is None:
+                    self.set_life("starting", ts)
+            if type(e) in BOOT_MESSAGES or type(e) is ev.SWAPool:
+                # a line without TP/PP tags is rank 0's: SGLang tags every rank when there are several
+                self._hear(e, (dp, tp or 0, pp or 0), lines, max(n, span), ts)
         if tp is not None or pp is not None:
             rank = (pp or 0, tp or 0)
             if rank != srv.speaker and not srv.speaks(rank):  # the speaker's own lines: no call
@@ -366,12 +396,63 @@ class SourceState:
                 and e.kind != "prefix_cache"
             ):
                 _life_of_sample(self, e, ts)
-        if not batch:
-            self.generation += 1  # capacity, configuration, the release may have changed: the facts again
         handler = _HANDLERS.get(type(e))
-        if handler is not None:
+        if batch or isinstance(e, RUNTIME_EVENTS):
+            if handler is not None:
+                handler(self, srv, e)
+            return srv
+        self.generation += 1  # capacity, configuration, the release may have changed: the facts again
+        if handler is not None and handler not in _NO_FACTS:
+            k = max(n, span)
+            self.at = (lines[ev.PARSED] + lines[ev.IGNORED] + lines[ev.UNRECOGNIZED] - k + 1, k)
+            self._fold(handler, srv, e, (dp, tp, pp))
+        elif handler is not None:
             handler(self, srv, e)
         return srv
+
+    def _hear(self, e: object, rank: Rank, lines: dict[str, int], k: int, ts: float | None) -> None:
+        """Rule 3 of exporter/provenance.py: the same message of the same rank with another value is the next boot."""
+        at = lines[ev.PARSED] + lines[ev.IGNORED] + lines[ev.UNRECOGNIZED] - k + 1
+        spec = _speculative(self.config)
+        key, nxt = self.ledger.hear(rank, e, at, spec)
+        if nxt:
+            self.restart()
+            self.set_life("starting", ts)
+            key, _ = self.ledger.hear(rank, e, at, spec)
+        self.heard = (rank, key)
+
+    def _fold(self, handler, srv: ServerState, e: object, rank: Rank) -> None:
+        """Apply a fact's handler and prove what it changed (exporter/provenance.py, rules 1 and 2):
+        by the line being applied, unless the handler declared otherwise (:meth:`explain_fact`)."""
+        cap, states, bufs, cfg, version = srv.capacity, srv.mamba_state_bytes, srv.replayssm_buffer_bytes, self.config, self.version
+        before = (dict(cap), dict(states), dict(bufs), dict(cfg))
+        self.noted = {}
+        heard = self.heard
+        handler(self, srv, e)
+        self.heard = None
+        first, k = self.at
+        message = heard[1] if heard is not None and heard[1] is not None else type(e).__name__
+        proof = Proof(Basis.LOGGED, first, self.restarts + 1, rank, lines=k, message=message)
+        prove(srv.proofs, "", cap, before[0], proof, self.noted)
+        prove(srv.proofs, "mamba_state_bytes/", states, before[1], proof, self.noted)
+        prove(srv.proofs, "replayssm_buffer_bytes/", bufs, before[2], proof, self.noted)
+        prove(self.proofs, "config/", cfg, before[3], proof, self.noted)
+        if self.version != version:
+            self.proofs["version"] = proof
+
+    def explain_fact(self, name: str, basis: Basis, rule: str = "", line: int | None = None, also: tuple[int, ...] = ()) -> None:
+        """A handler declares what proves the fact ``name`` it sets (``capacity key``,
+        ``config/<key>``...), when it is not simply the line being applied: a derived value and its
+        rule, or another line of the boot (``line``)."""
+        self.noted[name] = (basis, rule, line, also)
+
+    def mark_file(self, name: str) -> None:
+        """The lines read from now on come from the file ``name`` (``replay``'s generations of a log)."""
+        self.files.append((sum(self.lines.values()) + 1, name))
+
+    def where(self, line: int | None) -> tuple[str, int | None]:
+        """(file, line in that file) of the source's line ``line``."""
+        return locate(self.files, self.name, line)
 
     def restart(self) -> None:
         """A new server boot in the same log: forget what the old one said about capacity."""
@@ -383,6 +464,8 @@ class SourceState:
         self.version = None
         self.unified_memory.clear()
         self.rule_memory.clear()
+        self.ledger.clear()
+        self.proofs.clear()
         for s in self.servers.values():
             s.reset_capacity()
             s.speaker = None
@@ -482,45 +565,62 @@ def _mamba(src: SourceState, srv: ServerState, e: ev.MambaCacheAllocated) -> Non
 
 
 def _kv(src: SourceState, srv: ServerState, e: ev.KVCacheAllocated) -> None:
+    """A KV pool line of the speaking rank: the rank's pools this boot, by role (the ledger's key:
+    exporter/provenance.py, kv_role), make the facts. One rank's pools only: other ranks' lines of
+    the same pools confirm them (they never reach here), a pool printed again is the next boot."""
+    heard = src.heard
+    if heard is None or heard[1] is None:
+        return
+    rank, key = heard
     c = srv.capacity
-    if e.draft:
+    if key == ("kv", "draft"):
         c["draft_kv_capacity_tokens"] = e.tokens
         c["draft_kv_capacity_bytes"] = e.total_bytes
+        if not e.draft:  # its role read from its place among the rank's pools
+            src.explain_fact("draft_kv_capacity_tokens", Basis.LOGGED, DRAFT_POOL)
+            src.explain_fact("draft_kv_capacity_bytes", Basis.LOGGED, DRAFT_POOL)
         return
-    if e.label:
-        # labelled auxiliary pools (MiniMax MSA ...): add bytes, keep the main token count
-        c["kv_capacity_bytes"] = c.get("kv_capacity_bytes", 0.0) + e.total_bytes
-        c.setdefault("kv_capacity_tokens", e.tokens)
+    pools = src.ledger.pools(rank)
+    settled = pools.get(("kv", "settled"))
+    main = settled or pools.get(("kv", "main"))
+    parts = [] if main is None else [main]
+    if main is not None and settled is None and ("kv", "swa") in pools:
+        parts.append(pools[("kv", "swa")])
+    parts += [v for k, v in pools.items() if k[1] == "label"]
+    if not parts:
         return
-    if srv.kv_lines >= 1 and not srv.kv_upper_bound:
-        # hybrid SWA: the second unlabelled pool is the SWA pool
+    first, first_line = parts[0]
+    c["kv_capacity_tokens"] = first.tokens  # type: ignore[attr-defined]
+    src.explain_fact("kv_capacity_tokens", Basis.LOGGED, line=first_line)
+    c["kv_capacity_bytes"] = sum(p.total_bytes for p, _ in parts)  # type: ignore[attr-defined]
+    if len(parts) > 1:
+        src.explain_fact("kv_capacity_bytes", Basis.DERIVED, SUMMED_POOLS, first_line, tuple(n for _, n in parts[1:]))
+    else:
+        src.explain_fact("kv_capacity_bytes", Basis.LOGGED, line=first_line)
+    if key == ("kv", "swa"):
         c["swa_capacity_tokens"] = e.tokens
-        c["kv_capacity_bytes"] = c.get("kv_capacity_bytes", 0.0) + e.total_bytes
-        srv.kv_lines += 1
-        return
-    # first pool, or the real size after a 'VA upper bound' line
-    c["kv_capacity_tokens"] = e.tokens
-    c["kv_capacity_bytes"] = e.total_bytes
-    srv.kv_lines += 1
-    srv.kv_upper_bound = e.upper_bound
-    if e.dtype:
-        src.config.setdefault("kv_cache_dtype", e.dtype)
+    srv.kv_lines = sum(1 for k in pools if k[1] != "label")
+    srv.kv_upper_bound = main is not None and settled is None and bool(main[0].upper_bound)  # type: ignore[attr-defined]
+    dtype = first.dtype  # type: ignore[attr-defined]
+    if dtype:
+        src.config.setdefault("kv_cache_dtype", dtype)
 
 
 def _summary(src: SourceState, srv: ServerState, e: ev.SchedulerSummary) -> None:
     v = e.values
     c = srv.capacity
-    if "max_total_num_tokens" in v:
-        c["kv_capacity_tokens"] = v["max_total_num_tokens"]
-    if "max_running_requests" in v:
-        c["max_running_requests"] = v["max_running_requests"]
-    if "context_len" in v:
-        c["context_length_tokens"] = v["context_len"]
-    if v.get("chunked_prefill_size", -1) > 0:
-        c["chunked_prefill_size_tokens"] = v["chunked_prefill_size"]
-    for k in ("available_gpu_mem", "available_cpu_mem"):
-        if k in v:
-            c["available_memory_bytes"] = v[k]
+    for key, printed in (
+        ("kv_capacity_tokens", "max_total_num_tokens"),
+        ("max_running_requests", "max_running_requests"),
+        ("context_length_tokens", "context_len"),
+        ("chunked_prefill_size_tokens", "chunked_prefill_size"),
+        ("available_memory_bytes", "available_gpu_mem"),
+        ("available_memory_bytes", "available_cpu_mem"),
+    ):
+        x = v.get(printed)
+        if x is not None and (printed != "chunked_prefill_size" or x > 0):
+            c[key] = x
+            src.explain_fact(key, Basis.LOGGED)  # the effective value: this line proves it, whatever said it before
 
 
 def _cap(src: SourceState, srv: ServerState, e: ev.MambaCap) -> None:
@@ -577,8 +677,9 @@ def _config(src: SourceState, srv: ServerState, e: ev.ServerConfig) -> None:
         # the requested value, until the scheduler summary says the effective one (a server that
         # dies before its summary still shows it); -1 / None: chunked prefill off or not resolved
         v = e.args.get("chunked_prefill_size")
-        if type(v) is int and v > 0:
-            srv.capacity.setdefault("chunked_prefill_size_tokens", v)
+        if type(v) is int and v > 0 and "chunked_prefill_size_tokens" not in srv.capacity:
+            srv.capacity["chunked_prefill_size_tokens"] = v
+            src.explain_fact("chunked_prefill_size_tokens", Basis.LOGGED, REQUESTED_CHUNK)
 
 
 def _weights(src: SourceState, srv: ServerState, e: ev.WeightsLoaded) -> None:
@@ -622,6 +723,7 @@ def _layout(src: SourceState, srv: ServerState, e: ev.HybridLayout) -> None:
         if "mamba_cache_mode" not in cfg and cfg.get("enable_prefix_caching") is False and v is not None and v >= (0, 15, 0, 0):
             # a hybrid with prefix caching off logs no 'Mamba cache mode is set' line: its mode is none (0.15+)
             cfg["mamba_cache_mode"] = "none"
+            src.explain_fact("config/mamba_cache_mode", Basis.DERIVED, MAMBA_MODE_NONE)
     if e.padding_ratio is not None:
         c["mamba_page_padding_ratio"] = e.padding_ratio
     if e.mamba_cache_mode:
@@ -674,3 +776,13 @@ _HANDLERS = {
     ev.Lifecycle: _lifecycle,
     ev.ServerReady: _ready,
 }
+_NO_FACTS = frozenset((_lifecycle, _ready, _exhausted))  # handlers that set no fact (nothing to prove)
+
+
+def _speculative(cfg: dict[str, object]) -> bool:
+    """Whether the configuration logged so far runs speculative decoding (SGLang server_args, vLLM's config)."""
+    for k in ("speculative_algorithm", "speculative_config"):
+        v = cfg.get(k)
+        if v not in (None, "", "None", "none", {}):
+            return True
+    return False

@@ -258,9 +258,9 @@ def _kv(msg: str) -> Result:
     if m is None:
         return ev.Unrecognized("kv cache")
     e = _kv_event(m.group(4), m.group(5), m.group(6), m.group(7), m.group(3))
-    label = m.group(1)
+    label = (m.group(1) or "").strip()  # (an indented paste's spaces are no label)
     if label:
-        e.label = label.strip()
+        e.label = label
     e.upper_bound = m.group(2) == "VA upper bound"
     return e
 

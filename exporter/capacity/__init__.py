@@ -1,5 +1,6 @@
 """The capacity model of hybrid linear-attention models: full-attention KV plus per-request conv/SSM state.
 
+* :mod:`.families` — the family catalogue (one entry per hybrid family; :mod:`.readers` reads each config);
 * :mod:`.model`    — dtypes and what a ``config.json`` says (:class:`ModelSpec`);
 * :mod:`.sizing`   — bytes per token and per request, SGLang's pool sizing and slots table by release;
 * :mod:`.vllm`     — vLLM's block pool by release;

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from .model import GiB, MiB, ModelSpec, dtype_bytes, normalize_dtype, short_dtype
 from .planning import Plan, PlanInputs, make_plan
-from .sizing import balanced_ratio_for_context, norm_strategy
+from .sizing import balanced_ratio_for_context, has_ssm_lever, norm_strategy
 
 # --------------------------------------------------------------------------------------------------------------
 # effects of flags
@@ -481,7 +481,9 @@ def _plan_effect(before: Plan, after: Plan, flag: str, value: str | None, head: 
 
 
 def plan_ssm_dtype(model: ModelSpec, inputs: PlanInputs, value: str | None, flag: str) -> Effect | None:
-    if not model.is_hybrid:
+    """Offered only where the family's class reads the engine's SSM dtype flag and the state has an SSM part (the
+    catalogue's rule: not LFM2's conv-only state, not vLLM's Bailing linear attention or KDA)."""
+    if not model.is_hybrid or not has_ssm_lever(model, inputs.engine):
         return None
     base = make_plan(model, inputs)
     new = normalize_dtype(value or "bfloat16")

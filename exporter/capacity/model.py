@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from . import families
+from .readers import ConfigError as ConfigError
+from .readers import cfg_int as _int
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -31,10 +35,6 @@ _DTYPE_ALIASES = {
     "torch.float32": "float32",
 }
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1}
-
-
-class ConfigError(ValueError):
-    """The config file is missing, unreadable, not JSON, or not a hybrid/attention LM config we understand."""
 
 
 def normalize_dtype(name: str | None, auto: str = "bfloat16") -> str:
@@ -77,13 +77,14 @@ class ModelSpec:
     num_layers: int
     full_layers: int
     linear_layers: int
-    linear_kind: str | None  # "gdn" | "kda" | "mamba2" | None (plain transformer)
+    linear_kind: str | None  # "gdn" | "kda" | "mamba2" | "mamba1" | "short_conv" | "lightning" | None (plain transformer)
     attention: str  # "gqa" | "mla"
     num_kv_heads: int = 0
     head_dim: int = 0
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
-    # linear layers (gdn/kda: k/v heads and dims; mamba2: v_heads = mamba heads, v_dim = mamba head dim)
+    # linear layers (gdn/kda: k/v heads and dims; mamba2: v_heads = mamba heads, v_dim = mamba head dim; lightning:
+    # v_heads/v_dim its heads and head dim; mamba1 and short_conv: mamba_intermediate, the conv width)
     lin_k_heads: int = 0
     lin_v_heads: int = 0
     lin_k_dim: int = 0
@@ -100,12 +101,50 @@ class ModelSpec:
     model_type: str = ""  # ``model_type`` of the text config (``kimi_linear``, ``qwen3_next``, ``nemotron_h`` …)
     kda_bounded_gate: bool = False  # ``linear_attn_config.gate_lower_bound`` set (vLLM's FlashKDA needs it)
     context_length: int = 2048  # SGLang's ``get_context_length`` of the text config (``--context-length`` unset)
+    family_key: str = ""  # the catalogue's family (exporter/capacity/families.py), when the architecture names one
+    # what an engine reads differently from this config (``ModelSpec`` fields; :meth:`for_engine` applies them)
+    sglang_fields: tuple[tuple[str, Any], ...] = ()
+    not_served: tuple[tuple[str, str], ...] = ()  # (engine, why): an engine that does not serve this config
+
+    def for_engine(self, engine: str) -> ModelSpec:
+        """This config as ``engine`` reads it (SGLang takes some widths and layer counts differently)."""
+        if engine == "sglang" and self.sglang_fields:
+            return replace(self, sglang_fields=(), **dict(self.sglang_fields))
+        return self
+
+    def refusal(self, engine: str) -> str | None:
+        """Why ``engine`` does not serve this config, or None."""
+        return dict(self.not_served).get(engine)
+
+    @property
+    def attention_free(self) -> bool:
+        return self.full_layers == 0 and self.is_hybrid
+
+    @property
+    def catalogue_family(self) -> families.Family | None:
+        return families.BY_KEY.get(self.family)
+
+    @property
+    def prefill_checkpoints(self) -> bool:
+        """Whether vLLM's state layer of this family exports prefill checkpoints where its kind does (OLMo-hybrid's
+        GDN layer does not)."""
+        fam = self.catalogue_family
+        return fam.prefill_checkpoints if fam is not None else True
+
+    @property
+    def cpu_state_backend(self) -> str | None:
+        """``gdn`` when vLLM's CPU build keeps a 16-bit SSM state of this model on an AVX512-BF16 CPU (its accelerated
+        GDN backend: the catalogue's ``cpu_gdn_backend``), else the linear kind (``capacity.vllm_ssm_dtype``)."""
+        fam = self.catalogue_family
+        return "gdn" if fam is not None and fam.cpu_gdn_backend else self.linear_kind
 
     @property
     def family(self) -> str:
-        """Which engine config class reads this model: ``kimi`` | ``qwen3_5`` | ``qwen3_next`` | ``nemotron_h`` | ``other``.
-
-        The engines take the SSM dtype from a different place per family (see :func:`resolve_ssm_dtype`)."""
+        """Which engine config class reads this model: the catalogue's key (``granite_h``, ``falcon_h1`` …) when the
+        architecture names a family, else ``kimi`` | ``qwen3_5`` | ``qwen3_next`` | ``nemotron_h`` | ``other`` from
+        the config's shape. The engines take the SSM dtype from a different place per family (:func:`resolve_ssm_dtype`)."""
+        if self.family_key:
+            return self.family_key
         a, t = self.architecture.lower(), self.model_type.lower()
         if "kimi" in a or t.startswith("kimi") or self.linear_kind == "kda":
             return "kimi"
@@ -147,17 +186,6 @@ def load_config(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"config file must contain a JSON object: {p}")
     return data
-
-
-def _int(d: dict[str, Any], *keys: str, default: int | None = None) -> int | None:
-    for k in keys:
-        v = d.get(k)
-        if v is not None and not isinstance(v, bool):
-            try:
-                return int(v)
-            except (TypeError, ValueError):
-                raise ConfigError(f"config field {k!r} is not a number: {v!r}") from None
-    return default
 
 
 _LT_EXPR = re.compile(r"(\d+)\s*[×x*]\s*([A-Za-z_]+)")
@@ -215,42 +243,24 @@ def context_length_of(text_config: dict[str, Any]) -> int:
     return 2048
 
 
-def model_from_config(config: dict[str, Any], name: str | None = None) -> ModelSpec:
-    """Build a :class:`ModelSpec` from a HF config dict (top level, or nested ``text_config``).
-
-    Layer layout, in order of preference: kimi ``linear_attn_config`` (``full_attn_layers``/``kda_layers``),
-    Nemotron-H ``hybrid_override_pattern`` (``M`` mamba, ``*`` attention), ``layer_types`` list,
-    ``full_attention_interval`` (layer i is full iff ``(i+1) % interval == 0``); else all layers are full attention.
-    """
-    if not isinstance(config, dict):
-        raise ConfigError("config must be a JSON object")
-    top = config
-    tc = config.get("text_config")
-    cfg: dict[str, Any] = {**top, **tc} if isinstance(tc, dict) else dict(top)
-    name = name or str(cfg.get("_name_or_path") or (top.get("architectures") or [top.get("model_type") or "model"])[0])
-
-    n_layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
-    model_dtype = normalize_dtype(cfg.get("torch_dtype") or cfg.get("dtype") or top.get("torch_dtype") or "bfloat16")
-    text = tc if isinstance(tc, dict) else top
-    ssm_cfg = _config_dtype(text, top, "mamba_ssm_dtype")
-    ssm_cache_cfg = _config_dtype(text, top, "mamba_ssm_cache_dtype")
-
-    kv: dict[str, Any] = {}
+def _kv(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The generic reading of the full-attention layers: MLA when the config has ``kv_lora_rank``, else GQA."""
     kv_lora = _int(cfg, "kv_lora_rank")
     if kv_lora:
-        kv["attention"] = "mla"
-        kv["kv_lora_rank"] = kv_lora
-        kv["qk_rope_head_dim"] = _int(cfg, "qk_rope_head_dim", default=64)
-    else:
-        n_heads = _int(cfg, "num_attention_heads", default=0) or 0
-        hidden = _int(cfg, "hidden_size", default=0) or 0
-        head_dim = _int(cfg, "head_dim", "attention_head_dim", default=None)
-        if head_dim is None:
-            head_dim = hidden // n_heads if n_heads else 0
-        kv["attention"] = "gqa"
-        kv["num_kv_heads"] = _int(cfg, "num_key_value_heads", default=n_heads) or n_heads
-        kv["head_dim"] = head_dim
+        return {"attention": "mla", "kv_lora_rank": kv_lora, "qk_rope_head_dim": _int(cfg, "qk_rope_head_dim", default=64)}
+    n_heads = _int(cfg, "num_attention_heads", default=0) or 0
+    hidden = _int(cfg, "hidden_size", default=0) or 0
+    head_dim = _int(cfg, "head_dim", "attention_head_dim", default=None)
+    if head_dim is None:
+        head_dim = hidden // n_heads if n_heads else 0
+    return {"attention": "gqa", "num_kv_heads": _int(cfg, "num_key_value_heads", default=n_heads) or n_heads, "head_dim": head_dim}
 
+
+def _structural(cfg: dict[str, Any], n_layers: int | None, who: str) -> tuple[int | None, int, int, dict[str, Any]]:
+    """The layouts read from the config's shape (the families whose classes ``model.py`` has always read): kimi
+    ``linear_attn_config`` (``full_attn_layers``/``kda_layers``), Nemotron-H ``hybrid_override_pattern`` (``M``
+    mamba, ``*`` attention), a ``layer_types`` list, ``full_attention_interval`` (layer i is full iff ``(i+1) %
+    interval == 0``) with Gated DeltaNet keys; else every layer full attention. Returns (layers, full, linear, state)."""
     lin: dict[str, Any] = {}
     lac = cfg.get("linear_attn_config")
     pattern = cfg.get("hybrid_override_pattern")
@@ -258,7 +268,7 @@ def model_from_config(config: dict[str, Any], name: str | None = None) -> ModelS
         full_l = lac.get("full_attn_layers")
         kda_l = lac.get("kda_layers")
         if full_l is None and kda_l is None:
-            raise ConfigError("linear_attn_config has neither full_attn_layers nor kda_layers")
+            raise ConfigError(f"{who}: linear_attn_config has neither full_attn_layers nor kda_layers")
         n_full = len(full_l) if full_l is not None else (n_layers or 0) - len(kda_l)
         n_lin = len(kda_l) if kda_l is not None else (n_layers or 0) - len(full_l)
         heads = _int(lac, "num_heads", default=0) or 0
@@ -272,11 +282,8 @@ def model_from_config(config: dict[str, Any], name: str | None = None) -> ModelS
             conv_kernel=_int(lac, "short_conv_kernel_size", "conv_kernel", default=4),
             kda_bounded_gate=lac.get("gate_lower_bound") is not None,
         )
-        n_layers = n_layers or n_full + n_lin
-    elif isinstance(pattern, str) and pattern:  # Nemotron-H (mamba2)
-        n_lin = pattern.count("M")
-        n_full = pattern.count("*")
-        n_layers = n_layers or len(pattern)
+        return n_layers or n_full + n_lin, n_full, n_lin, lin
+    if isinstance(pattern, str) and pattern:  # Nemotron-H (mamba2)
         mheads = _int(cfg, "mamba_num_heads", default=0) or 0
         mhd = _int(cfg, "mamba_head_dim", default=0) or 0
         hidden = _int(cfg, "hidden_size", default=0) or 0
@@ -290,35 +297,102 @@ def model_from_config(config: dict[str, Any], name: str | None = None) -> ModelS
             mamba_d_state=_int(cfg, "ssm_state_size", "mamba_d_state", "state_size", default=128),
             mamba_intermediate=inter,
         )
+        return n_layers or len(pattern), pattern.count("*"), pattern.count("M"), lin
+    types = _layer_types(cfg, n_layers)
+    interval = _int(cfg, "full_attention_interval")
+    if types is not None:
+        n_lin = sum(1 for t in types if _is_linear_type(t))
+        n_full = len(types) - n_lin
+        n_layers = n_layers or len(types)
+    elif interval and n_layers:
+        n_full = sum(1 for i in range(n_layers) if (i + 1) % interval == 0)
+        n_lin = n_layers - n_full
     else:
-        types = _layer_types(cfg, n_layers)
-        interval = _int(cfg, "full_attention_interval")
-        if types is not None:
-            n_lin = sum(1 for t in types if _is_linear_type(t))
-            n_full = len(types) - n_lin
-            n_layers = n_layers or len(types)
-        elif interval and n_layers:
-            n_full = sum(1 for i in range(n_layers) if (i + 1) % interval == 0)
-            n_lin = n_layers - n_full
-        else:
-            if not n_layers:
-                raise ConfigError("config has no num_hidden_layers / layer layout")
-            n_full, n_lin = n_layers, 0
-        if n_lin:
-            if cfg.get("linear_num_value_heads") is None:
-                raise ConfigError("config has linear layers but no linear_num_value_heads (unknown linear-attention kind)")
-            lin = dict(
-                linear_kind="gdn",
-                lin_k_heads=_int(cfg, "linear_num_key_heads", default=0),
-                lin_v_heads=_int(cfg, "linear_num_value_heads", default=0),
-                lin_k_dim=_int(cfg, "linear_key_head_dim", default=128),
-                lin_v_dim=_int(cfg, "linear_value_head_dim", default=128),
-                conv_kernel=_int(cfg, "linear_conv_kernel_dim", default=4),
+        if not n_layers:
+            raise ConfigError(f"{who}: config has no num_hidden_layers / layer layout")
+        return n_layers, n_layers, 0, {}
+    if n_lin:
+        if cfg.get("linear_num_value_heads") is None:
+            kinds = sorted({t for t in types or () if _is_linear_type(t)}) or ["linear_attention (full_attention_interval)"]
+            raise ConfigError(
+                f"{who}: {n_lin} of its layers are {', '.join(kinds)}, and the config lacks 'linear_num_value_heads' "
+                "(a Gated DeltaNet key): a recurrent layer kind the capacity model does not know; refused rather than "
+                "planned without its state"
             )
+        lin = dict(
+            linear_kind="gdn",
+            lin_k_heads=_int(cfg, "linear_num_key_heads", default=0),
+            lin_v_heads=_int(cfg, "linear_num_value_heads", default=0),
+            lin_k_dim=_int(cfg, "linear_key_head_dim", default=128),
+            lin_v_dim=_int(cfg, "linear_value_head_dim", default=128),
+            conv_kernel=_int(cfg, "linear_conv_kernel_dim", default=4),
+        )
+    return n_layers, n_full, n_lin, lin
+
+
+def model_from_config(config: dict[str, Any], name: str | None = None) -> ModelSpec:
+    """Build a :class:`ModelSpec` from a HF config dict (top level, or nested ``text_config``).
+
+    The family comes from ``architectures[0]`` (else ``model_type``, the text config's included) through the
+    family catalogue (exporter/capacity/families.py): its reader lays the layers out and reads the state as the
+    engines' classes do. A family the engines serve that the catalogue refuses, a config whose linear layers are of
+    a kind the model does not know, or one with recurrent-state fields (mamba / ssm / conv / linear-attention keys)
+    and no family that reads them, is refused with a :class:`ConfigError` that names the architecture and the field.
+    Only a config with none of these is planned as a dense transformer.
+    """
+    if not isinstance(config, dict):
+        raise ConfigError("config must be a JSON object")
+    top = config
+    tc = config.get("text_config")
+    cfg: dict[str, Any] = {**top, **tc} if isinstance(tc, dict) else dict(top)
+    name = name or str(cfg.get("_name_or_path") or (top.get("architectures") or [top.get("model_type") or "model"])[0])
+    text = tc if isinstance(tc, dict) else top
+    arch = str((top.get("architectures") or [""])[0])
+    model_type = str(text.get("model_type") or top.get("model_type") or "")
+    fam = families.family_of(arch, str(top.get("model_type") or "")) or families.family_of("", model_type)
+    who = " / ".join(x for x in (arch, model_type) if x) or "config"
+
+    n_layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    model_dtype = normalize_dtype(cfg.get("torch_dtype") or cfg.get("dtype") or top.get("torch_dtype") or "bfloat16")
+    ssm_cfg = _config_dtype(text, top, "mamba_ssm_dtype")
+    ssm_cache_cfg = _config_dtype(text, top, "mamba_ssm_cache_dtype")
+
+    kv = _kv(cfg)
+    extra: dict[str, Any] = {}
+    not_served: dict[str, str] = {}
+    if fam is not None and fam.refused:
+        served = ", ".join(c.split("::")[-1] for c in fam.vllm + fam.sglang)
+        raise ConfigError(f"{who}: {fam.title} is a hybrid the engines serve ({served}); plan does not model it: {fam.refused}")
+    if fam is not None and fam.read is not None:
+        try:
+            r = fam.read(cfg)
+        except ConfigError as e:
+            raise ConfigError(f"{who}: {e}") from None
+        n_layers, n_full, n_lin, lin = r.num_layers, r.full_layers, r.linear_layers, dict(r.state)
+        kv.update(r.kv)
+        extra["sglang_fields"] = tuple(sorted(r.sglang.items()))
+        not_served.update(r.not_served)
+    else:
+        n_layers, n_full, n_lin, lin = _structural(cfg, n_layers, who)
+        if fam is not None and not n_lin:
+            raise ConfigError(f"{who}: a {fam.title} config with no linear layers (no layer_types, full_attention_interval or pattern)")
+        if fam is None and not n_lin:
+            fields = families.recurrent_fields(cfg)
+            if fields:
+                raise ConfigError(
+                    f"{who}: the config has recurrent-state fields ({', '.join(fields)}) and no family the capacity model "
+                    "reads (exporter/capacity/families.py); refused rather than planned as a dense model with no state"
+                )
+    if fam is not None:
+        extra["family_key"] = fam.key
+        for e in ("sglang", "vllm"):
+            if e not in fam.engines:
+                not_served[e] = f"{'SGLang 0.5.23' if e == 'sglang' else 'vLLM'} does not serve {fam.title} ({arch or model_type})"
+        extra["not_served"] = tuple(sorted(not_served.items()))
     if not n_layers:
-        raise ConfigError("config has no num_hidden_layers")
+        raise ConfigError(f"{who}: config has no num_hidden_layers")
     if kv["attention"] == "gqa" and n_full and not (kv["num_kv_heads"] and kv["head_dim"]):
-        raise ConfigError("config lacks num_key_value_heads/head_dim for the full-attention layers")
+        raise ConfigError(f"{who}: config lacks num_key_value_heads/head_dim for the full-attention layers")
 
     vision_params = None
     vc = top.get("vision_config")
@@ -338,12 +412,13 @@ def model_from_config(config: dict[str, Any], name: str | None = None) -> ModelS
         config_ssm_dtype=ssm_cfg,
         config_ssm_cache_dtype=ssm_cache_cfg,
         vision_params=vision_params,
-        architecture=str((top.get("architectures") or [""])[0]),
-        model_type=str(text.get("model_type") or top.get("model_type") or ""),
+        architecture=arch,
+        model_type=model_type,
         context_length=context_length_of(text),
         linear_kind=lin.pop("linear_kind", None),
         **kv,
         **lin,
+        **extra,
     )
 
 

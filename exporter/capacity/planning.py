@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .model import ModelSpec
+from .model import ConfigError, ModelSpec
 from .sizing import (
     LinearState,
     SGLangPool,
@@ -49,6 +49,12 @@ class PlanInputs:
     prefix_caching: bool | None = None  # vLLM --enable-prefix-caching / --no-enable-prefix-caching (None: default)
     vllm_version: str | None = None  # vLLM release for the version table (default 0.33.0)
     num_gpu_blocks_override: int | None = None
+    use_replayssm: bool = False  # vLLM --use-replayssm (Mamba2 layers keep x / dt / B rings)
+    replayssm_buffer_len: int = 16  # vLLM --replayssm-buffer-len (the ring length with the default Triton backend)
+
+    @property
+    def replayssm_len(self) -> int:
+        return self.replayssm_buffer_len if self.engine == "vllm" and self.use_replayssm else 0
 
     @property
     def resolved_vllm_mode(self) -> str:
@@ -93,11 +99,54 @@ class Plan:
         return v.kv_cache_tokens_new if v.kv_cache_tokens_new is not None else v.kv_cache_tokens_old
 
 
+def as_served(model: ModelSpec, engine: str) -> ModelSpec:
+    """``model`` as ``engine`` reads its config (:meth:`ModelSpec.for_engine`); a :class:`ConfigError` naming the
+    family when that engine does not serve it (SGLang 0.5.23 has no Jamba, Zamba2 or OLMo-hybrid)."""
+    why = model.refusal(engine)
+    if why:
+        raise ConfigError(why)
+    return model.for_engine(engine)
+
+
+def check_replayssm(model: ModelSpec, inputs: PlanInputs) -> None:
+    """``--use-replayssm`` is modelled where vLLM's class appends the rings it allocates: Nemotron-H
+    (``nemotron_h.py::NemotronHForCausalLM.get_mamba_state_shape_from_config``). Every Mamba2 mixer holds them
+    (``mamba_mixer2.py::MambaMixer2.get_state_shape``), but the other Mamba2 classes' shape function, which the
+    block size is computed from, does not append them: not modelled. Speculative decoding with it needs
+    FlashInfer's Mamba backend (a longer ring): not modelled either."""
+    if not inputs.replayssm_len:
+        return
+    if model.linear_kind != "mamba2":
+        raise ValueError(f"--use-replayssm keeps rings for Mamba2 layers; {model.name} has {model.linear_kind or 'none'}")
+    if model.family != "nemotron_h":
+        raise ValueError(f"--use-replayssm is modelled for Nemotron-H only: {model.family}'s class does not append the rings")
+    if inputs.spec_draft_tokens:
+        raise ValueError("--use-replayssm with speculative decoding needs --mamba-backend flashinfer: not modelled")
+
+
+def state_of(model: ModelSpec, inputs: PlanInputs) -> LinearState:
+    """The per-request state per GPU the engine of ``inputs`` holds for ``model`` (vLLM: the SSM dtype its platform
+    keeps, the conv window widened by the draft tokens where the family's class does, the ReplaySSM rings)."""
+    tp = max(1, inputs.tp)
+    if inputs.engine == "vllm":
+        check_replayssm(model, inputs)
+        ssm = vllm_ssm_dtype(inputs.platform, inputs.ssm_dtype, model.cpu_state_backend, inputs.cpu_isa)
+        return linear_state(model, tp, ssm, engine="vllm", conv_extra_tokens=inputs.spec_draft_tokens, replayssm_len=inputs.replayssm_len)
+    return linear_state(model, tp, inputs.ssm_dtype, engine="sglang")
+
+
 def make_plan(model: ModelSpec, inputs: PlanInputs) -> Plan:
-    """Size the pools for ``model`` under ``inputs`` (SGLang or vLLM)."""
+    """Size the pools for ``model`` under ``inputs`` (SGLang or vLLM). An attention-free model (Mamba, Mamba2) has no
+    pool model here: ``ValueError`` (``plan`` shows its per-request state and says so)."""
+    model = as_served(model, inputs.engine)
+    if model.attention_free:
+        raise ValueError(
+            f"{model.name}: the pool of an attention-free model ({model.linear_layers} state layers, no attention) is not modelled"
+        )
     tp = max(1, inputs.tp)
     kvt = kv_bytes_per_token(model, inputs.kv_dtype, tp)
     if inputs.engine == "vllm":
+        check_replayssm(model, inputs)
         vp = vllm_pool(
             model,
             inputs.budget_bytes,
@@ -114,11 +163,10 @@ def make_plan(model: ModelSpec, inputs: PlanInputs) -> Plan:
             num_gpu_blocks_override=inputs.num_gpu_blocks_override,
             gdn_backend=inputs.gdn_backend,
             cpu_isa=inputs.cpu_isa,
+            replayssm_len=inputs.replayssm_len,
         )
-        ssm = vllm_ssm_dtype(inputs.platform, inputs.ssm_dtype, model.linear_kind, inputs.cpu_isa)
-        st = linear_state(model, tp, ssm, engine="vllm", conv_extra_tokens=inputs.spec_draft_tokens)
-        return Plan(model, inputs, kvt, kvt * tp, st, vp.n_mamba_groups * vp.blocks_per_request or None, vllm=vp)
-    st = linear_state(model, tp, inputs.ssm_dtype, engine="sglang")
+        return Plan(model, inputs, kvt, kvt * tp, state_of(model, inputs), vp.n_mamba_groups * vp.blocks_per_request or None, vllm=vp)
+    st = state_of(model, inputs)
     strat = norm_strategy(inputs.radix_strategy, inputs.overlap)
     spr = sglang_slots_per_request(
         strat,
@@ -170,7 +218,10 @@ def unmodelled_notes(model: ModelSpec, inputs: PlanInputs, *, gpu_memory: bool =
         )
     if inputs.platform == "blackwell":
         out.append("blackwell: page/block sizes from the engines' default backends, not checked against a real log")
-    if inputs.engine == "vllm" and model.is_hybrid and model.linear_kind == "gdn":
+        fam = model.catalogue_family
+        if inputs.engine == "sglang" and fam is not None and fam.read is not None:
+            out.append(f"blackwell: SGLang's page size for {fam.title} assumed 64 (TRT-LLM MHA); its model override is not read")
+    if inputs.engine == "vllm" and model.is_hybrid and model.linear_kind == "gdn" and model.prefill_checkpoints:
         kernel = vllm_gdn_prefill_kernel(model, inputs.platform, inputs.gdn_backend)
         out.append(
             f"GDN prefill kernel: {kernel}"

@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass
 
 from ..version import require_version
+from . import families
 from .model import ModelSpec, dtype_bytes, normalize_dtype
 
 LATEST_SGLANG = (0, 5, 23, 0)
@@ -61,33 +62,56 @@ def kv_bytes_per_token(model: ModelSpec, kv_dtype: str | None = None, tp: int = 
     return kv_bytes_per_token_per_layer(model, kv_dtype, tp) * model.full_layers
 
 
-def resolve_ssm_dtype(model: ModelSpec, engine: str = "sglang", override: str | None = None) -> str:
-    """SSM (temporal) state dtype, from where each engine reads it for this model family.
+def ssm_dtype_rule(model: ModelSpec, engine: str = "sglang") -> tuple[str, ...] | None:
+    """Where ``engine`` takes this model's SSM state dtype from: the family catalogue's rule
+    (exporter/capacity/families.py), the engine's default for a config no family names. None: no SSM state."""
+    fam = families.BY_KEY.get(model.family)
+    return fam.dtype_rule(engine) if fam is not None else families.DEFAULT_SSM_DTYPE[engine]
 
-    ``override`` (``--mamba-ssm-dtype`` / ``--mamba-ssm-cache-dtype``) always wins. Otherwise:
 
-    * SGLang 0.5.23 (``configs/mamba_utils.py::mamba2_state_dtype``): the config's ``mamba_ssm_dtype``
-      (``text_config`` first) for the families that pass their config (Qwen3-Next, Qwen3.5, Nemotron-H), else
-      float32. ``configs/kimi_linear.py::KimiLinearConfig.mamba2_cache_params`` passes no config, so a Kimi
-      ``mamba_ssm_dtype`` is ignored: float32 unless ``--mamba-ssm-dtype``.
-    * vLLM 0.33.0 (``model_executor/models/config.py`` hooks, ``layers/mamba/mamba_utils.py``): Qwen3.5 takes the
-      text config's ``mamba_ssm_dtype``; Nemotron-H takes ``mamba_ssm_cache_dtype`` else float32; KDA (Kimi) is
-      float32 on ``auto``; anything else (Qwen3-Next GDN) follows the conv dtype, i.e. the model dtype.
+def has_ssm_lever(model: ModelSpec, engine: str) -> bool:
+    """Whether the engine's SSM dtype flag (``--mamba-ssm-dtype`` / ``--mamba-ssm-cache-dtype``) changes this model's
+    state: it has an SSM part and its class reads the flag (the catalogue's rule)."""
+    rule = ssm_dtype_rule(model, engine)
+    return rule is not None and "flag" in rule
+
+
+def resolve_ssm_dtype(model: ModelSpec, engine: str = "sglang", override: str | None = None) -> str | None:
+    """SSM (temporal) state dtype, from where each engine reads it for this model family (the catalogue's rule,
+    first step that applies):
+
+    * ``flag``: ``override`` (``--mamba-ssm-dtype`` / ``--mamba-ssm-cache-dtype``), when not auto;
+    * ``config:<key>``: the config's ``mamba_ssm_dtype`` (text config first) or ``mamba_ssm_cache_dtype``;
+    * ``conv``: the conv dtype, i.e. the model's (vLLM ``MambaStateDtypeCalculator._mamba_state_dtype`` on auto);
+    * ``model``: the model dtype whatever the flag (vLLM ``linear_attention_state_dtype``);
+    * ``fp32``: float32.
+
+    SGLang 0.5.23 (``configs/mamba_utils.py::mamba2_state_dtype``): flag, then the config for the families that pass
+    it (Qwen3-Next, Qwen3.5, Nemotron-H, Falcon-H1, LFM2), float32; Kimi, Granite-4.0-H, Mamba, Bailing pass no
+    config. vLLM 0.32-0.34 (``model_executor/models/config.py`` hooks and each class's
+    ``get_mamba_state_dtype_from_config``): Qwen3.5 flag, text config ``mamba_ssm_dtype``, conv dtype; Nemotron-H
+    flag, ``mamba_ssm_cache_dtype``, float32; KDA (Kimi) flag, float32; Bailing V3 float32 (its class passes no
+    flag); Bailing linear the model dtype; the others flag, then the conv dtype. None for a state without an SSM
+    part (LFM2's short convolution).
     """
-    if override is not None and str(override).lower() != "auto":
-        return normalize_dtype(override)
-    fam = model.family
-    if engine == "vllm":
-        if fam == "qwen3_5" and model.config_ssm_dtype:
-            return model.config_ssm_dtype
-        if fam == "nemotron_h":
-            return model.config_ssm_cache_dtype or "float32"
-        if fam == "kimi":
+    rule = ssm_dtype_rule(model, engine)
+    if rule is None:
+        return None
+    for step in rule:
+        if step == "flag":
+            if override is not None and str(override).lower() != "auto":
+                return normalize_dtype(override)
+        elif step == "config:mamba_ssm_dtype":
+            if model.config_ssm_dtype:
+                return model.config_ssm_dtype
+        elif step == "config:mamba_ssm_cache_dtype":
+            if model.config_ssm_cache_dtype:
+                return model.config_ssm_cache_dtype
+        elif step in ("conv", "model"):
+            return model.model_dtype
+        elif step == "fp32":
             return "float32"
-        return model.model_dtype
-    if fam == "kimi":
-        return "float32"
-    return model.config_ssm_dtype or "float32"
+    raise ValueError(f"SSM dtype rule {rule!r} ends without a dtype")
 
 
 @dataclass(frozen=True)
@@ -99,7 +123,8 @@ class LinearState:
     conv_elements_per_layer: int
     ssm_elements_per_layer: int
     conv_dtype: str
-    ssm_dtype: str
+    ssm_dtype: str | None  # None: the state has no SSM part (LFM2's short convolution)
+    ring_bytes_per_layer: int = 0  # vLLM --use-replayssm: the x / dt / B rings appended to a Mamba2 layer's state
 
     @property
     def conv_bytes_per_layer(self) -> int:
@@ -107,12 +132,16 @@ class LinearState:
 
     @property
     def ssm_bytes_per_layer(self) -> int:
-        return self.ssm_elements_per_layer * dtype_bytes(self.ssm_dtype)
+        return self.ssm_elements_per_layer * dtype_bytes(self.ssm_dtype) if self.ssm_dtype else 0
 
     @property
     def page_bytes(self) -> int:
-        """One layer's conv+ssm (vLLM's un-padded mamba page)."""
-        return self.conv_bytes_per_layer + self.ssm_bytes_per_layer
+        """One layer's conv+ssm (+ the ReplaySSM rings): vLLM's un-padded mamba page."""
+        return self.conv_bytes_per_layer + self.ssm_bytes_per_layer + self.ring_bytes_per_layer
+
+    @property
+    def ring_bytes(self) -> int:
+        return self.layers * self.ring_bytes_per_layer
 
     @property
     def conv_bytes(self) -> int:
@@ -124,8 +153,8 @@ class LinearState:
 
     @property
     def per_request(self) -> int:
-        """SGLang's ``mamba_cache_per_req`` (per GPU)."""
-        return self.conv_bytes + self.ssm_bytes
+        """SGLang's ``mamba_cache_per_req`` (per GPU); vLLM's state per request (with the ReplaySSM rings)."""
+        return self.conv_bytes + self.ssm_bytes + self.ring_bytes
 
     @property
     def all_gpus(self) -> int:
@@ -139,13 +168,23 @@ def linear_state(
     conv_dtype: str | None = None,
     engine: str = "sglang",
     conv_extra_tokens: int = 0,
+    replayssm_len: int = 0,
 ) -> LinearState:
     """Per-request conv + SSM state per GPU (formulas in the module docstring).
 
-    ``conv_extra_tokens``: vLLM widens the conv window by ``num_speculative_tokens``. SGLang keeps the spec
-    intermediate states in a separate buffer, so leave it 0 there.
+    ``conv_extra_tokens``: vLLM widens the conv window by ``num_speculative_tokens`` (the families whose class
+    passes ``num_spec``: not Jamba, Mamba1 or LFM2, whose state this ignores it for). SGLang keeps the spec
+    intermediate states in a separate buffer, so leave it 0 there. The model is read as ``engine`` reads it
+    (:meth:`ModelSpec.for_engine`). ``replayssm_len``: vLLM's ``--use-replayssm`` ring length (``--replayssm-buffer-len``
+    with the default Triton backend), whose rings ``MambaStateShapeCalculator.append_replayssm_ring`` appends to a
+    Mamba2 layer's state: x ``heads/tp × L × head_dim`` and B ``groups'/tp × L × d_state`` in the model dtype, dt
+    ``heads/tp × L`` in float32 (``MambaStateDtypeCalculator.append_replayssm_ring``).
     """
+    model = model.for_engine(engine)
     tp = max(1, tp)
+    fam = families.BY_KEY.get(model.family)
+    if fam is not None and not fam.spec_widens_conv:
+        conv_extra_tokens = 0
     k1 = max(0, model.conv_kernel - 1) + conv_extra_tokens
     kind = model.linear_kind
     if not model.is_hybrid:
@@ -166,9 +205,33 @@ def linear_state(
         g_eff = g + (tp - g if g % tp else 0)
         conv = (model.mamba_intermediate + 2 * g_eff * model.mamba_d_state) // tp * k1
         ssm = model.lin_v_heads // tp * model.lin_v_dim * model.mamba_d_state
+    elif kind == "mamba1":
+        # vLLM mamba1_state_shape: conv (K-1, I/tp), SSM (I/tp, d_state); SGLang create_full_rank: the same numbers
+        conv = model.mamba_intermediate // tp * k1
+        ssm = model.mamba_intermediate // tp * model.mamba_d_state
+    elif kind == "short_conv":
+        # vLLM short_conv_state_shape: conv (K-1, dim/tp), no SSM; SGLang Mamba2StateShape of state size 0
+        conv = model.mamba_intermediate // tp * k1
+        ssm = 0
+    elif kind == "lightning":
+        # vLLM linear_attention_state_shape: (heads // tp, head_dim, head_dim), no conv; SGLang the same (no conv)
+        conv = 0
+        ssm = model.lin_v_heads // tp * model.lin_v_dim * model.lin_v_dim
     else:  # pragma: no cover - model_from_config never produces another kind
         raise ValueError(f"unknown linear kind {kind!r}")
+    ring = 0
+    if replayssm_len and kind == "mamba2" and model.is_hybrid:
+        g = model.mamba_n_groups
+        g_eff = g + (tp - g if g % tp else 0)
+        act = dtype_bytes(model.model_dtype)
+        heads = model.lin_v_heads // tp
+        ring = (
+            heads * replayssm_len * model.lin_v_dim * act
+            + heads * replayssm_len * 4
+            + g_eff // tp * replayssm_len * model.mamba_d_state * act
+        )
     return LinearState(
+        ring_bytes_per_layer=ring,
         layers=model.linear_layers if model.is_hybrid else 0,
         tp=tp,
         conv_elements_per_layer=conv,

@@ -140,7 +140,7 @@ def vllm_checkpoint_blocks(
     * KDA: 1 only with FlashKDA, which needs a bounded gate (``gate_lower_bound`` in ``linear_attn_config``;
       ``models/kimi_k3/nvidia/kda.py::is_flashkda_supported``).
     """
-    if mode != "align" or not vllm_release(version).checkpoint_blocks or not model.is_hybrid:
+    if mode != "align" or not vllm_release(version).checkpoint_blocks or not model.is_hybrid or not model.prefill_checkpoints:
         return 0
     if model.linear_kind == "mamba2":
         return 1
@@ -257,6 +257,7 @@ def vllm_pool(
     num_gpu_blocks_override: int | None = None,
     gdn_backend: str = "auto",
     cpu_isa: str = "avx512-bf16",
+    replayssm_len: int = 0,
 ) -> VLLMPool:
     """vLLM V1 hybrid pool: page unification, grouping, blocks, concurrency (docs/sizing.md, "vLLM").
 
@@ -268,8 +269,8 @@ def vllm_pool(
     if platform not in PLATFORMS:
         raise ValueError(f"unknown platform {platform!r} (one of {', '.join(PLATFORMS)})")
     m = (mode or vllm_default_mode(version, prefix_caching)).lower()
-    ssm = vllm_ssm_dtype(platform, ssm_dtype, model.linear_kind, cpu_isa)
-    st = linear_state(model, tp, ssm, engine="vllm", conv_extra_tokens=spec_tokens)
+    ssm = vllm_ssm_dtype(platform, ssm_dtype, model.cpu_state_backend, cpu_isa)
+    st = linear_state(model, tp, ssm, engine="vllm", conv_extra_tokens=spec_tokens, replayssm_len=replayssm_len)
     attn_tok = kv_bytes_per_token_per_layer(model, kv_dtype, tp)
     mamba_page = st.page_bytes
     block = user_block_size or DEFAULT_BLOCK_SIZE[platform]

@@ -92,6 +92,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="vLLM --gdn-prefill-backend (default auto: FlashInfer on Hopper, and on Blackwell with 128-dim keys; else Triton)",
     )
     p.add_argument("--num-gpu-blocks-override", type=int, default=None, metavar="N", help="vLLM: fixed number of KV blocks")
+    p.add_argument(
+        "--use-replayssm",
+        action="store_true",
+        help="vLLM: ReplaySSM decode; its Mamba2 layers keep x/dt/B rings of --replayssm-buffer-len tokens (Nemotron-H)",
+    )
+    p.add_argument("--replayssm-buffer-len", type=int, default=16, metavar="N", help="vLLM: ReplaySSM ring length (default 16)")
     p.add_argument("--context-len", type=int, default=None, metavar="TOKENS", help="tokens per request (vLLM: max_model_len)")
     p.add_argument("--max-running-requests", "--max-num-seqs", dest="max_running_requests", type=int, default=None, metavar="N")
     p.add_argument(

@@ -152,6 +152,7 @@ def lfm2() -> dict:
         num_attention_heads=2,
         num_key_value_heads=1,
         conv_L_cache=3,
+        conv_dim=256,  # vLLM's Lfm2 reads it (published LFM2 configs carry it; transformers' Lfm2Config does not)
         conv_bias=False,
         block_dim=256,
         block_ff_dim=512,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from . import sglang_families as families
 from .hf_config import ITEMSIZE, text_config
 from .hf_config import layer_counts as linear_layer_count
 
@@ -73,7 +74,10 @@ def ssm_dtype(cfg: dict, mamba_ssm_dtype_arg: str | None) -> str:
 
 def mamba_cache_per_req(cfg: dict, tp: int, mamba_ssm_dtype_arg: str | None) -> int:
     """cite: sglang/srt/configs/mamba_utils.py::BaseLinearStateParams.mamba_cache_per_req (conv bf16 by default:
-    SGLANG_MAMBA_CONV_DTYPE; times the number of linear layers)"""
+    SGLANG_MAMBA_CONV_DTYPE; times the number of linear layers). The other families: sglang_families.py."""
+    if families.family(cfg):
+        cfg_dtype = ssm_dtype(cfg, mamba_ssm_dtype_arg) if families.reads_config_dtype(cfg) else (mamba_ssm_dtype_arg or "float32")
+        return families.mamba_cache_per_req(cfg, tp, cfg_dtype)
     tc = text_config(cfg)
     fam = family(cfg)
     if fam == "kimi":
@@ -110,6 +114,8 @@ def cell_size(cfg: dict, tp: int, kv_dtype: str) -> int:
     DefaultPoolConfigurator._compute_cell_size (MLA: calculate_mla_kv_cache_dim = kv_lora_rank + qk_rope_head_dim,
     sglang/srt/mem_cache/kv_cache_configurator.py::calculate_mla_kv_cache_dim; else
     get_num_kv_heads(tp) * (head_dim + v_head_dim)); num_layers = full attention layers (DefaultPoolConfigurator.__init__)"""
+    if families.family(cfg):
+        return families.cell_size(cfg, tp, kv_dtype)
     tc = text_config(cfg)
     full, _ = linear_layer_count(cfg)
     size = ITEMSIZE[kv_dtype]

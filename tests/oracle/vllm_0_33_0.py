@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from . import vllm_families as families
 from .hf_config import ITEMSIZE, layer_counts, text_config
 
 
@@ -43,7 +44,9 @@ def ssm_dtype(cfg: dict, mamba_ssm_cache_dtype: str = "auto") -> str:
 def mamba_page_size(cfg: dict, tp: int, mamba_ssm_cache_dtype: str = "auto", num_spec: int = 0) -> int:
     """One mamba layer's state bytes (unpadded). cite: vllm/v1/kv_cache_interface.py::MambaSpec.page_size_bytes over
     vllm/model_executor/layers/mamba/mamba_utils.py::MambaStateShapeCalculator.{gated_delta_net,mamba2,kda}_state_shape;
-    conv dtype = model dtype (mamba_cache_dtype auto)."""
+    conv dtype = model dtype (mamba_cache_dtype auto). The other families: vllm_families.py."""
+    if families.family(cfg):
+        return families.mamba_page_size(cfg, tp, mamba_ssm_cache_dtype, num_spec)
     tc = text_config(cfg)
     k = kind(cfg)
     if k == "gdn":
@@ -68,6 +71,8 @@ def mamba_page_size(cfg: dict, tp: int, mamba_ssm_cache_dtype: str = "auto", num
 def attn_page_size_1_token(cfg: dict, tp: int, cache_dtype: str) -> int:
     """cite: vllm/platforms/interface.py::Platform._align_hybrid_block_size (MLAAttentionSpec / FullAttentionSpec
     with block_size=1): MLA (kv_lora_rank + qk_rope_head_dim) * dtype, one latent head; else 2 * heads * head * dtype."""
+    if families.family(cfg):
+        return families.attn_page_size_1_token(cfg, tp, cache_dtype)
     tc = text_config(cfg)
     size = ITEMSIZE[cache_dtype]
     if tc.get("kv_lora_rank"):
@@ -99,6 +104,8 @@ def checkpoint(cfg: dict, mode: str, platform: str = "hopper", gdn_backend: str 
     (1 with the FlashInfer prefill, see gdn_prefill_kernel; vllm/v1/attention/backends/gdn_attn.py::
     FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64; none with Triton or on the CPU);
     vllm/models/kimi_k3/nvidia/kda.py::is_flashkda_supported (needs gate_lower_bound; else triton, none)."""
+    if families.family(cfg):
+        return families.checkpoint(cfg, mode)
     if mode != "align":
         return 0, 1
     k = kind(cfg)
@@ -162,7 +169,7 @@ def size_pool(
     attn_block = kernel_block * cdiv(attn_block, kernel_block)
     block_size = max(block_size, attn_block)
     page = block_size * attn1
-    n_attn, n_mamba = layer_counts(cfg)
+    n_attn, n_mamba = families.layer_counts(cfg) if families.family(cfg) else layer_counts(cfg)
     lo, hi = min(n_attn, n_mamba), max(n_attn, n_mamba)
     group_size = hi if hi < lo * 1.5 else lo
     g_attn, g_mamba = cdiv(n_attn, group_size), cdiv(n_mamba, group_size)

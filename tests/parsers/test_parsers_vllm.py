@@ -672,6 +672,7 @@ FIXTURES = {
     "v0.31.0.log": 16,
     "v0.33.0.log": 16,
     "dp2.log": 19,
+    "dp2-spec.log": 25,
     "colored-docker.log": 17,
     "mamba-blocks-exceeded.log": 10,
     "kv-too-small.log": 8,

@@ -52,7 +52,9 @@ class Feeder:
         return self.srv(dp).findings.get(rule, -1)
 
 
-def sglang_boot(f: Feeder, cap: int | None = 16, mrr: int = 16, requested: int | None = 48, slots: int = 80, **extra) -> None:
+def sglang_boot(
+    f: Feeder, cap: int | None = 16, mrr: int = 16, requested: int | None = 48, slots: int = 80, context: int = 262144, **extra
+) -> None:
     args = {"max_running_requests": requested, "mamba_ssm_dtype": None, "mamba_radix_cache_strategy": "extra_buffer"}
     args.update(extra)
     f.config(**args)
@@ -64,7 +66,7 @@ def sglang_boot(f: Feeder, cap: int | None = 16, mrr: int = 16, requested: int |
         )
     f.event(ev.MambaCacheAllocated(slots, 0.11 * (1 << 30), 5.7 * (1 << 30)), T0 + 1)
     f.event(ev.KVCacheAllocated(211360, k_bytes=3.22 * (1 << 30), v_bytes=3.22 * (1 << 30), dtype="torch.bfloat16"), T0 + 1)
-    f.event(ev.SchedulerSummary({"max_total_num_tokens": 211360, "max_running_requests": mrr, "context_len": 262144}), T0 + 2)
+    f.event(ev.SchedulerSummary({"max_total_num_tokens": 211360, "max_running_requests": mrr, "context_len": context}), T0 + 2)
 
 
 def run(f: Feeder, start: float, seconds: float, step: float = 5.0, **kw) -> float:
@@ -573,8 +575,7 @@ def test_ratio_never_silently_below_the_context():
         if r.flag in ("--mamba-full-memory-ratio", "--max-mamba-cache-size"):
             assert "< context length 262,144" in r.effect, r.effect
     g = Feeder()
-    sglang_boot(g)
-    g.event(ev.SchedulerSummary({"max_total_num_tokens": 211360, "max_running_requests": 16, "context_len": 100000}), T0 + 3)
+    sglang_boot(g, context=100000)  # (a second summary line would be the next boot: its pools unknown)
     run(g, T0 + 10, 120, running=16, queued=7, kv=0.11, mamba=0.95)
     recs = {r.flag: r for r in g.srv().rule_memory.recommendations if r.rule == "mamba_bound"}
     ratio = recs["--mamba-full-memory-ratio"]

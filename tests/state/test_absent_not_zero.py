@@ -159,11 +159,16 @@ def test_each_runtime_gauge_is_the_last_line_that_carried_it(path: Path) -> None
     want: dict[str, dict[str, float]] = {}
     speaker: dict[str, tuple[int, int]] = {}
     spec = (("mean_accept_length", "spec_accept_length"), ("accept_rate", "spec_accept_ratio"))
+    engine = None  # vLLM: a SpecDecoding line is the engine's whose stats line it follows (docs/formats/vllm.md)
     for raw in read_lines(str(path)):
         line = parse_line(raw, src.engine)
         e = line.event
         if type(e) not in (ev.BatchStats, ev.SpecDecoding):
             continue
+        if type(e) is ev.BatchStats and e.kind == "stats":
+            engine = line.dp_rank if e.engine_index is not None else None
+        elif type(e) is ev.SpecDecoding and engine is not None:
+            line.dp_rank = engine
         if line.tp_rank is not None or line.pp_rank is not None:
             rank = (line.pp_rank or 0, line.tp_rank or 0)
             if line.dp_rank in speaker and rank > speaker[line.dp_rank]:
