@@ -90,6 +90,7 @@ class Profile:
     vllm_lines: int
     rate: float = 10.0  # main file: SGLang lines per second of log time (a busy server: ~10; 5 before 2026-12)
     formats_lines: int = 0  # the log rewritten in each format (bench/formats.py); 0: the main file itself
+    burst_rate: float = 100.0  # the burst log: the main file's size at this many lines per second of log time
 
 
 FULL = Profile("full", 2_000_000, 1_000_000, 4_000_000, 10, 100_000, 3, 300, 10.0, 60.0, 10_000_000, 100, 200_000)
@@ -843,6 +844,17 @@ def render(results: dict) -> str:
                 f"{r['vs_mtail']:.2f}x | {r['cpu_vs_mtail']:.2f}x | {mb(r['maxrss_kb'])} | {r['rss_vs_default']:.2f} | {r['decode_batches']:.0f} |"
             )
         md.append("")
+    if "burst" in results:
+        b = results["burst"]
+        md.append(
+            f"### Burst: {b['file']} ({b['lines']:,} lines at {b['rate']:g} lines per second of log time), median of {results['reps']}\n"
+        )
+        md += head(["tool", "wall s", "CPU s", "vs mtail (wall)", "vs mtail (CPU)"])
+        md.append(f"| mtail --one_shot | {b['mtail_wall_s']:.2f} | {b['mtail_cpu_s']:.2f} | 1.00x | 1.00x |")
+        md.append(
+            f"| hybrid-cache-exporter replay | {b['wall_s']:.2f} | {b['cpu_s']:.2f} | {b['vs_mtail']:.2f}x | {b['cpu_vs_mtail']:.2f}x |"
+        )
+        md.append("")
     if "scaling" in results:
         sc = results["scaling"]
         md.append("### Scaling (exporter replay)\n")
@@ -911,7 +923,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FIELD=N",
         help="override a size, e.g. --set grow_large=1000000 (fields: {})".format(", ".join(Profile.__dataclass_fields__)),
     )
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: throughput,stages,scaling,vllm,formats,live,soak")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: throughput,stages,scaling,vllm,formats,burst,live,soak")
     ap.add_argument("--profile", action="store_true", help="also profile replay (cProfile, py-spy if installed)")
     a = ap.parse_args(argv)
 
@@ -1124,6 +1136,37 @@ def main(argv: list[str] | None = None) -> int:
                 "mtail_cpu_s": mt_cpu,
                 "rows": rows,
             }
+
+        # 3d: the burst log: the main file's size at burst_rate lines per second of log time (a server
+        # in a burst of traffic: ten times the busy one's lines per 10-s bucket, so a tenth of the
+        # samples per line), the default header against mtail, interleaved
+        if "burst" not in skip:
+            bpath, btruth = ensure_log("sglang", prof.lines, a.seed, data, rate=prof.burst_rate)
+            btools = [
+                Tool("mtail --one_shot", mtail_cmd(a.mtail, bpath)),
+                Tool("hybrid-cache-exporter replay", [*exp, "replay", str(bpath)]),
+            ]
+            log(f"burst: {bpath.name}")
+            throughput(prof.lines, btools, prof.reps, raw)
+            bm, be = btools
+            b_cpu = statistics.median(r.user + r.sys for r in be.runs)
+            m_cpu = statistics.median(r.user + r.sys for r in bm.runs)
+            results["burst"] = {
+                "file": bpath.name,
+                "lines": prof.lines,
+                "rate": prof.burst_rate,
+                "mtail_wall_s": bm.median().wall,
+                "mtail_cpu_s": m_cpu,
+                "wall_s": be.median().wall,
+                "walls": [r.wall for r in be.runs],
+                "mtail_walls": [r.wall for r in bm.runs],
+                "cpu_s": b_cpu,
+                "vs_mtail": bm.median().wall / be.median().wall,
+                "cpu_vs_mtail": m_cpu / max(b_cpu, 1e-3),
+            }
+            got = sum_metric(parse_prom(be.runs[-1].stdout.read_text(errors="replace")), "hybrid_cache_decode_batches_total")
+            if got != btruth["decode_batches"]:
+                failures.append(f"burst: decode batches {got}, truth {btruth['decode_batches']}")
 
         # 4: live latency + idle
         if "live" not in skip:
