@@ -401,6 +401,20 @@ static void init_tables(void)
         BRACKET_STOP_B[c] = 1;
 }
 
+/* The value of the four hex digits at h (a JSON \\u escape's), -1 when they are not four. */
+static int hex4(const char *h)
+{
+    int code = 0;
+    for (int j = 0; j < 4; j++) {
+        char c = h[j];
+        int d = is_digit(c) ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        code = code * 16 + d;
+    }
+    return code;
+}
+
 /* Whether s[p:q] holds a byte below 0x20, eight bytes at a time (a byte of 0x80 or more is none). */
 static int has_control(const char *s, Py_ssize_t p, Py_ssize_t q)
 {
@@ -416,61 +430,37 @@ static int has_control(const char *s, Py_ssize_t p, Py_ssize_t q)
     return 0;
 }
 
-/* The end of a JSON string's content from p (the closing quote's index), -1 when it is not one;
- * *bs counts its escapes. */
-static Py_ssize_t json_string_end(const char *s, Py_ssize_t lim, Py_ssize_t p, int *bs, int clean)
+/* The end of a string's content from p (the index of its closing quote), -1 when it is not one:
+ * mode 'J' a JSON string (no control byte, escapes as JSON has them; ``clean``: the line holds no
+ * control byte), 'Q' a logfmt quoted value (a backslash and any character but a newline). *bs
+ * counts the escapes. From one escape to the next with memchr: many bytes a step. */
+static Py_ssize_t string_end(const char *s, Py_ssize_t lim, Py_ssize_t p, int *bs, char mode, int clean)
 {
-    /* from one escape to the next with memchr (many bytes a step): the plain bytes between must
-     * not be control characters */
     for (;;) {
         const char *quote = memchr(s + p, '"', lim - p);
         if (quote == NULL)
             return -1;
         Py_ssize_t q = quote - s;
         const char *esc = memchr(s + p, '\\', q - p);
-        if (esc == NULL)
-            return !clean && has_control(s, p, q) ? -1 : q;
-        Py_ssize_t e = esc - s;
-        if (!clean && has_control(s, p, e))
+        Py_ssize_t e = esc == NULL ? q : esc - s;
+        if (mode == 'J' ? !clean && has_control(s, p, e) : memchr(s + p, '\n', e - p) != NULL)
             return -1;
+        if (esc == NULL)
+            return q;
         (*bs)++;
         if (e + 1 >= lim)
             return -1;
         char c = s[e + 1];
-        if (c == 'u') {
-            if (e + 5 >= lim)
-                return -1;
-            for (int j = 2; j < 6; j++) {
-                char h = s[e + j];
-                if (!is_digit(h) && !(h >= 'a' && h <= 'f') && !(h >= 'A' && h <= 'F'))
-                    return -1;
-            }
-            p = e + 6;
-        }
+        if (mode == 'Q')
+            p = c == '\n' ? -1 : e + 2;
+        else if (c == 'u')
+            p = e + 5 < lim && hex4(s + e + 2) >= 0 ? e + 6 : -1;
         else if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't')
             p = e + 2;
         else
+            p = -1;
+        if (p < 0)
             return -1;
-    }
-}
-
-/* The end of a logfmt quoted value's content from p (the closing quote's index), -1 when none. */
-static Py_ssize_t logfmt_string_end(const char *s, Py_ssize_t lim, Py_ssize_t p, int *bs)
-{
-    /* lines hold no newline: from one backslash to the next with memchr, a quote ends it */
-    for (;;) {
-        const char *quote = memchr(s + p, '"', lim - p);
-        if (quote == NULL)
-            return -1;
-        Py_ssize_t q = quote - s;
-        const char *esc = memchr(s + p, '\\', q - p);
-        if (esc == NULL)
-            return memchr(s + p, '\n', q - p) == NULL ? q : -1;
-        Py_ssize_t e = esc - s;
-        (*bs)++; /* a backslash: it and the character after it */
-        if (e + 1 >= lim || s[e + 1] == '\n' || memchr(s + p, '\n', e - p) != NULL)
-            return -1;
-        p = e + 2;
     }
 }
 
@@ -570,7 +560,7 @@ static int match_hole(const char *s, Py_ssize_t lim, Py_ssize_t *pp, const Item 
     }
     else if (k == 'j' || k == 'q') { /* a JSON string's, a logfmt quoted value's content */
         int bs = 0;
-        q = k == 'j' ? json_string_end(s, lim, p, &bs, clean) : logfmt_string_end(s, lim, p, &bs);
+        q = string_end(s, lim, p, &bs, k == 'j' ? 'J' : 'Q', clean);
         if (q < 0)
             return 0;
     }
@@ -635,10 +625,8 @@ static int match_env(const Env *e, const char *s, Py_ssize_t n, Peeled *pe)
             break;
         case 'M':
             mode = it->kind;
-            if (mode == 'J')
-                region_end = json_string_end(s, n, p, &pe->backslash, pe->clean);
-            else if (mode == 'Q')
-                region_end = logfmt_string_end(s, n, p, &pe->backslash);
+            if (mode == 'J' || mode == 'Q')
+                region_end = string_end(s, n, p, &pe->backslash, mode, pe->clean);
             if (region_end < 0)
                 return 0;
             lim = region_end;
@@ -1234,15 +1222,9 @@ static Py_ssize_t docker_line(const char *s, Py_ssize_t n, char *o, char *scratc
         case 'r': d = '\r'; break;
         case 't': d = '\t'; break;
         case 'u': {
-            if (p + 5 >= n)
-                return -1;
-            int code = 0;
-            for (int j = 2; j < 6; j++) {
-                char h = s[p + j];
-                code = code * 16 + (is_digit(h) ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1000);
-            }
+            int code = p + 5 < n ? hex4(s + p + 2) : -1;
             if (code < 0 || code >= 0x80)
-                return -1; /* outside ASCII: the Reader decodes it */
+                return -1; /* not an escape, or outside ASCII: the Reader decodes it */
             scratch[ml++] = (char)code;
             p += 6;
             continue;

@@ -52,7 +52,7 @@ from parsers.header.prefix import SGLANG_HEADER_RE
 
 from . import container
 from .container import CRI, DOCKER, PLAIN, UNWRAP_CODES, Record, detect, record_parser
-from .lines import DEFAULT_MAX_LINE, LineSplitter
+from .lines import DEFAULT_MAX_LINE, LineSplitter, read_behind
 
 CHUNK = 1 << 20
 DETECT_MAX = 1 << 16  # a first line longer than this is classified from its start
@@ -196,13 +196,8 @@ class Reader:
             # container records the C unwrapper reads: into one buffer kept from read to read,
             # behind the held partial record, as a plain file's reads go (LineSplitter.read_text)
             held = len(self._buf)
-            arr = self._arr
-            if arr is None or len(arr) < held + n:
-                arr = self._arr = bytearray(held + n)
-            with memoryview(arr) as mv:
-                mv[:held] = self._buf
-                k = f.readinto(mv[held : held + n]) or 0
-            return (self._records_text(arr, held + k) if k else ""), k
+            self._arr, k = read_behind(self._arr, self._buf, f, n)
+            return (self._records_text(self._arr, held + k) if k else ""), k
         chunk = f.read(n)
         return (self.feed_text(chunk) if chunk else ""), len(chunk)
 

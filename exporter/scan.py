@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import NamedTuple
 
@@ -180,12 +180,44 @@ def _match_env(rxs: list[tuple[re.Pattern[str], str]], line: str) -> tuple[int, 
     return None
 
 
+# what a line the scanner takes says: (ymdhm, sec, fraction, tags, 'D'/'P'/None, new, cached, is INFO)
+Read = tuple[str, str, "str | None", str, "str | None", "str | None", "str | None", bool]
+
+
+def _default_reader(sp: Spec) -> Callable[[str], Read | None]:
+    """A line in SGLang's default header, read by one ``fullmatch`` of the spec's regex."""
+    fullmatch = _regex(sp).fullmatch
+
+    def read(line: str) -> Read | None:
+        m = fullmatch(line)
+        if m is None:
+            return None
+        ymdhm, sec, ms, tags, d, p, new, cached, info = m.group(1, 2, 3, 4, 5, 6, "new", "cached", 9)
+        return ymdhm, sec, ms, tags, d or p, new, cached, bool(info)
+
+    return read
+
+
+def _envelope_reader(sp: Spec) -> Callable[[str], Read | None]:
+    """A line in one of the spec's header templates: its time item's time, its tags the template's
+    index and the text of its rank items."""
+    rxs = _env_regexes(sp)
+
+    def read(line: str) -> Read | None:
+        hit = _match_env(rxs, line)
+        if hit is None:
+            return None
+        k, m = hit
+        td, thm, tsec, tf, tags, d, p, new, cached, info = m.group("td", "thm", "tsec", "tf", "tags", "D", "P", "new", "cached", "I")
+        return f"{td} {thm}", tsec, tf, chr(48 + k) + tags, d or p, new, cached, bool(info)
+
+    return read
+
+
 def _scan_items(items: Iterator[tuple[int, str]], end: int, sp: Spec) -> ScanResult:
     """The reference implementation: one ``fullmatch`` per ``(index, line)``; ``end`` is the stop
     value when every item is taken."""
-    if len(sp) == 3:
-        return _scan_env_items(items, end, sp)
-    fullmatch = _regex(sp).fullmatch
+    read = _envelope_reader(sp) if len(sp) == 3 else _default_reader(sp)
     counts: dict[tuple[str, str], int] = {}
     new_sums: dict[str, int] = {}
     cached_sums: dict[str, int] = {}
@@ -199,16 +231,15 @@ def _scan_items(items: Iterator[tuple[int, str]], end: int, sp: Spec) -> ScanRes
         if not line.isascii() and max(line) > "\xff":
             stop = i
             break
-        m = fullmatch(line)
-        if m is None:
+        r = read(line)
+        if r is None:
             stop = i
             break
-        ymdhm, sec, ms, tags, d, p, new, cached, info = m.group(1, 2, 3, 4, 5, 6, "new", "cached", 9)
+        ymdhm, sec, ms, tags, kind, new, cached, info = r
         if info:
             n_info += 1
         else:
-            kind = d or p
-            if p:
+            if kind == "P":
                 a, b = int(new or 0), int(cached or 0)
                 if total_new + a > _INT64_MAX or total_cached + b > _INT64_MAX:
                     stop = i  # as the C scanner, whose sums are 64-bit
@@ -226,58 +257,6 @@ def _scan_items(items: Iterator[tuple[int, str]], end: int, sp: Spec) -> ScanRes
                 first[key] = i
             last[key] = i
         t = (ymdhm, sec, ms or "")
-        if top is None or t > top:
-            top = t
-    return ScanResult(stop, n_info, top, counts, new_sums, cached_sums, first, last)
-
-
-def _scan_env_items(items: Iterator[tuple[int, str]], end: int, sp: Spec) -> ScanResult:
-    """:func:`_scan_items` for a spec with header templates: the line's time is its template's time
-    item, its tags the template's index and the text of its rank items."""
-    rxs = _env_regexes(sp)
-    counts: dict[tuple[str, str], int] = {}
-    new_sums: dict[str, int] = {}
-    cached_sums: dict[str, int] = {}
-    first: dict[tuple[str, str, str], int] = {}
-    last: dict[tuple[str, str, str], int] = {}
-    has_new, has_cached = sp[1][2] is not None, sp[1][3] is not None
-    n_info = total_new = total_cached = 0
-    top = None
-    stop = end
-    for i, line in items:
-        if not line.isascii() and max(line) > "\xff":
-            stop = i
-            break
-        hit = _match_env(rxs, line)
-        if hit is None:
-            stop = i
-            break
-        k, m = hit
-        td, thm, tsec, tf, tags, d, p, new, cached, info = m.group("td", "thm", "tsec", "tf", "tags", "D", "P", "new", "cached", "I")
-        ymdhm = f"{td} {thm}"
-        if info:
-            n_info += 1
-        else:
-            tags = chr(48 + k) + tags
-            kind = d or p
-            if p:
-                a, b = int(new or 0), int(cached or 0)
-                if total_new + a > _INT64_MAX or total_cached + b > _INT64_MAX:
-                    stop = i
-                    break
-                total_new += a
-                total_cached += b
-                if has_new:
-                    new_sums[tags] = new_sums.get(tags, 0) + a
-                if has_cached:
-                    cached_sums[tags] = cached_sums.get(tags, 0) + b
-            ck = (kind, tags)
-            counts[ck] = counts.get(ck, 0) + 1
-            key = (kind, tags, ymdhm + tsec[0])
-            if key not in first:
-                first[key] = i
-            last[key] = i
-        t = (ymdhm, tsec, tf or "")
         if top is None or t > top:
             top = t
     return ScanResult(stop, n_info, top, counts, new_sums, cached_sums, first, last)

@@ -11,12 +11,12 @@ from __future__ import annotations
 import glob
 import random
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from formats_support import FORMATS, render
+from pipeline_support import damaged, generated_log
 
 from parsers.events import SGLANG
 from parsers.header import ENVELOPES, NONE, Stage, envelope_of, read_header
@@ -65,13 +65,7 @@ def test_every_fixture_line_in_every_format_reads_as_the_generic_chain(fmt: str)
 
 @pytest.fixture(scope="module")
 def busy_log(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    out = tmp_path_factory.mktemp("bench") / "busy.log"
-    subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "gen.py"), "--lines", "4000", "--rate", "10", "--out", str(out), "--no-truth"],
-        check=True,
-        timeout=120,
-    )
-    return _lines(str(out))
+    return generated_log(tmp_path_factory.mktemp("bench") / "busy.log", 4000, 10)
 
 
 @pytest.mark.parametrize("fmt", [f for f in bench_formats.FORMATS if f != "default"])
@@ -98,16 +92,7 @@ def test_damaged_lines_are_read_as_the_generic_chain_or_left_to_it(fmt: str, bus
     rnd = random.Random(fmt)
     read = 0
     for case in range(4000):
-        s = rnd.choice(lines[40:])
-        for _ in range(rnd.choice([1, 1, 2, 3])):
-            at = rnd.randrange(len(s) + 1)
-            op = rnd.randrange(3)
-            if op == 0:
-                s = s[:at] + s[at + 1 :]
-            elif op == 1:
-                s = s[:at] + rnd.choice(_NOISE) + s[at:]
-            else:
-                s = s[:at] + rnd.choice(_NOISE) + s[at + 1 :]
+        s = damaged(rnd, rnd.choice(lines[40:]), _NOISE, (1, 1, 2, 3), cut=False)
         for t in stage.templates:
             got = t.peel(s)
             if got is not None:

@@ -10,16 +10,14 @@ The same, fed line by line and in random chunks (``serve``'s tailers), gives the
 from __future__ import annotations
 
 import random
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from formats_support import FORMATS as REAL_FORMATS
 from formats_support import render
+from pipeline_support import feed_in_chunks, generated_log, use_scanner
 
-import exporter.pipeline as pipeline_mod
-from exporter import scan as scan_mod
 from exporter.app import exposition, new_pipeline, replay
 from exporter.reading import lines_of
 from exporter.sampler import Sampler
@@ -33,26 +31,13 @@ CASES = [f"bench:{f}" for f in bench_formats.FORMATS if f != "default"] + [f"rea
 
 @pytest.fixture(autouse=True, params=["native", "python"])
 def scanner(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "native":
-        if scan_mod.native is None:
-            pytest.skip("the C extension exporter._scan is not built")
-        fn, text_fn = scan_mod.native.scan, scan_mod.native.scan_text
-    else:
-        fn, text_fn = scan_mod.scan_py, scan_mod.scan_text_py
-    monkeypatch.setattr(pipeline_mod, "scan", fn)
-    monkeypatch.setattr(pipeline_mod, "scan_text", text_fn)
+    use_scanner(request.param, monkeypatch)
     return request.param
 
 
 @pytest.fixture(scope="module")
 def busy(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    out = tmp_path_factory.mktemp("busy") / "busy.log"
-    subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "gen.py"), "--lines", "8000", "--rate", "10", "--out", str(out), "--no-truth"],
-        check=True,
-        timeout=120,
-    )
-    lines = out.read_text(encoding="utf-8").split("\n")[:-1]
+    lines = generated_log(tmp_path_factory.mktemp("busy") / "busy.log", 8000, 10)
     # a second DP rank, a restart's startup line and a malformed batch line in the middle
     mid = len(lines) // 2
     dp1 = [ln.replace(" TP0]", " DP1 TP0]") for ln in lines[mid : mid + 300] if "batch" in ln]
@@ -116,16 +101,7 @@ def test_chunked_feeding_gives_the_state_of_line_by_line(case: str, busy: list[s
     pipe.finish()
     want = exposition(pipe)
     for seed in range(3):
-        rnd = random.Random(seed)
         pipe = new_pipeline(None)
-        i = 0
-        while i < len(lines):
-            n = rnd.choice([1, 7, 33, 64, 200, 1000])
-            chunk = lines[i : i + n]
-            if rnd.random() < 0.5:
-                pipe.feed_lines("s", chunk)
-            else:
-                pipe.feed_text("s", "".join(line + "\n" for line in chunk))
-            i += n
+        feed_in_chunks(pipe, random.Random(seed), lines, (1, 7, 33, 64, 200, 1000))
         pipe.finish()
         assert exposition(pipe) == want, (case, seed)

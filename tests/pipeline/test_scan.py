@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
+from pipeline_support import damaged, generated_log
 
 from exporter import scan as scan_mod
 from exporter.app import new_pipeline
@@ -176,19 +177,7 @@ def test_native_matches_python_on_mutated_lines() -> None:
     base = [D.format(s="34"), D.format(s="35.120"), P.format(s="36", new=1252, cached=1536), INFO.format(s="41"), D.format(s="47")]
     alphabet = list("0123456789.,:[] -\r\tDPIé€\x00ab") + ["INFO:", ", ", "] ", "\n"]
     for case in range(3000):
-        lines = []
-        for _ in range(rnd.randint(1, 12)):
-            s = rnd.choice(base)
-            for _ in range(rnd.choice([0, 0, 1, 2])):
-                at = rnd.randrange(len(s) + 1)
-                op = rnd.randrange(3)
-                if op == 0:
-                    s = s[:at] + s[at + 1 :]
-                elif op == 1:
-                    s = s[:at] + rnd.choice(alphabet) + s[at:]
-                else:
-                    s = s[:at]
-            lines.append(s)
+        lines = [damaged(rnd, rnd.choice(base), alphabet) for _ in range(rnd.randint(1, 12))]
         for start in range(len(lines) + 1):
             want = scan_py(lines, start, SPEC)
             assert scan_mod.native.scan(lines, start, SPEC) == want, (case, start, lines)
@@ -291,16 +280,7 @@ ENVELOPE_FORMATS = ("config", "json", "logfmt", "collector", "docker-lines", "cr
 
 @pytest.fixture(scope="module")
 def busy_lines(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    import subprocess
-    import sys
-
-    out = tmp_path_factory.mktemp("bench") / "busy.log"
-    subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "gen.py"), "--lines", "3000", "--rate", "10", "--out", str(out), "--no-truth"],
-        check=True,
-        timeout=120,
-    )
-    return out.read_text(encoding="utf-8").split("\n")[:-1]
+    return generated_log(tmp_path_factory.mktemp("bench") / "busy.log", 3000, 10)
 
 
 def rendered(fmt: str, lines: list[str]) -> list[str]:
@@ -354,19 +334,7 @@ def test_native_matches_python_on_mutated_envelope_lines(fmt: str, busy_lines: l
     rnd = random.Random(fmt)
     alphabet = list('0123456789.,:[]{} -\r\tDPIé€\x00ab"\\=ZT') + ["INFO:", ", ", "] ", "\\n", '\\"', "\\u00e9", "TP1", "pid=2"]
     for case in range(1500):
-        chunk = []
-        for _ in range(rnd.randint(1, 10)):
-            s = rnd.choice(base)
-            for _ in range(rnd.choice([0, 0, 1, 2])):
-                at = rnd.randrange(len(s) + 1)
-                op = rnd.randrange(3)
-                if op == 0:
-                    s = s[:at] + s[at + 1 :]
-                elif op == 1:
-                    s = s[:at] + rnd.choice(alphabet) + s[at:]
-                else:
-                    s = s[:at]
-            chunk.append(s.replace("\n", " "))
+        chunk = [damaged(rnd, rnd.choice(base), alphabet).replace("\n", " ") for _ in range(rnd.randint(1, 10))]
         for start in range(len(chunk) + 1):
             want = scan_py(chunk, start, sp)
             assert scan_mod.native.scan(chunk, start, sp) == want, (case, start, chunk)
