@@ -66,6 +66,10 @@ def explain_files(pipe, paths: list[str], source: str | None, out: TextIO, err: 
         )
         if read_by:
             out.write("-- headers read by: " + ", ".join(f"{k} {v}" for k, v in read_by.most_common()) + "\n")
+        ss = pipe.sampler.sampling.get(name)
+        if ss is not None:  # the header stage's decision (docs/formats/README.md#formats-read)
+            st = ss.stage
+            out.write(f"-- envelope: {st.envelope or 'none'} ({st.changes} changes; {len(st.templates)} templates learned)\n")
         write_proofs(src, out)
     return failed
 
