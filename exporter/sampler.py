@@ -519,6 +519,8 @@ def _peeled(stage: Stage, r: ScanResult, line: Callable[[int], str]) -> tuple[Sc
         c = canon[tags] = by_rank.setdefault(rk, tags)
         decoded[c] = rk
     zone = stage.scan_zone()
+    if not zone and all(c == t for t, c in canon.items()):
+        return r, decoded, stage.top_ts(r.top) if r.top is not None else None  # the usual run: its groups as they are
     buckets = stage.scan_buckets  # kept from run to run: a run's buckets are mostly the last run's
 
     def bucket(b: str) -> str:

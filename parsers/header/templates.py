@@ -158,6 +158,7 @@ class Template:
         "_groups",
         "_batch",
         "_bracket_texts",
+        "_minutes",
     )
 
     def __init__(self, kind: str, items: Items, via: str, engine: str | None, record: str | None = None) -> None:
@@ -170,6 +171,7 @@ class Template:
         self.zoned = bool(self.zone)
         self._ranks: dict[tuple, tuple[str, int | None, int | None, str | None]] = {}
         self._times: dict[str, float] = {}
+        self._minutes: dict[tuple[str, str], float] = {}  # a zoned time's (date, HH:MM) -> its minute's Unix time
         self._mode = "E"
         # the regex in two parts, the message between them; each captured group is named by its
         # part and its number in it, so that the batch forms (batch_form) number them too
@@ -367,8 +369,14 @@ class Template:
             date, hm, sec, frac = m.group(g + 1, g + 2, g + 3, g + 4)
             zone = self.zone
             if zone:
-                z = zone if zone == "Z" or ":" in zone else zone[:3] + ":" + zone[3:]
-                ts = rfc3339_epoch(f"{date}T{hm}:{sec}{'.' + frac if frac else ''}{z}")
+                # rfc3339_epoch's sum, with its minute converted once per minute of log
+                minute = self._minutes.get((date, hm))
+                if minute is None:
+                    if len(self._minutes) > 4096:
+                        self._minutes.clear()
+                    z = zone if zone == "Z" or ":" in zone else zone[:3] + ":" + zone[3:]
+                    minute = self._minutes[date, hm] = rfc3339_epoch(f"{date}T{hm}:00{z}")
+                ts = minute + int(sec) + (float("0." + frac) if frac else 0.0)
             else:
                 ts = minute_epoch(f"{date} {hm}") + int(sec) + (float("0." + frac) if frac else 0.0)
             if len(self._times) > 256:
