@@ -519,8 +519,6 @@ def _peeled(stage: Stage, r: ScanResult, line: Callable[[int], str]) -> tuple[Sc
         c = canon[tags] = by_rank.setdefault(rk, tags)
         decoded[c] = rk
     zone = stage.scan_zone()
-    if not zone and all(c == t for t, c in canon.items()):
-        return r, decoded, stage.top_ts(r.top) if r.top is not None else None  # the usual run: its groups as they are
     buckets = stage.scan_buckets  # kept from run to run: a run's buckets are mostly the last run's
 
     def bucket(b: str) -> str:
@@ -528,11 +526,20 @@ def _peeled(stage: Stage, r: ScanResult, line: Callable[[int], str]) -> tuple[Sc
             return b
         v = buckets.get(b)
         if v is None:
-            if len(buckets) > 4096:
+            if len(buckets) > 1024:  # a run holds a few hundred buckets
                 buckets.clear()
             z = zone if zone == "Z" or ":" in zone else zone[:3] + ":" + zone[3:]
             v = buckets[b] = bucket_of(rfc3339_epoch(f"{b[:10]}T{b[11:16]}:{b[16]}0{z}"))
         return v
+
+    same_buckets = not zone
+    if zone and r.first:
+        # the zone written is the configured one's offset at both ends of the run (UTC logs read
+        # in UTC): every bucket between is its own text (a run spans minutes, not a change of zone)
+        lo, hi = min(b for _, _, b in r.first), max(b for _, _, b in r.first)
+        same_buckets = bucket(lo) == lo and bucket(hi) == hi
+    if same_buckets and all(c == t for t, c in canon.items()):
+        return r, decoded, stage.top_ts(r.top) if r.top is not None else None  # the usual run: its groups as they are
 
     counts: dict[tuple[str, str], int] = {}
     for (k, t), n in r.counts.items():

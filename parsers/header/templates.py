@@ -372,7 +372,7 @@ class Template:
                 # rfc3339_epoch's sum, with its minute converted once per minute of log
                 minute = self._minutes.get((date, hm))
                 if minute is None:
-                    if len(self._minutes) > 4096:
+                    if len(self._minutes) > 64:  # the times come in order: a few minutes are enough
                         self._minutes.clear()
                     z = zone if zone == "Z" or ":" in zone else zone[:3] + ":" + zone[3:]
                     minute = self._minutes[date, hm] = rfc3339_epoch(f"{date}T{hm}:00{z}")

@@ -105,3 +105,26 @@ def test_chunked_feeding_gives_the_state_of_line_by_line(case: str, busy: list[s
         feed_in_chunks(pipe, random.Random(seed), lines, (1, 7, 33, 64, 200, 1000))
         pipe.finish()
         assert exposition(pipe) == want, (case, seed)
+
+
+@pytest.mark.parametrize("zone", ["Asia/Kolkata", "America/New_York"])
+def test_zoned_times_read_in_another_zone_give_the_state_of_line_by_line(zone: str, busy: list[str]) -> None:
+    """A logfmt log writes its times in UTC (``Z``); read in another zone, the scanner's 10-s buckets
+    are renamed to that zone's (the line path's ``bucket_of``): the state is line by line's."""
+    from parsers import clock
+
+    clock.set_zone(zone)
+    try:
+        lines = lines_of(_text("bench:logfmt", busy[:3000]).encode())
+        pipe = new_pipeline(None)
+        for line in lines:
+            pipe.feed("s", line)
+        pipe.finish()
+        want = exposition(pipe)
+        for seed in range(2):
+            pipe = new_pipeline(None)
+            feed_in_chunks(pipe, random.Random(seed), lines, (1, 7, 200, 1000, 3000))
+            pipe.finish()
+            assert exposition(pipe) == want, (zone, seed)
+    finally:
+        clock.set_zone(None)
