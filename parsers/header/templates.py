@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from .. import sglang
@@ -174,7 +175,7 @@ class Template:
         self._minutes: dict[tuple[str, str], float] = {}  # a zoned time's (date, HH:MM) -> its minute's Unix time
         self._mode = "E"
         # the regex in two parts, the message between them; each captured group is named by its
-        # part and its number in it, so that the batch forms (batch_form) number them too
+        # part and its number in it, so that the batch readers (batch_reader) number them too
         pre: list[str] = []
         post: list[str] = []
         groups: dict[str, list] = {"pre": [], "post": []}  # (role, item) per group, in order
@@ -227,50 +228,49 @@ class Template:
                     brackets.append((g, _BRACKET_BAD[it[1]]))
         return time_group, ranks, brackets
 
-    def batch_form(self, d: Any, p: Any) -> tuple:
-        """How a whole batch line of the current decode or prefill shape (``parsers.shapes.Shape``)
-        in this envelope is read: ``(fullmatch, D's marker group, D's builder, D's value count,
-        P's marker group, P's builder, P's value count, time group, rank groups, bracket groups)``;
-        a marker group is the message's start when its kind matched. Kept per pair of shapes."""
+    def batch_reader(self, d: Any, p: Any) -> Callable[[str], Line | None]:
+        """The reader of a whole batch line of the current decode or prefill shape
+        (``parsers.shapes.Shape``) in this envelope, made once per pair of shapes: one ``fullmatch``
+        of the envelope's regex with the two messages in it, and the Line the generic path gives
+        (its header by :meth:`peel`, its message by the shape); None for any other line, or one
+        with a value that does not convert (the generic path decides those)."""
         key = (d, p)
-        form = self._batch.get(key)
-        if form is None:
-            dre, dn, dbuild = d.in_record(self._mode)
-            pre_, pn, pbuild = p.in_record(self._mode)
-            npre = len(self._groups["pre"])
-            rx = re.compile(self._pre + "(?:()" + dre + "|()" + pre_ + ")" + self._post)
-            form = (rx.fullmatch, npre + 1, dbuild, dn, npre + 2 + dn, pbuild, pn, *self._numbered(2 + dn + pn))
-            if len(self._batch) > 16:
-                self._batch.clear()
-            self._batch[key] = form
-        return form
+        read = self._batch.get(key)
+        if read is not None:
+            return read
+        dre, dn, dbuild = d.in_record(self._mode)
+        pre_, pn, pbuild = p.in_record(self._mode)
+        npre = len(self._groups["pre"])
+        fullmatch = re.compile(self._pre + "(?:()" + dre + "|()" + pre_ + ")" + self._post).fullmatch
+        dm, pm = npre + 1, npre + 2 + dn  # the markers: an empty group at each message's start
+        tg, rank_groups, brackets = self._numbered(2 + dn + pn)
+        ranks, ranks_of, time_of, brackets_ok = self._ranks, self._ranks_of, self._time, self._brackets_ok
+        text = self.record is None and self.engine is None  # a logging config's header: MAX_PREAMBLE
+        rank_at = tuple(i for i, _ in rank_groups)
 
-    def batch_line(self, line: str, d: Any, p: Any) -> Line | None:
-        """The parsed Line of a batch line of shape ``d`` or ``p`` (``parsers.shapes.Shape``) in this
-        envelope, in one ``fullmatch``: the Line the generic path gives (its header by :meth:`peel`,
-        its message by the shape); None for any other line, or one with a value that does not
-        convert (the generic path decides those)."""
-        fm, dm, dbuild, dn, pm, pbuild, pn, tg, ranks, brackets = self._batch.get((d, p)) or self.batch_form(d, p)
-        m = fm(line)
-        if m is None:
-            return None
-        if brackets and not self._brackets_ok(m, brackets):
-            return None
-        g = m.groups()
-        is_d = g[dm - 1] is not None
-        if self.record is None and self.engine is None and m.start(dm if is_d else pm) > preamble.MAX_PREAMBLE:
-            return None
-        try:
-            ts = self._time(m, tg)
-        except (ValueError, OverflowError):
-            return None
-        key = tuple(m.group(i) for i, _ in ranks)
-        r = self._ranks.get(key)
-        if r is None:
-            r = self._ranks_of(key)
-        if is_d:
-            return dbuild(g[dm : dm + dn], ts, r[0], r[1], r[2])
-        return pbuild(g[pm : pm + pn], ts, r[0], r[1], r[2])
+        def read(line: str) -> Line | None:
+            m = fullmatch(line)
+            if m is None or (brackets and not brackets_ok(m, brackets)):
+                return None
+            g = m.groups()
+            is_d = g[dm - 1] is not None
+            if text and m.start(dm if is_d else pm) > preamble.MAX_PREAMBLE:
+                return None
+            try:
+                ts = time_of(m, tg)
+            except (ValueError, OverflowError):
+                return None
+            r = ranks.get(k := m.group(*rank_at) if len(rank_at) > 1 else (m.group(rank_at[0]),) if rank_at else ())
+            if r is None:
+                r = ranks_of(k)
+            if is_d:
+                return dbuild(g[dm : dm + dn], ts, r[0], r[1], r[2])
+            return pbuild(g[pm : pm + pn], ts, r[0], r[1], r[2])
+
+        if len(self._batch) > 16:
+            self._batch.clear()
+        self._batch[key] = read
+        return read
 
     @property
     def scannable(self) -> bool:
