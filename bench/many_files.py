@@ -2,13 +2,15 @@
 """serve on a glob of many files: the time to count lines written to all of them, and the idle CPU.
 
     python bench/many_files.py --files 2000 --lines 10 [--nofile 512] [--runs 3]
+    python bench/many_files.py --files 10000 --lines 10 --nofile 20000
 
 The real ``serve`` service (exporter.serve.Service: tailers, pipeline, rules, HTTP) in this
 process, so that the count is read from its state every 10 ms instead of through scrapes (a scrape
 of 2,000 sources is a 4.6 MB exposition and takes ~1.5 s: scraping back to back would measure the
 scrapes). Each file gets ``--lines`` decode lines at once; then the process sits idle and the CPU
-of each of its threads is read from /proc for 10 s. tests/sources/test_rotation_many_files.py runs
-the same as a subprocess; docs/reliability.md quotes these figures.
+of each of its threads is read from /proc for 10 s; last, /healthz and /metrics are scraped over
+HTTP (answered, the scrape's time, the descriptors the process holds). tests/sources/
+test_rotation_many_files.py runs the same as a subprocess; docs/reliability.md quotes these figures.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,9 +81,13 @@ def run(files: int, lines: int) -> dict:
                     per[name] = per.get(name, 0.0) + (_cpu(tid) - c0[tid]) / wall * 100
             with open("/proc/self/status") as f:
                 rss = next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:")) / 1024
+            scrapes = _scrapes(svc.server.server_address[1])
             return {
                 "files": files,
                 "lines": files * lines,
+                "counted": counted(),
+                "descriptors": len(os.listdir("/proc/self/fd")),
+                **scrapes,
                 "written_s": round(written, 2),
                 "ingest_s": round(ingest, 2),
                 "idle_cpu_pct": round(sum(per.values()), 2),
@@ -92,6 +99,20 @@ def run(files: int, lines: int) -> dict:
             svc.stop()
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def _scrapes(port: int) -> dict:
+    """/healthz 20 times and /metrics 3 times, each on a new connection (its descriptor number
+    past every file's): how many were answered 200, and the slowest /metrics."""
+    answered, worst = 0, 0.0
+    for path in ["/healthz"] * 20 + ["/metrics"] * 3:
+        t = time.monotonic()
+        with contextlib.suppress(OSError), urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=60) as r:
+            r.read()
+            answered += r.status == 200
+        if path == "/metrics":
+            worst = max(worst, time.monotonic() - t)
+    return {"scrapes_answered": f"{answered}/23", "metrics_scrape_s": round(worst, 2)}
 
 
 def main(argv: list[str] | None = None) -> int:

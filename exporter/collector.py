@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector
 
+from parsers import labels
+
 from . import contract as C
 from . import facts
 from .pipeline import Pipeline
@@ -27,44 +29,20 @@ def _family(cls, m: C.Metric):
     return cls(m.family, m.help, labels=list(m.labels))
 
 
-INFO_KEYS = (
-    ("model", ("served_model_name", "model_path", "model")),
-    ("kv_cache_dtype", ("kv_cache_dtype",)),
-    ("mamba_ssm_dtype", ("mamba_ssm_dtype", "mamba_ssm_cache_dtype")),
-    ("radix_cache_strategy", ("mamba_radix_cache_strategy", "mamba_scheduler_strategy", "mamba_cache_mode")),
-    ("tp_size", ("tp_size", "tensor_parallel_size")),
-    ("dp_size", ("dp_size", "data_parallel_size")),
-    ("speculative", ("speculative_algorithm", "speculative_config")),
-)
-
-
-def _fmt(v: object) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    if isinstance(v, dict):
-        return str(v.get("method") or v.get("model") or "") if v else ""
-    s = str(v)
-    return s[:120]
-
-
 def server_info(src: SourceState) -> dict[str, str]:
-    """Labels of ``hybrid_cache_server`` info: the server's configuration as logged."""
+    """Labels of ``hybrid_cache_server`` info: the server's configuration as logged, each value
+    within its label's bound (``contract.LABELS``; "" when not logged, or out of bound)."""
     cfg = src.config
     out: dict[str, str] = {}
-    for label, keys in INFO_KEYS:
+    for label, keys in C.SERVER_INFO_KEYS:
         val = ""
         for k in keys:
             if cfg.get(k) not in (None, ""):
-                val = _fmt(cfg[k])
+                val = labels.shown(label, cfg[k])
                 break
         out[label] = val
-    if out["speculative"] in ("None", "none"):
-        out["speculative"] = ""
-    out["version"] = src.version or ""
+    v = src.version or ""
+    out["version"] = v if C.LABEL["version"].admits(v) else ""
     return out
 
 
@@ -76,6 +54,7 @@ class _Server:
     gauges: dict[str, float]
     capacity: dict[str, float]
     max_running: float | None
+    max_running_basis: str  # logged | default (facts.basis_of)
     state_bytes: dict[str, float]
     replay_bytes: dict[str, float]
     counters: dict[str, float]
@@ -118,12 +97,14 @@ def snapshot(pipeline: Pipeline) -> list[_Source]:
             k = src.config.get("_gdn_prefill_kernel")
             s.gdn_kernel = k if isinstance(k, str) else None
             for dp, srv in sorted(src.servers.items()):
+                f = facts.peek(src, srv)  # the rules' and report's facts, read only
                 s.servers.append(
                     _Server(
                         dp,
                         pipeline.gauges_of(src, srv),
                         dict(srv.capacity),
-                        facts.peek(src, srv).max_running,  # the rules' and report's fact, read only
+                        f.max_running,
+                        facts.basis_of(f.max_running_source),
                         dict(srv.mamba_state_bytes),
                         dict(srv.replayssm_buffer_bytes),
                         dict(srv.counters),
@@ -203,7 +184,7 @@ class HybridCacheCollector(Collector):
                     if m is not None:
                         gauge(m).add_metric(lab, v)
                 if srv.max_running is not None:
-                    max_running.add_metric(lab, srv.max_running)
+                    max_running.add_metric(lab + [srv.max_running_basis], srv.max_running)
                 for k, v in srv.state_bytes.items():
                     state_bytes.add_metric(lab + [k], v)
                 for k, v in srv.replay_bytes.items():

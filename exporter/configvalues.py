@@ -48,6 +48,11 @@ CONFIG_KEYS = (
     "enable_linear_replayssm_spec",
     "language_model_only",
     "gpu_memory_utilization",
+    # what vLLM's defaults rest on (exporter/defaults.py): the extensible KV cache (0.34), max_num_seqs' limits
+    "enable_extensible_kv_cache",
+    "kv_cache_memory_bytes",
+    "performance_mode",
+    "max_num_batched_tokens",
     "mem_fraction_static",
     "dtype",
     "quantization",

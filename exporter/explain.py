@@ -25,8 +25,8 @@ from parsers.clock import zone_name
 from parsers.header import read_header
 
 from . import contract
-from .collector import INFO_KEYS
-from .facts import effective_max_running
+from .facts import basis_of, effective_max_running
+from .lines import Fragment
 from .offline import order_generations
 from .provenance import DEFAULT_HOW, LINE_COUNT, NEWEST_LINE, Basis, Proof
 from .reading import Reader, read_blocks
@@ -49,7 +49,7 @@ def explain_files(pipe, paths: list[str], source: str | None, out: TextIO, err: 
             src.mark_file(label)
             n = 0
             try:
-                for text in read_blocks(path, reader):
+                for text in read_blocks(path, reader, flush=False):
                     for line in text[:-1].split("\n"):
                         n += 1
                         out.write(f"{label}:{n}  {describe(src, line, read_by)}\n")
@@ -57,6 +57,11 @@ def explain_files(pipe, paths: list[str], source: str | None, out: TextIO, err: 
             except (OSError, EOFError, ValueError) as e:
                 print(f"hybrid-cache-exporter: {path}: cannot read: {getattr(e, 'strerror', None) or e}", file=err)
                 failed += 1
+            for line in reader.flush():  # the last line without its newline (a fragment): read only when whole
+                n += 1
+                note = "" if type(line) is not Fragment else "  (no newline: read only when its message is whole, docs/reading.md)"
+                out.write(f"{label}:{n}  {describe(src, line, read_by)}{note}\n")
+                pipe.feed(name, line)
         pipe.finish()
         lines = src.lines
         out.write(
@@ -95,6 +100,8 @@ def _record(src: SourceState, name: str, labels: dict[str, str], value: object, 
     r.update(basis=str(p.basis), rule=p.rule, file=file, line=line, lines=p.lines, boot=p.boot, dp_rank=dp, tp_rank=tp, pp_rank=pp)
     if p.also:
         r["also"] = [dict(zip(("file", "line"), src.where(n), strict=True)) for n in p.also]
+    if p.revises is not None:
+        r["revises"] = dict(zip(("file", "line"), src.where(p.revises), strict=True))
     if p.message is not None:
         n = src.ledger.confirmations((dp, tp or 0, pp or 0), p.message)
         if n:
@@ -102,19 +109,20 @@ def _record(src: SourceState, name: str, labels: dict[str, str], value: object, 
     return r
 
 
-def _max_running(src: SourceState, srv: ServerState) -> tuple[float | None, Proof | None]:
-    """The effective request cap (``facts.effective_max_running``) and what proves it."""
+def _max_running(src: SourceState, srv: ServerState) -> tuple[float | None, Proof | None, str]:
+    """The effective request cap (``facts.effective_max_running``), what proves it, and its ``basis`` label."""
     v, how = effective_max_running(src, srv)
     if v is None:
-        return None, None
+        return None, None, ""
     if how == "log":
         p = srv.proofs.get("max_running_requests") or src.proofs.get("config/_max_num_seqs_default")
     elif how == "args":
         p = src.proofs.get("config/max_num_seqs")
     else:
-        rule = f"not in the log: the engine's {how} for the release and device the log shows" if how in DEFAULT_HOW else how
+        head, _, why = how.partition(": ")
+        rule = f"not in the log: the engine's {how} for the release and device the log shows" if how in DEFAULT_HOW else why or head
         p = Proof(Basis.DEFAULT, None, src.restarts + 1, (srv.dp_rank, None, None), rule)
-    return v, p
+    return v, p, basis_of(how)
 
 
 def proofs(src: SourceState, srv: ServerState | None = None) -> list[dict]:
@@ -126,7 +134,7 @@ def proofs(src: SourceState, srv: ServerState | None = None) -> list[dict]:
     out: list[dict] = []
     if srv is None:
         cfg = src.config
-        for label, keys in INFO_KEYS:
+        for label, keys in contract.SERVER_INFO_KEYS:
             k = next((k for k in keys if cfg.get(k) not in (None, "")), None)
             if k is not None:
                 out.append(_record(src, contract.SERVER_INFO.name, {"label": label, "key": k}, cfg[k], src.proofs.get("config/" + k)))
@@ -141,9 +149,9 @@ def proofs(src: SourceState, srv: ServerState | None = None) -> list[dict]:
         m = _CAPACITY.get(key)
         if m is not None:
             out.append(_record(src, m.name, lab, v, srv.proofs.get(key)))
-    v, p = _max_running(src, srv)
+    v, p, basis = _max_running(src, srv)
     if v is not None:
-        out.append(_record(src, contract.MAX_RUNNING.name, lab, v, p))
+        out.append(_record(src, contract.MAX_RUNNING.name, {**lab, "basis": basis}, v, p))
     for label, d, prefix, m in (
         ("state", srv.mamba_state_bytes, "mamba_state_bytes/", contract.MAMBA_STATE_BYTES),
         ("buffer", srv.replayssm_buffer_bytes, "replayssm_buffer_bytes/", contract.REPLAYSSM_BUFFER_BYTES),
@@ -178,6 +186,8 @@ def write_proofs(src: SourceState, out: TextIO) -> None:
             where += f"-{r['line'] + r['lines'] - 1}"
         for a in r.get("also", ()):
             where += f" + {a['file']}:{a['line']}"
+        if r.get("revises"):
+            where += f" (revises {r['revises']['file']}:{r['revises']['line']})"
         rank = " ".join(f"{k[:2]}={r[k]}" for k in ("dp_rank", "tp_rank", "pp_rank") if r[k] is not None)
         text = f"   {head}  {r['basis']}  {where}  boot {r['boot']} {rank}"
         if r.get("confirmed_by_ranks"):

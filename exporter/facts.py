@@ -16,9 +16,12 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from parsers import events as ev
+from parsers.numbers import GIB
 
 from . import capacity as cap
+from . import defaults
 from .configvalues import number, truthy, unset
+from .revisions import sizes_after_warmup
 from .state import ServerState, SourceState
 from .version import VersionRange, parse_version
 
@@ -130,15 +133,74 @@ def mamba_cap(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | Non
     return int(slots) // spr
 
 
-# vLLM's max_num_seqs when neither the args nor the (DEBUG) defaulting line say it: the V0
-# default, and the V1 fallback for GPUs under 70 GiB. 0.8.0-0.8.4 always used 1024.
-VLLM_DEFAULT_MAX_NUM_SEQS = 256
-# the CPU backend's default for the API server, per TP x PP rank (0.30-0.33)
-VLLM_CPU_DEFAULT_MAX_NUM_SEQS = 128
+# --------------------------------------------------------------------------------------------
+# vLLM's defaults on this server (exporter/defaults.py): what the log shows of the device and the sizing mode
+
+# basis of a fact: read from a line of the log, or the engine's default (exporter/defaults.py) where the log says
+# nothing; a default the log does not let the exporter know is no value at all (hybrid_cache_max_running_requests'
+# ``basis`` label, docs/metrics.md)
+LOGGED, DEFAULT = "logged", "default"
+
+
+def device_gib(src: SourceState, srv: ServerState) -> float | None:
+    """The GPU's memory in GiB as the log shows it: ``Free memory on device (F/T GiB)``, else the budget a 0.34 line
+    names (``the requested R GiB``, ``caps this instance at R GiB``) over the utilization in force."""
+    c = srv.capacity
+    if c.get("_device_total_bytes"):
+        return c["_device_total_bytes"] / GIB
+    req = c.get("_requested_bytes")
+    util = gpu_memory_utilization(src, srv)[0]
+    return req / util / GIB if req and util else None
+
+
+def gpu_memory_utilization(src: SourceState, srv: ServerState) -> tuple[float | None, str, str]:
+    """(value, basis, why) of vLLM's ``gpu_memory_utilization`` in force: logged (``non-default args``, the value
+    ``Free memory on device`` or 0.34's cap warning names), else the release's default (0.9, 0.92, and from 0.34
+    1.0 with the extensible KV cache); None when the log does not tell which default applies."""
+    v = number(src.config.get("gpu_memory_utilization"))
+    if v:
+        return v, LOGGED, f"gpu_memory_utilization {v:g} (non-default args)"
+    v = srv.capacity.get("_gpu_memory_utilization")
+    if v:
+        return v, LOGGED, f"gpu_memory_utilization {v:g} (as the engine logged it in force)"
+    after = sizes_after_warmup(src.config, src.version)
+    d = defaults.vllm_gpu_memory_utilization(src.version, after)
+    if d is None:
+        return None, "", "the release's default: not known from the log (0.9, 0.92, or from 0.34 1.0 with the extensible KV cache)"
+    mode = " with the extensible KV cache" if after else ""
+    return d, DEFAULT, f"unset: vLLM {src.version}'s default {d:g}{mode}"
+
+
+def _world(src: SourceState) -> int:
+    world = 1
+    for k in ("tensor_parallel_size", "pipeline_parallel_size"):
+        v = src.config.get(k)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            world *= v
+    return world
+
+
+def vllm_default_max_num_seqs(src: SourceState, srv: ServerState) -> defaults.MaxNumSeqs:
+    """The ``max_num_seqs`` vLLM resolves for this server when the flag is not set, from what the log shows of its
+    device (exporter/defaults.py); ``value`` None where the log does not tell."""
+    cfg = src.config
+    dev = cfg.get("_device") or cfg.get("device_config")
+    mnbt = number(cfg.get("max_num_batched_tokens"))
+    return defaults.vllm_max_num_seqs(
+        src.version,
+        device="cpu" if dev == "cpu" else (str(dev) if dev else None),
+        device_gib=device_gib(src, srv),
+        sm90_or_later=cfg.get("_gdn_prefill_kernel") == "flashinfer",
+        world=_world(src),
+        throughput=str(cfg.get("performance_mode") or "").lower() == "throughput",
+        max_num_batched_tokens=int(mnbt) if mnbt else None,
+    )
 
 
 def effective_max_running(src: SourceState, srv: ServerState) -> tuple[float | None, str]:
-    """The effective request cap and where it came from (``log`` | ``args`` | ``default``)."""
+    """The effective request cap and where it came from: ``log`` (a line), ``args`` (``non-default args``), or
+    ``default: <why>`` (the engine's default, which vLLM logs only at DEBUG); (None, ``unknown: <why>``) where the
+    default depends on what the log does not show (vLLM on a GPU: its memory and name)."""
     v = srv.capacity.get("max_running_requests")
     if v is not None:
         return v, "log"
@@ -148,17 +210,17 @@ def effective_max_running(src: SourceState, srv: ServerState) -> tuple[float | N
         a = src.config.get(key)
         if isinstance(a, (int, float)) and not isinstance(a, bool):
             return float(a), "args" if key == "max_num_seqs" else "log"
-    if src.version and src.version.startswith(("0.8.0", "0.8.1", "0.8.2", "0.8.3", "0.8.4")):
-        return 1024.0, "default"
-    if src.config.get("_device") == "cpu" or src.config.get("device_config") == "cpu":
-        # engine/arg_utils.py::get_batch_defaults: the CPU backend serves 128 x (TP x PP) by default
-        world = 1
-        for k in ("tensor_parallel_size", "pipeline_parallel_size"):
-            v = src.config.get(k)
-            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-                world *= v
-        return float(VLLM_CPU_DEFAULT_MAX_NUM_SEQS * world), "default"
-    return float(VLLM_DEFAULT_MAX_NUM_SEQS), "default"
+    d = vllm_default_max_num_seqs(src, srv)
+    if d.value is None:
+        return None, f"unknown: {d.why}"
+    return float(d.value), f"default: {d.why}"
+
+
+def basis_of(how: str) -> str:
+    """The basis (``logged`` | ``default`` | ``""``) of a fact whose source :func:`effective_max_running` names."""
+    if how.startswith("default"):
+        return DEFAULT
+    return LOGGED if how in ("log", "args") else ""
 
 
 def requested_max_running(src: SourceState, srv: ServerState) -> tuple[float | None, str]:
@@ -189,10 +251,21 @@ def requested_max_running(src: SourceState, srv: ServerState) -> tuple[float | N
 
 def sglang_ssm_dtype(src: SourceState) -> tuple[str, str]:
     """(dtype, where from). server_args None -> the model config, float32 on public checkpoints."""
-    v = src.config.get("mamba_ssm_dtype")
-    if not unset(v):
-        return cap.normalize_dtype(str(v)), "server_args"
+    v = _dtype(src.config.get("mamba_ssm_dtype"))
+    if v is not None:
+        return v, "server_args"
     return "float32", "the model config's default (mamba_ssm_dtype not set in server_args)"
+
+
+def _dtype(v: object) -> str | None:
+    """A dtype the log set, normalised; None when not set or not one the capacity model knows (a
+    damaged value: not read, never an error)."""
+    if unset(v):
+        return None
+    try:
+        return cap.normalize_dtype(str(v))
+    except ValueError:
+        return None
 
 
 def vllm_arch(src: SourceState) -> str | None:
@@ -212,16 +285,15 @@ def vllm_is_hybrid(src: SourceState, srv: ServerState) -> bool:
 
 
 def vllm_ssm_dtype(src: SourceState) -> str:
-    v = src.config.get("mamba_ssm_cache_dtype")
-    if not unset(v):
-        return cap.normalize_dtype(str(v))
+    v = _dtype(src.config.get("mamba_ssm_cache_dtype"))
+    if v is not None:
+        return v
     arch = vllm_arch(src) or ""
     model = str(src.config.get("model") or src.config.get("model_path") or "")
     # auto -> float32 for NemotronH (HF value), Qwen3.5/3.6 (HF mamba_ssm_dtype), KDA (docs/formats/vllm.md#flags-and-defaults)
     if re.search(r"NemotronH|Qwen3_5|KimiLinear", arch) or re.search(r"qwen3\.[5-9]|nemotron-h|kimi-linear", model, re.I):
         return "float32"
-    mc = src.config.get("mamba_cache_dtype")
-    return cap.normalize_dtype(str(mc)) if not unset(mc) else "bfloat16"
+    return _dtype(src.config.get("mamba_cache_dtype")) or "bfloat16"
 
 
 def is_multimodal(src: SourceState) -> bool:
@@ -252,7 +324,7 @@ class ServerFacts:
     mamba_slots: int | None
     mamba_cap: int | None  # running requests the mamba pool allows
     max_running: float | None  # the effective request cap
-    max_running_source: str
+    max_running_source: str  # log | args | default: <why> | unknown: <why>
     requested_max_running: float | None  # what the operator asked for (per DP worker), or SGLang's estimate
     requested_source: str
     ssm_dtype: str
@@ -319,6 +391,7 @@ def derive(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None =
         ssm, ssm_how = vllm_ssm_dtype(src), "vllm config"
         kvd = str(conf.get("kv_cache_dtype") or "auto")
         slots = int(c["mamba_blocks"]) if c.get("mamba_blocks") else None
+        gib = device_gib(src, srv)
         observed = cap.ObservedCapacity(
             mamba_slots=slots,
             kv_tokens=int(c["kv_capacity_tokens"]) if c.get("kv_capacity_tokens") else None,
@@ -330,6 +403,9 @@ def derive(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None =
             engine="vllm",
             padding_slots=0,
             context_len=ctx,
+            device_bytes=gib * GIB if gib else None,
+            memory_utilization=gpu_memory_utilization(src, srv)[0],
+            withheld_bytes=c.get("_withheld_bytes"),
         )
     else:
         ssm, ssm_how = sglang_ssm_dtype(src)
@@ -345,7 +421,7 @@ def derive(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None =
             kv_tokens=int(c["kv_capacity_tokens"]) if c.get("kv_capacity_tokens") else None,
             kv_bytes=c.get("kv_capacity_bytes"),
             max_running_requests=int(eff) if eff else None,
-            mamba_full_memory_ratio=ratio if ratio else 0.9,
+            mamba_full_memory_ratio=ratio if ratio else defaults.SGLANG_MAMBA_FULL_MEMORY_RATIO,
             ssm_dtype=ssm,
             kv_dtype=kvd,
             requested_max_running_requests=int(req) if req else None,

@@ -22,19 +22,22 @@ from functools import cached_property
 from parsers import events as ev
 
 from . import capacity as cap
-from . import rulebook
+from . import defaults, rulebook
 from .capacity import families
 from .capacity.effects import norm_flag
 from .configvalues import number, truthy, unset
 from .facts import (
     GDN_ARCH_RE,
+    LOGGED,
     Demand,
     ServerFacts,
+    gpu_memory_utilization,
     is_multimodal,
     vllm_arch,
     vllm_is_hybrid,
     vllm_ssm_dtype,
 )
+from .revisions import sizes_after_warmup
 from .rulebook import (
     KV_BOUND,
     MAMBA_BOUND,
@@ -47,6 +50,9 @@ from .rules import RulesConfig
 from .state import ServerState, SourceState
 
 SKIP_DECODE_LOCK = "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK"
+# the value of a recommendation to remove a flag (vLLM 0.34's --gpu-memory-utilization: unset is 1.0 with the extensible
+# KV cache); ``report`` writes it "remove --flag"
+UNSET = "unset"
 MAMBA_SIDE = rulebook.on_pool("mamba")
 
 
@@ -184,6 +190,11 @@ def c_mamba_ssm_dtype(x: Context) -> Candidate | None:
     f = x.facts
     if not x.mamba_findings or cap.dtype_bytes(f.ssm_dtype) <= 2:
         return None
+    if x.observed.ssm_bytes == 0.0:
+        # the log says the SSM state is empty at its precision ("ssm_state size: 0.00GB"): a model whose state is
+        # all convolution (LFM2's short convolutions: SGLang sizes its temporal state at 0), or one too small to
+        # show; halving it frees nothing the log can show. The pool's size is the lever (the flags after this one).
+        return None
     assumes = () if f.ssm_dtype_source == "server_args" else (f"the SSM dtype {f.ssm_dtype}: {f.ssm_dtype_source}",)
     warns = ()
     if truthy(x.src.config.get("enable_linear_replayssm_spec")) and not f.version.below("0.5.20"):
@@ -224,7 +235,7 @@ def c_mamba_full_memory_ratio(x: Context) -> Candidate | None:
     f, o = x.facts, x.observed
     if f.engine != ev.SGLANG or f.unified_memory or f.version.below("0.5.3.post3") or not cap.ratio_moves_pools(o):
         return None  # (the last: --max-mamba-cache-size sizes the pool, or the model misses the logged pools by half)
-    r_now = o.mamba_full_memory_ratio or 0.9
+    r_now = o.mamba_full_memory_ratio or defaults.SGLANG_MAMBA_FULL_MEMORY_RATIO
     balanced = balanced_ratio(x)
     if x.mamba_findings:
         r_new = balanced
@@ -474,16 +485,47 @@ def c_language_model_only(x: Context) -> Candidate | None:
     )
 
 
+# vLLM 0.34's own words for when the cap is worth keeping (v1/worker/extensible_kv_cache.py, the cap warning)
+UNSET_ASSUMES = (
+    "nothing vLLM does not measure needs the headroom: other processes on the GPU, the CPU of a unified-memory device, "
+    "weight-transfer buffers, a KV connector's device buffers (vLLM's own list)"
+)
+GPU_MEMORY_UTILIZATION_CEILING = 0.95  # the highest value proposed where vLLM sizes the KV cache from an estimate
+
+
 def c_gpu_memory_utilization(x: Context) -> Candidate | None:
+    """A larger share of the GPU for the KV pool, never a value below the one in force (exporter/defaults.py: 0.9,
+    0.92, and from 0.34 1.0 with the extensible KV cache). vLLM 0.34 sizing after warmup: the lever is to unset a cap
+    below 1.0, its gain the memory vLLM's own warning says the cap keeps out of the KV cache. No candidate where the
+    log does not tell the value in force: any number could shrink the pool."""
     f = x.facts
     answers = x.side(VLLM_POOL_FINDINGS)
     if f.engine != ev.VLLM or not answers:
         return None
-    util = number(x.src.config.get("gpu_memory_utilization")) or (0.92 if f.version.at_least("0.20") else 0.9)
-    if util >= 0.95:
+    util, basis, why = gpu_memory_utilization(x.src, x.srv)
+    if util is None:
         return None
-    new = min(0.95, round(util + 0.03, 2))
-    return Candidate(f"{new:g}", f"KV pool grows by {round(new - util, 2):g} of GPU memory", f"current {util:g}", answers)
+    if sizes_after_warmup(x.src.config, x.src.version):
+        if util >= 1.0:
+            return None  # already all of it
+        withheld = x.srv.capacity.get("_withheld_bytes")
+        fallback = (
+            f"the KV pool grows by the {withheld / cap.GiB:g} GiB vLLM says the cap keeps out of it"
+            if withheld
+            else f"the KV pool is sized from all free device memory instead of {util:g} of it"
+        )
+        return Candidate(
+            UNSET,
+            fallback,
+            f"{why}; vLLM {f.version} sizes the KV cache from the memory measured after warmup (extensible KV cache): unset means 1.0",
+            answers,
+            assumes=(UNSET_ASSUMES,),
+        )
+    if util >= GPU_MEMORY_UTILIZATION_CEILING:
+        return None
+    new = min(GPU_MEMORY_UTILIZATION_CEILING, round(util + 0.03, 2))
+    assumes = () if basis == LOGGED else (f"gpu_memory_utilization {util:g}: {why}",)
+    return Candidate(f"{new:g}", f"KV pool grows by {round(new - util, 2):g} of GPU memory", why, answers, assumes=assumes)
 
 
 def c_schedule_conservativeness(x: Context) -> Candidate | None:
@@ -531,7 +573,8 @@ def c_max_num_seqs(x: Context) -> Candidate | None:
         if n > eff:
             answers = (REQUEST_CAP_BOUND,) + ((MAMBA_CAPPED,) if MAMBA_CAPPED in x.findings and blocks else ())
             why = f"max_num_seqs {int(eff)} ({f.max_running_source}) pinned with requests waiting; KV usage p95 {d.kv_p95}"
-            return Candidate(str(n), f"cap {int(eff)} -> {n}", why, tuple(r for r in x.findings if r in answers))
+            assumes = (f"the cap {int(eff)}: {f.max_running_source}",) if f.max_running_source.startswith("default") else ()
+            return Candidate(str(n), f"cap {int(eff)} -> {n}", why, tuple(r for r in x.findings if r in answers), assumes=assumes)
     if MAMBA_CAPPED in x.findings and blocks:
         return Candidate(
             str(int(blocks)),
@@ -607,7 +650,7 @@ CATALOGUE: tuple[FlagEntry, ...] = (
     FlagEntry(
         "--language-model-only", _VL, c_language_model_only, None, cap.plan_language_model_only, (("vllm", None),), risk=2, switch=True
     ),
-    FlagEntry("--gpu-memory-utilization", _VL, c_gpu_memory_utilization, risk=1),
+    FlagEntry("--gpu-memory-utilization", _VL, c_gpu_memory_utilization, cap.log_gpu_memory_utilization, None, (("vllm", None),), risk=1),
 )
 BY_NAME: dict[str, FlagEntry] = {norm_flag(e.flag): e for e in CATALOGUE}
 BY_NAME[norm_flag("--mamba-scheduler-strategy")] = BY_NAME[norm_flag("--mamba-radix-cache-strategy")]  # its name in 0.5.13

@@ -16,6 +16,15 @@ from typing import BinaryIO
 DEFAULT_MAX_LINE = 1 << 20  # 1 MiB: server_args dumps are ~10 KB; nothing real comes close
 
 
+class Fragment(str):
+    """A line handed on without its newline: the end of a finished input (the flush), or the held
+    part of a line that a truncation ended (a writer that died mid-line). Not a line yet: the
+    pipeline reads it only when its message is whole (``Pipeline.feed``; docs/reading.md), else
+    counts it, unread."""
+
+    __slots__ = ()
+
+
 def _long_line(data: bytes, nl: int, max_line: int) -> bool:
     """Whether ``data[:nl]`` may hold a line longer than ``max_line`` bytes; one ``rfind`` per
     ``max_line`` bytes, not one step per line."""
@@ -126,13 +135,13 @@ class LineSplitter:
         self.buf = b""
         return head
 
-    def flush(self) -> str | None:
+    def flush(self) -> Fragment | None:
         """The held partial line (at EOF of a finished file), or None."""
         b, self.buf = self.buf, b""
         if self.skipping:
             self.skipping = False
             return None
-        return b.decode("utf-8", "replace") if b else None
+        return Fragment(b.decode("utf-8", "replace")) if b else None
 
     @property
     def pending(self) -> int:

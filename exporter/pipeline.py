@@ -29,11 +29,14 @@ from collections.abc import Callable, Iterable
 from functools import partial
 
 from parsers import events as ev
+from parsers import parse_line, read_header
+from parsers.cuts import cut_short, ends_whole
 
+from .lines import Fragment
 from .sampler import Sampler, SourceSampling
 from .scan import ScanResult, Spec, line_at, result, scan, scan_text
 from .state import DEFAULT_MAX_DP_RANKS, ServerState, SourceState
-from .wrapped import IDLE_SECONDS, Wraps
+from .wrapped import IDLE_SECONDS, WRAP_NEVER, Wraps
 
 # observers called after each applied event: (source_state, server_state, parsed line, raw line)
 Observer = Callable[[SourceState, ServerState, ev.Line, str], None]
@@ -92,6 +95,8 @@ class Pipeline:
         ss = self.sampler.sampling.get(source) or self._sampling(source)
         ss.fed_at = time.monotonic()
         with self.lock:
+            if type(line) is Fragment:
+                return self._fragment(src, ss, line)
             if self.wraps.held and source in self.wraps.held:
                 out = self._piece(src, ss, line)  # a wrapped message's next piece, or None
                 if out is not None:
@@ -104,24 +109,52 @@ class Pipeline:
             return self._take(src, ss, line, r)
 
     def _take(self, src: SourceState, ss: SourceSampling, line: str, parsed: ev.Line) -> str:
-        """A parsed line: its event applied (or the line counted), or held when it may continue."""
+        """A parsed line: its event applied (or the line counted), or held when it is provably cut
+        (:mod:`exporter.wrapped`, rule 1)."""
         if parsed.event is None:
-            if not self.wraps.offer(src, line, parsed):
+            if not self.wraps.hold(src, line, parsed):
                 src.count(parsed.outcome, 1, parsed.engine, parsed.ts)
             return parsed.outcome
+        if not isinstance(parsed.event, WRAP_NEVER):
+            now = self.wraps.hold_parsed(src, line, parsed)  # what it says for sure (rule 2)
+            if now is None:
+                return parsed.outcome
+            parsed = now
         self._apply(src, ss, parsed, line)
-        self.wraps.offer(src, line, parsed)  # a startup message may go on (cut after a number)
         return parsed.outcome
+
+    def _fragment(self, src: SourceState, ss: SourceSampling, line: str) -> str:
+        """A line without its newline (:class:`~exporter.lines.Fragment`: the end of a finished input,
+        or a writer's line a truncation ended): read like any line when its message is whole (an
+        SGLang batch line of the source's learned shape, every field there; else
+        :func:`parsers.cuts.ends_whole`), else counted unread: ``unrecognized`` when it begins a
+        known message, ``ignored`` when not."""
+        self.wraps.drop(src)  # (it ends what was held: nothing follows it)
+        parsed = parse_line(line, src.engine, src.year)
+        if parsed.tod is not None:
+            parsed.ts = src.on_date(parsed.tod)
+        msg = read_header(line, src.engine, src.year).msg
+        e = parsed.event
+        if e is not None and (ss.shapes.whole(msg) if type(e) is ev.BatchStats and e.kind in ("decode", "prefill") else ends_whole(msg, e)):
+            r = self.sampler.take(src, ss, line)  # the usual path
+            if type(r) is str:
+                if ss.due:
+                    self._play(src, ss)
+                return r
+            return self._take(src, ss, line, r)
+        known = parsed.outcome != ev.IGNORED or cut_short(msg, parsed.engine or src.engine, True)
+        outcome = ev.UNRECOGNIZED if known else ev.IGNORED
+        src.count(outcome, 1, parsed.engine if known else None, parsed.ts)
+        return outcome
 
     def _piece(self, src: SourceState, ss: SourceSampling, line: str) -> str | None:
         """``line`` after a held line: taken as its piece (the outcome), or None (the usual path)."""
-        held = self.wraps.held[src.name]
         r = self.wraps.piece(src, line)
         if r is None or type(r) is str:
             return r
-        # what the pieces say together; they span the held lines (a first line that parsed alone
-        # is held on with this piece added, and was counted already: n is the new piece)
-        self._apply(src, ss, r.line, r.text, r.n, max(r.n, len(held.lines)))
+        # what the pieces say together; they span the lines from the held one to this one (a first
+        # line that parsed alone was counted already, and other writers' lines between too)
+        self._apply(src, ss, r.line, r.text, r.n, r.span)
         return ev.PARSED
 
     def _apply(self, src: SourceState, ss: SourceSampling, parsed: ev.Line, raw: str, n: int = 1, span: int = 0) -> None:
@@ -159,6 +192,13 @@ class Pipeline:
         """Feed many lines in order; same result as ``feed`` on each, faster on busy SGLang logs."""
         if not isinstance(lines, list):
             lines = list(lines)
+        if lines and type(lines[-1]) is Fragment:  # a reader's flush: never through the bulk scanner
+            self._feed_lines(source, lines[:-1])
+            self.feed(source, lines[-1])
+            return
+        self._feed_lines(source, lines)
+
+    def _feed_lines(self, source: str, lines: list[str]) -> None:
         src = self.sources.get(source) or self.source(source)
         ss = self.sampler.sampling.get(source) or self._sampling(source)
         ss.fed_at = time.monotonic()

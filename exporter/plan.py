@@ -19,6 +19,7 @@ from typing import Any
 from exporter import capacity as cap
 from exporter import flags
 from exporter.facts import demand_of, facts_of
+from exporter.revisions import in_force
 
 V1_MAX_NUM_SEQS = (
     "--max-num-seqs frees no KV memory in vLLM V1: the one block pool (KV and mamba state alike) is allocated from the "
@@ -306,6 +307,7 @@ def from_log(pipe, cfg=None) -> list[dict]:
                     "source": name,
                     "dp_rank": dp,
                     "engine": f.engine,
+                    "kv_budget": _kv_budget(srv),
                     "pools": {
                         "mamba_slots": o.mamba_slots,
                         "slots_per_request": o.slots_per_request,
@@ -320,11 +322,30 @@ def from_log(pipe, cfg=None) -> list[dict]:
     return out
 
 
+def _kv_budget(srv) -> dict | None:
+    """The KV pool's bytes as the log gives them (``plan --kv-budget`` takes the final figure): the value in force and,
+    where this boot sized the pool again after warmup (vLLM 0.34), the estimate before it, each with its line."""
+    hist = srv.revisions.get("kv_capacity_bytes") or []
+    cur = in_force(hist)
+    if cur is None or "kv_capacity_bytes" not in srv.capacity:
+        return None
+    first = hist[0]
+    out = {"gib": round(cur.value / cap.GiB, 2), "stage": cur.stage, "line": cur.text}
+    if first is not cur and first.value != cur.value:
+        out.update(estimate_gib=round(first.value / cap.GiB, 2), estimate_line=first.text)
+    return out
+
+
 def render_from_log(servers: list[dict]) -> str:
     lines = []
     for s in servers:
         p = s["pools"]
         lines.append(f"source {s['source']} dp_rank {s['dp_rank']} ({s['engine'] or 'engine not detected'}): the pools as logged")
+        kb = s.get("kv_budget")
+        if kb:
+            est = f"; {kb['estimate_gib']:g} GiB was the estimate before warmup ({kb['estimate_line']})" if kb.get("estimate_gib") else ""
+            src = f" ({kb['line']})" if kb.get("line") else ""
+            lines.append(f"  KV budget {kb['gib']:g} GiB per GPU{src}{est}: plan --kv-budget {kb['gib']:g}")
         lines.append(
             "  "
             + ", ".join(

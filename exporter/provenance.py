@@ -24,7 +24,9 @@ The rules the state keeps (exporter/state.py applies them, :class:`Ledger` decid
    one's value within the boot (SGLang's post-capture KV sizing after a ``VA upper bound`` line;
    vLLM 0.34's KV cache extended after warm-up, after its ``Available KV cache memory`` estimate)
    has its own key, and :data:`REVISIONS` names the message it settles: it revises the fact
-   (its proof says which line it revises) and starts no boot.
+   (its proof says which line it revises) and starts no boot. vLLM 0.34's per-worker sizing lines are
+   no messages of the ledger (a worker's rank is not in its line): their stages (before warmup,
+   measured, final) and what a later one does to an earlier one are exporter/revisions.py's.
 5. **Facts of different boots never combine.** A new boot forgets every fact, its proof, and
    what each rank said (``SourceState.restart``).
 
@@ -82,10 +84,10 @@ def prove(proofs: dict[str, Proof], prefix: str, now: dict, old: dict, proof: Pr
         name = prefix + key
         note = noted.get(name)
         if note is not None:
-            basis, rule, line, also = note
+            basis, rule, line, also, revises = note
             same = line is None or line == proof.line
             proofs[name] = Proof(
-                basis, proof.line if same else line, proof.boot, proof.rank, rule, proof.lines if same else 1, also, None, proof.message
+                basis, proof.line if same else line, proof.boot, proof.rank, rule, proof.lines if same else 1, also, revises, proof.message
             )
         elif key not in old or old[key] != v:
             proofs[name] = proof

@@ -23,7 +23,10 @@ exporter.offline (``order_generations``, ``replay_files``).
 
 What a line is:
 
-* Plain files: a line ends at ``\\n``; a partial last line is held until its newline (or ``flush``).
+* Plain files: a line ends at ``\\n``; a partial last line is held until its newline, or handed on
+  as a :class:`~exporter.lines.Fragment` by ``flush`` (the end of a finished input) and
+  ``ends_before`` (a truncation ended it): the pipeline reads a fragment only when its message is
+  whole.
 * Container formats (:mod:`exporter.container`): records are decoded, Docker records
   without a final ``\\n`` and CRI ``P`` records are joined with the following ones into one
   message. The record time is kept: a message that does not start with an SGLang header (which
@@ -52,7 +55,7 @@ from parsers.header.prefix import SGLANG_HEADER_RE
 
 from . import container
 from .container import CRI, DOCKER, PLAIN, UNWRAP_CODES, Record, detect, record_parser
-from .lines import DEFAULT_MAX_LINE, LineSplitter, read_behind
+from .lines import DEFAULT_MAX_LINE, Fragment, LineSplitter, read_behind
 
 CHUNK = 1 << 20
 DETECT_MAX = 1 << 16  # a first line longer than this is classified from its start
@@ -218,7 +221,8 @@ class Reader:
         return []
 
     def flush(self) -> list[str]:
-        """The end of a finished input: the held partial line (or unfinished message), if any."""
+        """The end of a finished input: the held partial line (or unfinished message), if any, as a
+        :class:`~exporter.lines.Fragment` (the lines before it in an unfinished message are whole)."""
         if self.fmt is None:
             if not self._head:
                 return []
@@ -235,7 +239,12 @@ class Reader:
         skip, self._skip = self._skip, False
         if raw and not skip:
             self._one(raw, out)
-        self._join(out)
+            if self._record(raw) is None and out:  # a record cut short: not one of the format's
+                out[-1] = Fragment(out[-1])
+        if self._first is not None:  # a message whose final record never came
+            self._join(out)
+            if out:
+                out[-1] = Fragment(out[-1])
         return out
 
     # container records ---------------------------------------------------------------------

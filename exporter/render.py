@@ -85,6 +85,20 @@ def before_after_lines(ba: dict | None) -> list[str]:
     return out
 
 
+def revision_lines(revs: list[dict] | None) -> list[str]:
+    """The facts this boot revised (vLLM 0.34: sized again after warmup, one boot), each value with its line."""
+    if not revs:
+        return []
+    out = ["Sized again in this boot (vLLM sizes the KV cache after warmup: one boot, its facts revised)"]
+    for r in revs:
+        mark = "in force" if r["in_force"] else "earlier"
+        value = f"{r['value']:,.2f} GiB" if r["unit"] == "GiB" else f"{fmt_int(r['value'])} {r['unit']}"
+        out.append(f"  {r['label']:34s} {value:>16s}  {r['stage_words']} ({mark}), {r['time']}")
+        if r["line"]:
+            out.append(f"    {r['line']}")
+    return out
+
+
 def workload_lines(wl: dict | None) -> list[str]:
     """The request lengths and the ratio that serves them."""
     if not wl:
@@ -186,6 +200,10 @@ def render_text(rep: dict) -> str:
             if mc:
                 w(f"  {mc}")
             w("")
+            rev = revision_lines(srv.get("revisions"))
+            if rev:
+                out.extend(rev)
+                w("")
             for block in (pool_lines(st or {}), before_after_lines(srv.get("before_after")), workload_lines(srv.get("workload"))):
                 if block:
                     out.extend(block)
@@ -275,6 +293,16 @@ def render_markdown(rep: dict) -> str:
             mc = (st or {}).get("model_check_words")
             if mc:
                 w(_md(mc[0].upper() + mc[1:]) + ".")
+                w("")
+            if srv.get("revisions"):
+                w(f"**{revision_lines(srv['revisions'])[0]}**")
+                w("")
+                w("| fact | value | stage | time | line |")
+                w("|---|---|---|---|---|")
+                for r in srv["revisions"]:
+                    value = f"{r['value']:,.2f} GiB" if r["unit"] == "GiB" else f"{fmt_int(r['value'])} {r['unit']}"
+                    stage = r["stage_words"] + (" (in force)" if r["in_force"] else "")
+                    w(f"| {r['label']} | {value} | {stage} | {r['time']} | `{_md(r['line'] or '')}` |")
                 w("")
             for block in (pool_lines(st or {}), before_after_lines(srv.get("before_after")), workload_lines(srv.get("workload"))):
                 if block:

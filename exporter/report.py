@@ -27,8 +27,9 @@ from .boots import before_after
 from .configvalues import CONFIG_KEYS
 from .drawing import chart_data
 from .explain import proofs
-from .facts import facts_of, peek, version_range
+from .facts import device_gib, facts_of, gpu_memory_utilization, peek, version_range
 from .history import History
+from .revisions import REVISED, in_force
 from .rulebook import RULE_IDS
 from .rules import RulesConfig
 from .state import ServerState, SourceState
@@ -101,6 +102,12 @@ def fmt_value(v: object) -> str:
 
 
 SOURCE_WORDS = {"log": "from the log", "args": "from the arguments", "default": "the engine's default", "server_args": "from server_args"}
+# a fact whose source reads "default: why" / "unknown: why" (exporter/facts.py): the engine's default, not a logged value
+SOURCE_PREFIXES = {
+    "logged": "from the log:",
+    "default": "not logged, the engine's default:",
+    "unknown": "not logged, and the engine's default is not known:",
+}
 # capacity fact -> (label, unit); facts not listed are shown with their key
 FACTS = {
     "kv_capacity_tokens": ("KV pool", "tokens"),
@@ -115,7 +122,54 @@ FACTS = {
     "kv_blocks": ("KV blocks", "blocks"),
     "mamba_blocks": ("mamba blocks", "blocks"),
     "context_length_tokens": ("context length", "tokens"),
+    "gpu_memory_utilization": ("gpu_memory_utilization in force", "fraction"),
+    "device_memory_gib": ("device memory", "GiB"),
+    "withheld_gib": ("kept out of the KV cache by the cap", "GiB"),
 }
+# the stages of a revised fact, as report names them (exporter/revisions.py)
+STAGE_WORDS = {"profile": "before warmup", "estimate": "estimate", "measured": "measured after warmup", "final": "final"}
+REVISED_WORDS = {
+    "kv_capacity_bytes": "KV pool memory",
+    "kv_blocks": "KV blocks",
+    "context_length_tokens": "context length",
+    "withheld_bytes": "kept out by gpu_memory_utilization",
+}
+
+
+def source_words(how: str) -> str:
+    """How a fact's source reads in a report row."""
+    head, _, why = how.partition(": ")
+    if why and head in SOURCE_PREFIXES:
+        return f"{SOURCE_PREFIXES[head]} {why}"
+    return SOURCE_WORDS.get(how, "from " + how)
+
+
+def revisions_of(srv: ServerState) -> list[dict]:
+    """The facts this boot stated at more than one stage (vLLM 0.34 sizes its KV cache again after warmup: one boot
+    whose facts are revised, not a restart), each value with its stage, its time and its line; and the line of
+    0.34's cap warning (the memory the advice gives back)."""
+    out = []
+    for key in (*REVISED, "withheld_bytes"):
+        hist = srv.revisions.get(key) or []
+        if not hist or (key in REVISED and len({(r.stage, r.value) for r in hist}) < 2):
+            continue
+        cur = in_force(hist)
+        for r in hist:
+            value = r.value / GIB if key.endswith("_bytes") else r.value
+            out.append(
+                {
+                    "fact": key,
+                    "label": REVISED_WORDS[key],
+                    "stage": r.stage,
+                    "stage_words": STAGE_WORDS[r.stage],
+                    "value": round(value, 2) if key.endswith("_bytes") else _num(value),
+                    "unit": "GiB" if key.endswith("_bytes") else "tokens" if key == "context_length_tokens" else "blocks",
+                    "in_force": r is cur,
+                    "time": fmt_ts(r.ts),
+                    "line": r.text,
+                }
+            )
+    return out
 
 
 def fact_rows(facts: dict) -> list[tuple[str, str]]:
@@ -131,13 +185,15 @@ def fact_rows(facts: dict) -> list[tuple[str, str]]:
             text = f"{v:,.2f} GiB"
         elif unit == "x":
             text = f"{v:g}x"
+        elif unit == "fraction":
+            text = f"{v:g}"
         elif isinstance(v, (int, float)) and not isinstance(v, bool):
             text = fmt_int(v) + (f" {unit}" if unit else "")
         else:
             text = fmt_value(v) + (f" {unit}" if unit else "")
         how = facts.get(k + "_source")
         if how:
-            text += f", {SOURCE_WORDS.get(how, 'from ' + how)}"
+            text += f", {source_words(how)}"
         rows.append((label, text))
     return rows
 
@@ -147,6 +203,8 @@ def flag_text(flag: str, value: str) -> str:
     true: both engines' parsers refuse ``--switch true``), ``SGLANG_ENV=v`` (an environment variable)."""
     if flag.startswith("SGLANG_") or flag.isupper():
         return f"{flag}={value}"
+    if value == flags.UNSET:
+        return f"remove {flag}"
     e = flags.entry(flag)
     if (e is not None and e.switch) or value in ("true", ""):
         return flag
@@ -184,6 +242,17 @@ def capacity_facts(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict
         "mamba_blocks": _num(c.get("mamba_blocks")),
         "context_length_tokens": _num(c.get("context_length_tokens")),
     }
+    if eff is None and eff_how.startswith("unknown"):
+        facts["max_running_requests"] = "unknown"
+    if src.engine == "vllm":
+        util, basis, util_how = gpu_memory_utilization(src, srv)
+        gib = device_gib(src, srv)
+        facts.update(
+            gpu_memory_utilization=util,
+            gpu_memory_utilization_source=f"{basis}: {util_how}" if util is not None else None,
+            device_memory_gib=round(gib, 2) if gib else None,
+            withheld_gib=round(c["_withheld_bytes"] / GIB, 2) if c.get("_withheld_bytes") else None,
+        )
     return {k: v for k, v in facts.items() if v is not None}
 
 
@@ -248,6 +317,8 @@ def server_status(
     cap_words = ""
     if eff is not None:
         by = " set by the mamba pool" if mcap is not None and int(eff) == mcap else ""
+        if eff_how.startswith("default"):
+            by += f" (not logged: {eff_how.partition(': ')[2]})"  # a finding that rests on a default says so
         cap_words = f" against a cap of {fmt_int(eff)}{by}"
     load = f"{fmt_int(running)} running{cap_words}, {fmt_int(queued)} waiting" if running is not None else ""
     # the pools as far as the log tells (vLLM logs no mamba usage)
@@ -360,6 +431,7 @@ CAUSE_WORDS = {
     "tokenizer_error": "the tokenizer manager hit an exception",
     "detokenizer_error": "the detokenizer manager hit an exception",
     "child_failed": "a child process failed and signalled the server",
+    "process_died": "a process of the server died (its Rust frontend or an API server)",
 }
 NOT_SERVING = ("idle", "stalled", "stopped", "dead")  # the states in which findings are not the state now
 
@@ -442,6 +514,7 @@ def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
         "dp_rank": srv.dp_rank,
         "log_time": {"first": fmt_ts(first), "last": fmt_ts(last), "seconds": round(max(0.0, last - first), 1) if first and last else 0},
         "capacity": cap_facts,
+        "revisions": revisions_of(srv),
         "peaks": {k: _num(v) for k, v in m.peaks.items()},
         "counters": {
             k: _num(v)

@@ -43,7 +43,7 @@ from parsers.numbers import is_count
 from parsers.shapes import LineShapes
 
 from .scan import ScanResult
-from .state import BATCH_GAUGES, DEFAULT_MAX_DP_RANKS, ServerState, SourceState
+from .state import BATCH_GAUGES, DEFAULT_MAX_DP_RANKS, DP_RANK_LEN, ServerState, SourceState
 
 _G0 = itemgetter(0)
 _BATCH_HEADS = ("Decode batch", "Prefill batch")
@@ -378,8 +378,10 @@ class Sampler:
                 dps[dp] = rank
                 ranks[tags] = (dp, rank)
         unknown = sum(1 for dp in dps if dp not in src.servers)
-        if unknown and len(src.servers) + unknown > (src.max_dp_ranks or DEFAULT_MAX_DP_RANKS):
-            return False  # line by line: the lines of ranks beyond the limit are counted and dropped
+        if unknown and (
+            len(src.servers) + unknown > (src.max_dp_ranks or DEFAULT_MAX_DP_RANKS) or any(len(dp) > DP_RANK_LEN for dp in dps)
+        ):
+            return False  # line by line: the lines of ranks beyond the limit (or the label's bound) are counted and dropped
         n_batch = sum(counts.values())
         src.count_run(n_batch, r.info, top_ts)
         if n_batch:

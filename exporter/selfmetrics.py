@@ -23,7 +23,9 @@ class SelfCollector(Collector):
     :class:`exporter.sources.Positions` or None; ``missing()`` -> {source: missing?} for the
     configured paths (see exporter.watch); ``web`` the ReloadingWebConfig when a file is given;
     ``over_limit()`` -> container logs not tailed because of ``--kubernetes-max-sources``;
-    ``format_changes()`` -> {source: times its header stage decided the format again}."""
+    ``http()`` -> the listeners' counters (exporter.connections.Stats: ``errors`` and ``dropped``
+    by label value, ``open``); ``format_changes()`` -> {source: times its header stage decided
+    the format again}."""
 
     def __init__(
         self,
@@ -33,8 +35,10 @@ class SelfCollector(Collector):
         missing: Callable[[], dict[str, bool]] | None = None,
         web=None,
         over_limit: Callable[[], int] | None = None,
+        http: Callable[[], Iterable] | None = None,
         format_changes: Callable[[], dict[str, int]] | None = None,
     ) -> None:
+        self.http = http
         self.sources = sources
         self.positions = positions
         self.missing = missing
@@ -101,3 +105,23 @@ class SelfCollector(Collector):
             yield fam(C.SOURCES_OVER_LIMIT, value=self.over_limit())
         if self.web is not None:
             yield fam(C.WEB_CONFIG_RELOAD, value=0.0 if self.web.failing else 1.0)
+        if self.http is not None:
+            yield from _http(fam, list(self.http()))
+
+
+def _http(fam, stats: list) -> Iterator:
+    errors, dropped = defaultdict(float), defaultdict(float)
+    open_now = 0.0
+    for st in stats:
+        with st.lock:
+            for k, v in st.errors.items():
+                errors[k] += v
+            for k, v in st.dropped.items():
+                dropped[k] += v
+            open_now += st.open
+    for m, counts in ((C.HTTP_ERRORS, errors), (C.HTTP_DROPPED, dropped)):
+        f = fam(m)
+        for k in sorted(counts):
+            f.add_metric([k], counts[k])
+        yield f
+    yield fam(C.HTTP_CONNECTIONS, value=open_now)

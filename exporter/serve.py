@@ -110,6 +110,7 @@ class Service:
                 missing=self.missing.status if cfg.files else None,
                 web=self.web if self.web is not None and self.web.path else None,
                 over_limit=(lambda: self.pods.over_limit) if self.pods else None,
+                http=lambda: [srv.stats for srv in self.servers],
                 format_changes=self.pipe.format_changes,
             )
         )

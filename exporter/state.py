@@ -34,10 +34,11 @@ from parsers import clock
 from parsers import events as ev
 from parsers.clock import day_start
 
-from . import contract
+from . import contract, revisions
 from .configvalues import CONFIG_KEYS
 from .memory import ServerMemory, SourceMemory
 from .provenance import BOOT_MESSAGES, DRAFT_POOL, MAMBA_MODE_NONE, REQUESTED_CHUNK, SUMMED_POOLS, Basis, Ledger, Proof, Rank, locate, prove
+from .revisions import Revision
 from .version import parse_version
 
 # runtime gauges: BatchStats field -> state key (the metric of that key: exporter/contract.py)
@@ -60,6 +61,7 @@ BOOT_EVENTS = (
     ev.SWAPool,
     ev.KVCapacity,
     ev.KVMemory,
+    ev.ContextFit,
     ev.HybridLayout,
     ev.KVCacheGroups,
     ev.GDNPrefillKernel,
@@ -80,9 +82,10 @@ def _is_boot(e: object) -> bool:
 SERVER_STATES = ("starting", "serving", "idle", "stalled", "stopped", "dead")
 ENDED = ("stopped", "dead")
 # deaths that are the consequence of a stop when a shutdown was logged first: vLLM's EngineDeadError (the API
-# server sees its engine core stopped), SGLang's "SIGQUIT received ... one child failed" (a child killed on the
-# way out); a death of its own (a fatal error, "Scheduler hit an exception") is one even during a shutdown
-CONSEQUENCES = ("engine_dead", "child_failed")
+# server sees its engine core stopped) and "Process X (PID: N) died with exit code N" (a process killed on the
+# way out), SGLang's "SIGQUIT received ... one child failed" (a child killed on the way out); a death of its own (a fatal error, "Scheduler hit an exception") is one even during a shutdown
+DP_RANK_LEN = contract.LABEL["dp_rank"].max_len
+CONSEQUENCES = ("engine_dead", "child_failed", "process_died")
 
 
 def _gauge_setter(gauges: tuple[tuple[str, str], ...]) -> Callable[[ServerState, ev.BatchStats], None]:
@@ -132,6 +135,9 @@ class ServerState:
     # what proves each fact above (exporter/provenance.py): capacity keys, 'mamba_state_bytes/<state>',
     # 'replayssm_buffer_bytes/<buffer>'; forgotten with the facts
     proofs: dict[str, Proof] = field(default_factory=dict)
+    # the values of the facts one boot states at several stages, each with its line (exporter/revisions.py), and
+    # the line of 0.34's cap warning (the memory the advice gives back: ``withheld_bytes``)
+    revisions: dict[str, list[Revision]] = field(default_factory=dict)
 
     def inc(self, name: str, by: float = 1.0) -> None:
         """Add ``by`` to a counter; a counter never decreases (a negative or NaN step adds nothing:
@@ -169,6 +175,7 @@ class ServerState:
         self.kv_lines = 0
         self.kv_upper_bound = False
         self.proofs.clear()
+        self.revisions.clear()
 
 
 @dataclass
@@ -232,9 +239,9 @@ class SourceState:
         The label values come from log text (``DP<n>`` tags, vLLM engine indices), so without a
         bound a log could create any number of series; lines beyond it are counted in
         ``dp_dropped`` (``hybrid_cache_exporter_dp_rank_limit_lines_total``) and dropped."""
-        if dp_rank in self.servers or len(self.servers) < (self.max_dp_ranks or DEFAULT_MAX_DP_RANKS):
+        if dp_rank in self.servers or (len(self.servers) < (self.max_dp_ranks or DEFAULT_MAX_DP_RANKS) and len(dp_rank) <= DP_RANK_LEN):
             return True
-        self.dp_dropped += 1
+        self.dp_dropped += 1  # (a DP tag longer than the label allows is no rank either: contract.LABELS)
         return False
 
     def server(self, dp_rank: str) -> ServerState:
@@ -440,11 +447,14 @@ class SourceState:
         if self.version != version:
             self.proofs["version"] = proof
 
-    def explain_fact(self, name: str, basis: Basis, rule: str = "", line: int | None = None, also: tuple[int, ...] = ()) -> None:
+    def explain_fact(
+        self, name: str, basis: Basis, rule: str = "", line: int | None = None, also: tuple[int, ...] = (), revises: int | None = None
+    ) -> None:
         """A handler declares what proves the fact ``name`` it sets (``capacity key``,
         ``config/<key>``...), when it is not simply the line being applied: a derived value and its
-        rule, or another line of the boot (``line``)."""
-        self.noted[name] = (basis, rule, line, also)
+        rule, or another line of the boot (``line``); ``revises``: the line of the earlier value of the
+        boot it settles (exporter/revisions.py)."""
+        self.noted[name] = (basis, rule, line, also, revises)
 
     def mark_file(self, name: str) -> None:
         """The lines read from now on come from the file ``name`` (``replay``'s generations of a log)."""
@@ -696,6 +706,21 @@ def _starting(src: SourceState, srv: ServerState, e: ev.ServerStarting) -> None:
         src.config.setdefault("model", e.model)
 
 
+def _revise(src: SourceState, srv: ServerState, key: str, stage: str, value: float, text: str | None = None) -> None:
+    """Set a fact of :data:`revisions.REVISED` at ``stage``: the revision rule (exporter/revisions.py) says whether
+    it is the value in force and whether it is exported yet; its proof is this line, which names the earlier
+    value of the boot it settles."""
+    hist = srv.revisions.setdefault(key, [])
+    r = Revision(stage, float(value), src.last_ts, text, src.at[0])
+    if revisions.revise(hist, r):
+        if revisions.provisional(r, revisions.sizes_after_warmup(src.config, src.version)):
+            srv.capacity.pop(key, None)
+        else:
+            srv.capacity[key] = r.value
+            earlier = revisions.revised_by(hist, r)
+            src.explain_fact(key, Basis.LOGGED, revisions.rule_of(r, earlier), revises=earlier.line if earlier else None)
+
+
 def _kvcap(src: SourceState, srv: ServerState, e: ev.KVCapacity) -> None:
     c = srv.capacity
     if e.device:
@@ -705,13 +730,41 @@ def _kvcap(src: SourceState, srv: ServerState, e: ev.KVCapacity) -> None:
     if e.max_concurrency is not None:
         c["max_concurrency"] = e.max_concurrency
     if e.max_model_len is not None:
-        c["context_length_tokens"] = e.max_model_len
+        _revise(src, srv, "context_length_tokens", ev.FINAL, e.max_model_len)
     if e.gpu_blocks is not None:
-        c["kv_blocks"] = e.gpu_blocks
+        _revise(src, srv, "kv_blocks", ev.FINAL, e.gpu_blocks)
+    if e.tokens is not None:
+        # the KV-size line closes the sizing: a value still held as an estimate was the final one after all
+        for key in revisions.REVISED:
+            r = revisions.settled(srv.revisions.get(key, []))
+            if r is not None and key not in c:
+                c[key] = r.value
+                src.explain_fact(key, Basis.LOGGED, revisions.SETTLED_BY_KV_SIZE, line=r.line)
 
 
 def _kvmem(src: SourceState, srv: ServerState, e: ev.KVMemory) -> None:
-    srv.capacity["kv_capacity_bytes"] = e.kv_bytes
+    c = srv.capacity
+    if e.stage in (ev.MEASURED, ev.FINAL):
+        src.config["_extensible"] = True  # lines only the extensible KV cache prints (vLLM 0.34)
+    if e.kv_bytes is not None:
+        _revise(src, srv, "kv_capacity_bytes", e.stage, e.kv_bytes, e.text)
+    if e.blocks is not None:
+        _revise(src, srv, "kv_blocks", e.stage, e.blocks, e.text)
+    if e.device_total_bytes is not None:
+        c["_device_total_bytes"] = e.device_total_bytes
+    if e.requested_bytes is not None:
+        c["_requested_bytes"] = e.requested_bytes
+    if e.memory_utilization is not None:
+        c["_gpu_memory_utilization"] = e.memory_utilization
+    if e.withheld_bytes is not None:
+        c["_withheld_bytes"] = e.withheld_bytes
+        srv.revisions["withheld_bytes"] = [Revision(e.stage, e.withheld_bytes, src.last_ts, e.text)]  # its line, for report
+
+
+def _context_fit(src: SourceState, srv: ServerState, e: ev.ContextFit) -> None:
+    if e.stage in (ev.ESTIMATE, ev.FINAL):
+        src.config["_extensible"] = True  # 0.34's forms (the estimate says the length is fitted again after warmup)
+    _revise(src, srv, "context_length_tokens", e.stage, e.max_model_len, e.text)
 
 
 def _layout(src: SourceState, srv: ServerState, e: ev.HybridLayout) -> None:
@@ -769,6 +822,7 @@ _HANDLERS = {
     ev.ServerStarting: _starting,
     ev.KVCapacity: _kvcap,
     ev.KVMemory: _kvmem,
+    ev.ContextFit: _context_fit,
     ev.HybridLayout: _layout,
     ev.MambaBlocksExceeded: _blocks_exceeded,
     ev.KVCacheGroups: _kv_groups,

@@ -2,7 +2,9 @@
 on one or more listeners (IPv6, dual stack), over TLS when the web configuration says so.
 
 The web configuration (``--web.config.file``: TLS, mTLS, basic auth, reloaded when its files
-change) is exporter.webconfig; each new connection asks it for the configuration in force.
+change) is exporter.webconfig; each new connection asks it for the configuration in force. The
+connections (an event loop per listener that reads each request head whole, a pool of workers that
+answers it: ``Handler.answer``) are exporter.connections.
 """
 
 from __future__ import annotations
@@ -11,37 +13,23 @@ import gzip
 import html
 import io
 import logging
-import queue
-import select
 import socket
 import ssl
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import exposition
 from prometheus_client.metrics_core import Metric
 
-from . import DEFAULT_PORT
+from . import DEFAULT_PORT, connections
+from .connections import Server
 from .webconfig import FixedWebConfig, ReloadingWebConfig, WebConfig
 
 log = logging.getLogger("hybrid_cache_exporter.web")
 
 WARM_WAIT = 10.0  # seconds a request waits for the start-up read (the manager's budget is 5 s)
-# connections (docs/reliability.md, "Concurrent scrapers"): the listen queue holds what the
-# workers cannot take yet (the kernel caps it at net.core.somaxconn), so a burst of scrapers waits
-# in it instead of having its SYNs dropped and retried after 1, 3, 7 s; a bounded pool of workers
-# serves them, and an idle keep-alive connection gives its worker up when others wait
-LISTEN_BACKLOG = 1024
-MAX_WORKERS = 32
-REQUEST_TIMEOUT = 30.0  # seconds a client may take to send a request or read the answer
-IDLE_TIMEOUT = 60.0  # seconds a keep-alive connection may wait for its next request
-IDLE_GRACE = 0.5  # ... and while other connections wait for a worker
-HEAD_GRACE = 2.0  # a request begun but not finished, while other connections wait for a worker
-MAX_HEAD = 256 << 10  # a request head longer than this is parsed as it is (and refused)
 
 
 def parse_listen(s: str) -> tuple[str, int]:
@@ -165,18 +153,6 @@ class App:
         return self.web.current
 
 
-def _head_end(buf: bytes) -> int:
-    """Where the head of the request at the start of ``buf`` ends (after its blank line; after
-    the request line of an HTTP/0.9 one, which has no headers), or -1 while it is incomplete."""
-    nl = buf.find(b"\n")
-    if nl < 0:
-        return -1
-    if len(buf[:nl].split()) == 2:  # 'GET /': HTTP/0.9, no headers follow
-        return nl + 1
-    ends = [k + len(sep) for sep in (b"\n\r\n", b"\n\n") if (k := buf.find(sep)) >= 0]
-    return min(ends) if ends else -1
-
-
 def check_telemetry_path(path: str) -> str:
     if not path.startswith("/") or path in ("/", "/healthz", "/readyz") or "?" in path or "#" in path:
         raise ValueError(f"bad telemetry path {path!r}: it starts with / and is not /, /healthz or /readyz")
@@ -188,51 +164,21 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     app: App  # set on the subclass made by make_server
 
-    def handle(self) -> None:
-        """Requests of one connection. Each request's head (request line and headers) is read
-        here, whole, before it is parsed: a client has ``REQUEST_TIMEOUT`` seconds for its first
-        one, ``IDLE_TIMEOUT`` between two, and while other connections wait for a worker,
-        ``IDLE_GRACE`` if it has sent nothing yet and ``HEAD_GRACE`` once it has begun. So a
-        connection that sends nothing, or a head that never ends (slowloris), cannot hold a
-        worker that a scrape waits for. Bytes after a head (a pipelined request) are kept."""
-        self.close_connection = True
-        rest, timeout = b"", REQUEST_TIMEOUT
-        while True:
-            head, rest = self._read_head(rest, timeout)
-            if head is None:
-                return
-            self.rfile = io.BytesIO(head)
-            self.handle_one_request()
-            if self.close_connection:
-                return
-            timeout = IDLE_TIMEOUT
+    stats: connections.Stats  # the listener's counters (set with app)
 
-    def _read_head(self, buf: bytes, timeout: float) -> tuple[bytes | None, bytes]:
-        """(the next request's head, the bytes after it); (None, b"") to close the connection."""
-        conn, srv = self.connection, self.server
-        start = time.monotonic()
-        while True:
-            end = _head_end(buf)
-            if end >= 0:
-                return buf[:end], buf[end:]
-            if len(buf) > MAX_HEAD:
-                return buf, b""  # parsed as it is: answered 414 / 431 / 400
-            now = time.monotonic()
-            grace = HEAD_GRACE if buf else IDLE_GRACE
-            if now - start >= timeout or (now - start >= grace and srv.crowded()):  # type: ignore[attr-defined]
-                return None, b""
-            try:
-                waiting = not (isinstance(conn, ssl.SSLSocket) and conn.pending())
-                if waiting and not select.select([conn], [], [], min(0.1, timeout - (now - start)))[0]:
-                    continue
-                chunk = conn.recv(65536)
-            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
-                continue  # part of a TLS record
-            except (OSError, ValueError):
-                return None, b""
-            if not chunk:  # the client closed its side
-                return (buf, b"") if buf else (None, b"")
-            buf += chunk
+    @classmethod
+    def answer(cls, head: bytes, client_address) -> tuple[bytes, bool]:
+        """The answer to one request whose head (request line and headers) the listener's loop
+        read whole (exporter/connections.py): its bytes, and whether the connection closes after
+        it. No socket is touched here: a slow client cannot hold the worker that runs this."""
+        h = cls.__new__(cls)
+        h.client_address = client_address
+        h.request = h.server = None
+        h.rfile = io.BytesIO(head)
+        h.wfile = io.BytesIO()
+        h.close_connection = True
+        h.handle_one_request()
+        return h.wfile.getvalue(), h.close_connection
 
     @property
     def config(self) -> WebConfig:
@@ -244,11 +190,6 @@ class Handler(BaseHTTPRequestHandler):
         log.debug("%s " + format, self.address_string(), *args)
 
     def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8", headers: list[tuple[str, str]] = ()) -> None:
-        if self.server.crowded():  # type: ignore[attr-defined]
-            # connections wait for a worker: this one is closed after its answer, so workers go
-            # round the waiting connections instead of serving the same keep-alive clients
-            headers = [*headers, ("Connection", "close")]
-            self.close_connection = True
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -312,6 +253,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             body = encoder(registry)
         except Exception:
+            self.stats.error("collect")
             log.exception("collecting metrics failed")
             self._send(500, b"collecting metrics failed\n")
             return
@@ -342,138 +284,17 @@ class Handler(BaseHTTPRequestHandler):
         ).encode()
 
 
-class Server(HTTPServer):
-    """One listener: a listen queue of ``LISTEN_BACKLOG``, at most ``MAX_WORKERS`` connections
-    served at once by a pool of threads; further connections wait in the listen queue (accepted
-    as workers come free), never refused."""
-
-    allow_reuse_address = True
-    request_queue_size = LISTEN_BACKLOG
-    max_workers = MAX_WORKERS
-    app: App
-    bind: BindAddress
-
-    def __init__(self, *args, **kw) -> None:
-        self._slots = threading.Semaphore(self.max_workers)
-        self._work: queue.SimpleQueue = queue.SimpleQueue()
-        self._workers: list[threading.Thread] = []
-        self._busy = 0  # connections handed to the workers and not finished
-        self._lock = threading.Lock()
-        self._waiting = False  # the accepting thread waits for a free worker: connections queue
-        self._closing = False
-        super().__init__(*args, **kw)
-
-    def crowded(self) -> bool:
-        """Whether connections wait for a worker (an idle keep-alive connection then lets go)."""
-        return self._waiting
-
-    def process_request(self, request, client_address) -> None:
-        if not self._slots.acquire(blocking=False):
-            self._waiting = True
-            while not self._slots.acquire(timeout=0.05):
-                if self._closing:
-                    self._waiting = False
-                    self.shutdown_request(request)
-                    return
-            self._waiting = False
-        with self._lock:
-            self._busy += 1
-            if self._busy > len(self._workers):  # threads are made as needed, up to max_workers
-                t = threading.Thread(target=self._worker, name="http-worker", daemon=True)
-                self._workers.append(t)
-                t.start()
-        self._work.put((request, client_address))
-
-    def _worker(self) -> None:
-        while True:
-            item = self._work.get()
-            if item is None:
-                return
-            request, client_address = item
-            try:
-                self.finish_request(request, client_address)
-            except Exception:
-                self.handle_error(request, client_address)
-            finally:
-                self.shutdown_request(request)
-                with self._lock:
-                    self._busy -= 1
-                self._slots.release()
-
-    def shutdown(self) -> None:
-        self._closing = True
-        super().shutdown()
-
-    def server_close(self) -> None:
-        self._closing = True
-        super().server_close()
-        for _ in self._workers:
-            self._work.put(None)
-
-    def server_bind(self) -> None:
-        if self.bind.family == socket.AF_INET6:
-            # dual stack for :PORT / [::]:PORT, IPv6 only for a specific v6 address (whatever the sysctl says)
-            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0 if self.bind.dual_stack else 1)
-        super().server_bind()
-
-    def get_request(self):
-        sock, addr = super().get_request()
-        cfg = self.app.web.get()  # reloads the web config (certificates) when its files changed
-        if cfg.ssl_context is not None:
-            sock = cfg.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-        return sock, addr
-
-    def finish_request(self, request, client_address) -> None:
-        request.settimeout(REQUEST_TIMEOUT)
-        cfg = self.app.config
-        if isinstance(request, ssl.SSLSocket):
-            try:
-                if not self._handshake(request):
-                    return
-            except (OSError, ssl.SSLError, ValueError) as e:
-                log.debug("TLS handshake with %s failed: %s", client_address, e)
-                return
-            if cfg.allowed_sans and not _san_allowed(request.getpeercert(), cfg.allowed_sans):
-                log.info("client certificate of %s has no allowed SAN; connection closed", client_address)
-                return
-        super().finish_request(request, client_address)
-
-    def _handshake(self, sock: ssl.SSLSocket) -> bool:
-        """The TLS handshake, given up after ``REQUEST_TIMEOUT`` seconds, or after ``IDLE_GRACE``
-        while other connections wait for a worker (a client that stalls it cannot hold one)."""
-        sock.setblocking(False)
-        start = time.monotonic()
-        while True:
-            try:
-                sock.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                want = ([sock], [])
-            except ssl.SSLWantWriteError:
-                want = ([], [sock])
-            now = time.monotonic()
-            if now - start >= REQUEST_TIMEOUT or (now - start >= IDLE_GRACE and self.crowded()):
-                return False
-            select.select(*want, [], 0.1)
-        sock.settimeout(REQUEST_TIMEOUT)
-        return True
-
-    def handle_error(self, request, client_address) -> None:
-        log.debug("error serving %s", client_address, exc_info=True)
-
-
-def _san_allowed(cert: dict | None, allowed: list[str]) -> bool:
-    if not cert:
-        return False
-    return any(v in allowed for _, v in cert.get("subjectAltName", ()))
-
-
 def make_server(listen: str, app: App) -> Server:
     """One listener. Raises ValueError for a bad address, OSError when it cannot bind."""
     bind = resolve_listen(listen)
-    handler = type("BoundHandler", (Handler,), {"app": app})
-    cls = type("BoundServer", (Server,), {"address_family": bind.family, "app": app, "bind": bind})
-    return cls((bind.host, bind.port), handler)
+    stats = connections.Stats()
+    handler = type("BoundHandler", (Handler,), {"app": app, "stats": stats})
+
+    def tls() -> tuple[ssl.SSLContext | None, list[str]]:
+        cfg = app.web.get()  # reloads the web config (certificates) when its files changed
+        return cfg.ssl_context, cfg.allowed_sans
+
+    return Server(bind.family, (bind.host, bind.port), handler.answer, tls, dual_stack=bind.dual_stack, stats=stats)
 
 
 def make_servers(listens: list[str], app: App) -> list[Server]:
@@ -491,6 +312,6 @@ def make_servers(listens: list[str], app: App) -> list[Server]:
 
 def url_of(server: Server, tls: bool) -> str:
     host, port = server.server_address[:2]
-    if server.bind.family == socket.AF_INET6:
+    if server.family == socket.AF_INET6:
         host = f"[{host}]"
     return f"{'https' if tls else 'http'}://{host}:{port}"

@@ -7,7 +7,7 @@ timestamps, which TP rank speaks for a DP group) lives in ``exporter.state``.
 
 from __future__ import annotations
 
-from . import sglang, vllm
+from . import labels, sglang, vllm
 from .events import IGNORED, PARSED, SGLANG, UNRECOGNIZED, VLLM, Line, ServerReady, Unrecognized
 from .header import Stage, read_header
 from .header.prefix import Header, split_header
@@ -17,6 +17,8 @@ from .shapes import LineShapes
 __all__ = ["parse_line", "message_line", "detect_engine", "has_header", "SGLANG", "VLLM"]
 
 _MESSAGE_PARSERS = {SGLANG: sglang.parse_message, VLLM: vllm.parse_message}
+# whether a message begins like one of the engine's own (its marker where the message starts, not inside it)
+_OPENS = {SGLANG: sglang.starts_message, VLLM: vllm.opens_known}
 
 
 def parse_line(raw: str, engine: str | None = None, year: int = 2026, shapes: LineShapes | None = None, stage: Stage | None = None) -> Line:
@@ -72,14 +74,20 @@ def message_line(h: Header, engine: str | None) -> Line:
     if eng is None:
         # no header and no engine yet (a paste of bare messages): the engine whose parser
         # recognises the message, if any; their markers do not overlap
+        damaged = None
         for cand, parse in _MESSAGE_PARSERS.items():
             res = parse(h.msg)
             if res is not None and type(res) is not Unrecognized and not (type(res) is ServerReady and h.msg.startswith("INFO:")):
                 # (a bare uvicorn 'Application startup complete.' is any uvicorn app's: it does not tell the engine)
                 eng = cand
                 break
+            if type(res) is Unrecognized and damaged is None and _OPENS[cand](h.msg):
+                damaged = cand, res  # a damaged or abridged form of one of its messages (it begins like one)
         else:
-            return Line(IGNORED, None, h.ts, h.dp_rank, h.tp_rank, h.pp_rank, tod=h.tod if h.ts is None else None)
+            tod = h.tod if h.ts is None else None
+            if damaged is not None:
+                return Line(UNRECOGNIZED, damaged[0], h.ts, h.dp_rank, h.tp_rank, h.pp_rank, None, damaged[1].reason, tod)
+            return Line(IGNORED, None, h.ts, h.dp_rank, h.tp_rank, h.pp_rank, tod=tod)
     else:
         res = _MESSAGE_PARSERS[eng](h.msg)
         if type(res) is ServerReady and eng == VLLM and h.via == "preamble" and h.process is None and h.msg.startswith("INFO:"):
@@ -97,6 +105,10 @@ def message_line(h: Header, engine: str | None) -> Line:
     idx = getattr(res, "engine_index", None)
     if idx is not None:
         dp = str(idx)
+    if isinstance(res, labels.LABELLED):
+        res, bad = labels.checked(res)  # label values named as the engine names them, within their bounds
+        if bad is not None:  # one out of bound: dropped, the rest read, the line unrecognized
+            return Line(UNRECOGNIZED, eng, ts, dp, h.tp_rank, h.pp_rank, res, bad, tod)
     return Line(PARSED, eng, ts, dp, h.tp_rank, h.pp_rank, res, tod=tod)
 
 

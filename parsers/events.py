@@ -268,7 +268,7 @@ class Lifecycle:
     ``dead`` (the engine died: ``EngineCore encountered a fatal error.``, ``EngineDeadError``,
     ``Engine core initialization failed``). ``cause`` is a bounded word for the report (never a label
     taken from the line): ``signal``, ``api_server``, ``uvicorn``, ``fatal_error``, ``engine_dead``,
-    ``init_failed``; SGLang's (docs/formats/sglang.md#death-and-shutdown): ``scheduler_error``,
+    ``init_failed``, ``process_died`` (``Process RustFrontend (PID: N) died with exit code N``); SGLang's (docs/formats/sglang.md#death-and-shutdown): ``scheduler_error``,
     ``tokenizer_error``, ``detokenizer_error`` (``<Name> hit an exception``), ``child_failed`` (``SIGQUIT
     received``, ``Subprocess ... crashed``)."""
 
@@ -311,12 +311,43 @@ class KVCapacity:
     engine_index: int | None = None  # vLLM "Engine 00k: ... num_gpu_blocks is: N" (= DP rank)
 
 
+# the stages of a fact sized more than once in one boot (vLLM 0.34's extensible KV cache; the revision rule:
+# exporter/revisions.py): sized before warmup (an estimate where the release sizes again after warmup), said to be
+# an estimate by the line itself, measured after warmup on one rank, final
+PROFILE, ESTIMATE, MEASURED, FINAL = "profile", "estimate", "measured", "final"
+
+
 @dataclass(slots=True)
 class KVMemory:
-    """vLLM ``Available KV cache memory: X GiB`` / V0 memory profiling / ``Current kv cache memory
-    in use is N bytes``."""
+    """vLLM's KV cache memory: ``Available KV cache memory: X GiB`` / V0 memory profiling / ``Free memory on device
+    (F/T GiB) ... Current kv cache memory in use is N bytes`` (stage ``profile``); 0.34's extensible KV cache:
+    ``Memory after warmup: ... N KV cache blocks (X GiB) fit within the requested R GiB`` (``measured``), the cap
+    warning ``gpu_memory_utilization=U caps this instance at R GiB, keeping W GiB ...`` (``measured``, no pool
+    bytes), ``Remapping the KV cache from A to B blocks`` and ``Extended KV cache to N blocks (X GiB).``
+    (``final``). ``text`` is the message, kept where a fact is revised (``report`` shows each value's line)."""
 
-    kv_bytes: float
+    kv_bytes: float | None
+    stage: str = PROFILE
+    blocks: int | None = None
+    requested_bytes: float | None = None  # the budget: total x gpu_memory_utilization
+    device_total_bytes: float | None = None  # 'Free memory on device (F/T GiB)'
+    memory_utilization: float | None = None  # the gpu_memory_utilization in force (or the one the warning names)
+    withheld_bytes: float | None = None  # 0.34's cap warning: free device memory the cap keeps out of the KV cache
+    text: str | None = None
+
+
+@dataclass(slots=True)
+class ContextFit:
+    """vLLM ``--max-model-len auto``: ``Auto-fit max_model_len: reduced from A to B ...`` / ``full model context
+    length A fits ...`` (``profile``; ``estimate`` with 0.34's suffix ``the final length is set after CUDA graph
+    capture and warmup``), and after warmup (0.34) ``--max-model-len auto reduced max_model_len from B to C (...)`` /
+    ``Auto-fit max_model_len: using max_model_len=N, which fits ...`` (``final``)."""
+
+    max_model_len: int
+    original: int | None = None
+    kv_bytes: float | None = None  # the KV cache memory it was fitted to (per GPU)
+    stage: str = PROFILE
+    text: str | None = None
 
 
 @dataclass(slots=True)

@@ -24,8 +24,8 @@ from dataclasses import MISSING, fields
 
 from . import events as ev
 from .clock import sglang_ts
-from .header.patterns import sglang_header
 from .header.prefix import sglang_tags
+from .headers import sglang_header
 from .numbers import MAX_COUNT, NONNEGATIVE_FIELDS, RATIO_FIELDS, bad_value, count_fields, is_count
 from .sglang import BATCH_HEAD_RE, BATCH_KEYS, HISPARSE_KEYS, MAX_LINE, graph_flag, parse_message
 
@@ -352,6 +352,12 @@ class LineShapes:
         if m is None:
             return None
         return build(m.groups(), ts, dp, tp, pp)
+
+    def whole(self, msg: str) -> bool:
+        """Whether a batch message has the current shape of its kind: every field of the batch lines
+        the source printed, in their order (a line read without its newline is whole so)."""
+        t = self.current.get(msg[:1])
+        return t is not None and t.body.fullmatch(msg) is not None
 
     def check_batch(self, msg: str) -> tuple[int | None, int | None] | ev.Unrecognized | None:
         """Validate a ``Prefill batch`` / ``Decode batch`` message without building its event.

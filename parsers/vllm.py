@@ -32,6 +32,7 @@ from collections.abc import Callable
 
 from . import events as ev
 from .numbers import GIB, to_int
+from .reprs import scan
 
 # longer lines are never regex-parsed (an engine-config dump is ~5-20 KB)
 MAX_LINE = 1 << 20
@@ -118,6 +119,44 @@ WEIGHTS_RE = re.compile(r"Model loading took (?P<gb>\d+(?:\.\d+)?) Gi?B(?: memor
 # CPU worker (0.30+): 'Explicitly set (1.0/20.84) GiB for KV cache on node 0.' (VLLM_CPU_KVCACHE_SPACE or
 # --kv-cache-memory-bytes) / 'Auto set (X/Y) GiB for KV cache on node N, with ...' (v1/worker/cpu_worker.py)
 CPU_KV_SET_RE = re.compile(r"(?:Explicitly|Auto) set \((?P<gib>\d+(?:\.\d+)?)/\d+(?:\.\d+)? ?\) GiB for KV cache on node \d+")
+# 0.34's extensible KV cache (v1/worker/extensible_kv_cache.py), sized after CUDA-graph capture and warmup; GiB
+# through format_gib ('2.0', not '2.00'), except Extended's '%.2f'
+_G = r"-?\d+(?:\.\d+)?"
+WARMUP_RE = re.compile(
+    r"Memory after warmup: " + _G + r" GiB free, " + _G + r" GiB committed to the KV cache, " + _G + r" GiB kept for "
+    r"transient activations \(" + _G + r" GiB allocated at peak, " + _G + r" GiB of torch reservation growth\); "
+    r"(?P<blocks>\d+) KV cache blocks \((?P<gib>" + _G + r") GiB\) fit within the requested (?P<req>" + _G + r") GiB\. "
+    r"Torch may reserve up to " + _G + r" GiB\.\s*\Z"
+)
+REMAP_RE = re.compile(r"Remapping the KV cache from (?P<a>\d+) to (?P<b>\d+) blocks to fit the measured budget\.\s*\Z")
+EXTENDED_RE = re.compile(r"Extended KV cache to (?P<blocks>\d+) blocks \((?P<gib>\d+(?:\.\d+)?) GiB\)\.\s*\Z")
+# the warning for 0.7 < gpu_memory_utilization < 1.0 that withholds >= 1 GiB (its advice follows the first sentence)
+CAP_WARNING_RE = re.compile(
+    r"gpu_memory_utilization=(?P<u>\d+(?:\.\d+)?) caps this instance at (?P<req>" + _G + r") GiB, keeping "
+    r"(?P<w>" + _G + r") GiB of free device memory out of the KV cache\. "
+)
+# 'Free memory on device (F/T GiB) on startup. Desired GPU memory utilization is (U, R GiB). ...' (0.10.2, 0.28+)
+FREE_MEMORY_RE = re.compile(
+    r"Free memory on device \((?P<free>" + _G + r")/(?P<total>" + _G + r") GiB\) on startup\. "
+    r"Desired GPU memory utilization is \((?P<u>\d+(?:\.\d+)?), (?P<req>" + _G + r") GiB\)\."
+)
+# --max-model-len auto (v1/core/kv_cache_planning.py::_auto_fit_max_model_len): the memory it was fitted to reads
+# 'X GiB GPU' (+ ' + Y GiB host' with hisparse); 0.34 adds the suffix when the length is fitted again after warmup
+_FIT_MEM = r"\((?P<gib>" + _G + r") GiB \w+(?: \+ " + _G + r" GiB host)?"
+AUTOFIT_RE = re.compile(
+    r"Auto-fit max_model_len: (?:reduced from (?P<a>\d+) to (?P<b>\d+) to fit in|full model context length (?P<full>\d+) fits in) "
+    r"available KV cache memory " + _FIT_MEM + r"\)(?P<suffix>; the final length is set after CUDA graph capture and warmup)?\s*\Z"
+)
+AUTOFIT_KEPT_RE = re.compile(
+    r"Auto-fit max_model_len: using max_model_len=(?P<n>\d+), which fits in the KV cache memory left after CUDA graph "
+    r"capture and warmup " + _FIT_MEM + r"\)\.\s*\Z"
+)
+AUTOFIT_FREE_RE = re.compile(r"Auto-fit max_model_len: attention-free model, using derived max_model_len=(?P<n>\d+)\s*\Z")
+AUTO_REDUCED_RE = re.compile(
+    r"--max-model-len auto reduced max_model_len from (?P<a>\d+) to (?P<b>\d+) " + _FIT_MEM + r" "
+    r"(?P<when>left for the KV cache after CUDA graph capture and warmup|available for the KV cache)\)\."
+)
+EXTENSIBLE_OFF_RE = re.compile(r"Disabling the extensible KV cache: .*\. The KV cache will be sized from profiling estimates")
 KV_GROUPS_RE = re.compile(r"kv cache group sizes [(\[](?P<sizes>\d+(?:, ?\d+)*),?[)\]]\s*\Z")  # a tuple (0.32+) or a list (0.30)
 KV_LCM_RE = re.compile(r"kv lcm block sizes (?P<n>\d+)\s*\Z")
 
@@ -183,6 +222,11 @@ V0_SEQ_LEN_ERR_RE = re.compile(
     r"stored in KV cache"
 )
 NO_MEMORY_ERR = "No available memory for the cache blocks"
+# v1/utils.py wait_for_completion_or_failure (0.22+): a process of the server exited with an error; logged as
+# 'Exception occurred while running API servers: <this>' and as the traceback's 'RuntimeError: <this>'. The
+# Rust frontend (0.22+, RustFrontendProcessManager) and the API server processes; the engine core's own form
+PROCESS_DIED_RE = re.compile(r"\bProcess \S+ \(PID: \d+\) died with exit code -?\d+")
+ENGINE_PROC_DIED_RE = re.compile(r"\bEngine core process \S+ died unexpectedly")
 
 # substrings that mean "this line is one of ours": when present but unparsed -> Unrecognized
 MARKERS = (
@@ -209,6 +253,13 @@ MARKERS = (
     "kv cache group sizes",
     "GDN prefill kernel",
     "SSM cache type",
+    "Memory after warmup",
+    "Remapping the KV cache",
+    "Extended KV cache to",
+    "caps this instance at",
+    "Auto-fit max_model_len",
+    "--max-model-len auto reduced",
+    "extensible KV cache: ",
 )
 
 
@@ -363,16 +414,110 @@ def _available(msg: str) -> object:
     if m is None:
         return _fallback(msg)
     # negative when weights + activations exceed the budget (an error follows): no KV memory
-    return ev.KVMemory(kv_bytes=max(0.0, float(m.group("gib")) * GIB))
+    return ev.KVMemory(kv_bytes=max(0.0, float(m.group("gib")) * GIB), text=msg.rstrip())
 
 
 def _memory(msg: str) -> object:
-    """V0 0.6.4 ``Memory profiling results: ... kv_cache_size=X GiB ...``."""
+    """V0 0.6.4 ``Memory profiling results: ... kv_cache_size=X GiB ...``; 0.34 ``Memory after warmup: ...; N KV cache
+    blocks (X GiB) fit within the requested R GiB. ...`` (one rank's measurement; the final count is the smallest
+    over the ranks, ``Extended KV cache to N blocks``)."""
     if msg.startswith("Memory profiling results"):
         m = V0_PROFILE_RE.match(msg)
         if m is None:
             return ev.Unrecognized("Memory profiling results")
         return ev.KVMemory(kv_bytes=float(m.group("gib")) * GIB)
+    if msg.startswith("Memory after warmup"):
+        m = WARMUP_RE.match(msg)
+        if m is None:
+            return ev.Unrecognized("Memory after warmup")
+        return ev.KVMemory(
+            kv_bytes=float(m.group("gib")) * GIB,
+            stage=ev.MEASURED,
+            blocks=int(m.group("blocks")),
+            requested_bytes=float(m.group("req")) * GIB,
+            text=msg.rstrip(),
+        )
+    return _fallback(msg)
+
+
+def _remapping(msg: str) -> object:
+    """0.34 ``Remapping the KV cache from A to B blocks to fit the measured budget.``: warmup committed more than the
+    measured budget fits; B is the final count."""
+    m = REMAP_RE.match(msg)
+    if m is None:
+        return _fallback(msg)
+    return ev.KVMemory(kv_bytes=None, stage=ev.FINAL, blocks=int(m.group("b")), text=msg.rstrip())
+
+
+def _extended(msg: str) -> object:
+    """0.34 ``Extended KV cache to N blocks (X GiB).``: the pool's final size (the bytes mapped, every rank)."""
+    m = EXTENDED_RE.match(msg)
+    if m is None:
+        return _fallback(msg)
+    return ev.KVMemory(kv_bytes=float(m.group("gib")) * GIB, stage=ev.FINAL, blocks=int(m.group("blocks")), text=msg.rstrip())
+
+
+def _cap_warning(msg: str) -> object:
+    """0.34 ``gpu_memory_utilization=U caps this instance at R GiB, keeping W GiB of free device memory out of the
+    KV cache. ... Leave gpu_memory_utilization unset unless ...``: W is what unsetting the flag gives the KV cache."""
+    m = CAP_WARNING_RE.match(msg)
+    if m is None:
+        return ev.Unrecognized("caps this instance at")
+    return ev.KVMemory(
+        kv_bytes=None,
+        stage=ev.MEASURED,
+        requested_bytes=float(m.group("req")) * GIB,
+        memory_utilization=float(m.group("u")),
+        withheld_bytes=float(m.group("w")) * GIB,
+        text=msg.rstrip(),
+    )
+
+
+def _auto_fit(msg: str) -> object:
+    """``Auto-fit max_model_len: ...``: fitted before warmup (``estimate`` when 0.34 says the final length comes after
+    warmup), or (0.34) ``using max_model_len=N, which fits ... after CUDA graph capture and warmup`` (``final``)."""
+    m = AUTOFIT_RE.match(msg)
+    if m is not None:
+        full = m.group("full")
+        return ev.ContextFit(
+            max_model_len=int(full or m.group("b")),
+            original=int(full or m.group("a")),
+            kv_bytes=float(m.group("gib")) * GIB,
+            stage=ev.ESTIMATE if m.group("suffix") else ev.PROFILE,
+            text=msg.rstrip(),
+        )
+    m = AUTOFIT_KEPT_RE.match(msg)
+    if m is not None:
+        n = int(m.group("n"))
+        return ev.ContextFit(max_model_len=n, original=n, kv_bytes=float(m.group("gib")) * GIB, stage=ev.FINAL, text=msg.rstrip())
+    m = AUTOFIT_FREE_RE.match(msg)
+    if m is not None:
+        n = int(m.group("n"))
+        return ev.ContextFit(max_model_len=n, original=n, text=msg.rstrip())
+    return _unrec(msg)
+
+
+def _auto_reduced(msg: str) -> object:
+    """0.34 ``--max-model-len auto reduced max_model_len from B to C (X GiB GPU left for the KV cache after CUDA graph
+    capture and warmup).`` (``final``; a WARNING with a hint below 8192 tokens), or ``(... available for the KV
+    cache)`` without the extensible KV cache."""
+    m = AUTO_REDUCED_RE.match(msg)
+    if m is None:
+        return _unrec(msg)
+    after = m.group("when").startswith("left")
+    return ev.ContextFit(
+        max_model_len=int(m.group("b")),
+        original=int(m.group("a")),
+        kv_bytes=float(m.group("gib")) * GIB,
+        stage=ev.FINAL if after else ev.PROFILE,
+        text=msg.rstrip(),
+    )
+
+
+def _disabling(msg: str) -> object:
+    """0.34 ``Disabling the extensible KV cache: <reason>. The KV cache will be sized from profiling estimates ...``."""
+    if EXTENSIBLE_OFF_RE.match(msg):
+        return ev.ServerConfig(kind="extensible_kv_cache", args={"enable_extensible_kv_cache": False})
     return _fallback(msg)
 
 
@@ -387,14 +532,23 @@ def _v0_rest(msg: str) -> object:
 
 
 def _free_memory(msg: str) -> object:
-    """``Free memory on device ...`` (0.10.2, 0.28+): the exact KV pool size, when present."""
+    """``Free memory on device (F/T GiB) on startup. Desired GPU memory utilization is (U, R GiB). ... Current kv cache
+    memory in use is N bytes`` (0.10.2, 0.28+): the KV pool size (0.34 with the extensible KV cache: the pre-warmup
+    estimate), the device's memory and the utilization in force."""
     if "kv cache memory in use" not in msg:
         return _fallback(msg)
     m = CURRENT_KV_RE.match(msg)
     if m is None:
         return ev.Unrecognized("kv cache memory in use")
     v = float(m.group("num"))
-    return ev.KVMemory(kv_bytes=v if m.group("unit") == "bytes" else v * GIB)
+    d = FREE_MEMORY_RE.match(msg)
+    return ev.KVMemory(
+        kv_bytes=v if m.group("unit") == "bytes" else v * GIB,
+        device_total_bytes=None if d is None else float(d.group("total")) * GIB,
+        memory_utilization=None if d is None else float(d.group("u")),
+        requested_bytes=None if d is None else float(d.group("req")) * GIB,
+        text=msg.rstrip(),
+    )
 
 
 def _initial(msg: str) -> object:
@@ -663,10 +817,17 @@ def _fallback(msg: str) -> object:
         return ev.PoolExhausted(pool="kv", fatal=True)
     if NO_MEMORY_ERR in msg:
         return ev.PoolExhausted(pool="kv", fatal=True)
+    if msg.startswith("gpu_memory_utilization="):
+        return _cap_warning(msg)
     if "EngineDeadError" in msg:
         return ev.Lifecycle("dead", "engine_dead")
     if "Engine core initialization failed" in msg:
         return ev.Lifecycle("dead", "init_failed")
+    if "died" in msg:
+        if PROCESS_DIED_RE.search(msg):
+            return ev.Lifecycle("dead", "process_died")
+        if ENGINE_PROC_DIED_RE.search(msg):
+            return ev.Lifecycle("dead", "engine_dead")
     return _unrec(msg)
 
 
@@ -695,6 +856,11 @@ _DISPATCH: dict[str, Callable[[str], object]] = {
     "vLLM": _vllm_word,
     "Available": _available,
     "Memory": _memory,
+    "Remapping": _remapping,
+    "Extended": _extended,
+    "Auto-fit": _auto_fit,
+    "--max-model-len": _auto_reduced,
+    "Disabling": _disabling,
     "model": _model,
     "Free": _free_memory,
     "Current": _free_memory,
@@ -737,6 +903,10 @@ _DISPATCH: dict[str, Callable[[str], object]] = {
 }
 
 
+# the first words of the messages this parser reads facts from (the joiner's quick test of a message cut before its
+# marker, parsers/cuts.py): every word of the dispatch but uvicorn's and the request echoes'
+FIRST_WORDS: tuple[str, ...] = tuple(w for w, h in _DISPATCH.items() if w and h is not _ignore and w != "INFO:")
+
 # a logo line may start with U+FFFD: Docker's json-file driver splits long output into records on
 # byte counts and replaces a multi-byte character cut in two by U+FFFD
 _LOGO_CHARS = ("▄", "█", "▀", "\ufffd")
@@ -750,8 +920,64 @@ def starts_message(msg: str, pos: int = 0) -> bool:
     sp = msg.find(" ", pos, pos + 64)
     word = msg[pos:sp] if sp >= 0 else msg[pos:]
     if word:
-        return word in _DISPATCH or (word.isdigit() and msg.startswith(" Engines", pos + len(word)))
+        return (
+            word in _DISPATCH
+            or (word.isdigit() and msg.startswith(" Engines", pos + len(word)))
+            or word.startswith("gpu_memory_utilization=")  # 0.34's cap warning starts with the value it names
+        )
     return msg[pos : pos + 1] in _LOGO_CHARS or (sp == pos and msg[pos:].lstrip(" ")[:1] in _LOGO_CHARS)
+
+
+# The messages a writer or a terminal may cut, each as the pattern of its text from its first character: a
+# line is such a message cut short when its message is a proper prefix of one (``regex``'s partial match,
+# parsers/cuts.py), the proof the joiner asks before it holds a line. None begins with free text.
+LABELLED_MARKERS: tuple[str, ...] = ()
+PREFIX_GRAMMARS: tuple[str, ...] = tuple(
+    # a device word and a kernel name of one or two words, not any text
+    r.pattern.replace(r"(?P<dev>\w+", r"(?P<dev>[A-Z]{2,5}").replace(r"(?P<k>[\w/ ]+?)", r"(?P<k>[\w/]+(?: [\w/]+)?)")
+    for r in (
+        STATS_RE,
+        SPEC_V1_RE,
+        SPEC_V0_RE,
+        KV_SIZE_RE,
+        MAX_CONC_RE,
+        BLOCKS_RE,
+        CACHE_INFO_RE,
+        AVAIL_KV_RE,
+        WEIGHTS_V0_RE,
+        WEIGHTS_RE,
+        CPU_KV_SET_RE,
+        KV_GROUPS_RE,
+        KV_LCM_RE,
+        BLOCK_SIZE_RE,
+        PADDING_RE,
+        PAD_LAYERS_RE,
+        MAMBA_MODE_RE,
+        NEMOTRON_DTYPE_RE,
+        QWEN35_DTYPE_RE,
+        SSM_RESET_RE,
+        SSM_STORAGE_RE,
+        GDN_KERNEL_RE,
+        EXCEEDS_RE,
+        CAPPING_RE,
+        MAX_MODEL_LEN_RE,
+        KV_DTYPE_RE,
+        SERVER_VERSION_RE,
+    )
+) + (
+    r"non-default args: \{.*\}",
+    ENGINE_CONFIG_RE.pattern + r"model=",
+)
+
+
+# a message that begins with one of vLLM's markers (after the engine index or the device word that precede some)
+_OPENS_RE = re.compile(r"(?:Engine \d+: |\d+ Engines(?: Aggregated)?: |\w+(?: \+ host)? |# )?(?:" + "|".join(map(re.escape, MARKERS)) + ")")
+
+
+def opens_known(msg: str) -> bool:
+    """Whether ``msg`` begins like one of the messages this parser reads (its marker at the start, not
+    inside it: another engine's line may name one further on)."""
+    return _OPENS_RE.match(msg) is not None
 
 
 def parse_message(msg: str) -> object:
@@ -780,43 +1006,13 @@ def parse_message(msg: str) -> object:
 
 
 def _split_top(s: str) -> list[str]:
-    """Split on commas outside quotes and brackets (``(`` ``[`` ``{`` and enum ``<X.Y: 1>``).
-
-    Tolerates unbalanced input: a stray closer never makes a depth negative, and ``>`` only
-    closes an enum repr (so ``->`` inside a value is harmless).
-    """
+    """Split on commas outside quotes and brackets (``(`` ``[`` ``{`` and enum ``<X.Y: 1>``);
+    tolerates unbalanced input (:func:`parsers.reprs.scan`)."""
     parts: list[str] = []
-    depth = 0
-    angle = 0
-    quote = ""
     start = 0
-    i = 0
-    n = len(s)
-    while i < n:
-        c = s[i]
-        if quote:
-            if c == "\\":
-                i += 2
-                continue
-            if c == quote:
-                quote = ""
-        elif c == "'" or c == '"':
-            quote = c
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            if depth > 0:
-                depth -= 1
-        elif c == "<":
-            if i + 1 < n and (s[i + 1].isalpha() or s[i + 1] == "_"):
-                angle += 1
-        elif c == ">":
-            if angle > 0:
-                angle -= 1
-        elif c == "," and depth == 0 and angle == 0:
-            parts.append(s[start:i].strip())
-            start = i + 1
-        i += 1
+    for i in scan(s)[0]:
+        parts.append(s[start:i].strip())
+        start = i + 1
     parts.append(s[start:].strip())
     return parts
 

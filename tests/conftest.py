@@ -113,3 +113,21 @@ def serve(tmp_path):
     yield start
     for s in started:
         s.kill()
+
+
+@pytest.fixture
+def writers():
+    """``writers(path, kind)`` starts a steady writer (``rotation_support.Writer``); every one
+    started is killed at the end of the test."""
+    import rotation_support as rs
+
+    made: list[rs.Writer] = []
+
+    def make(*a, **k) -> rs.Writer:
+        w = rs.Writer(*a, **k)
+        made.append(w)
+        return w
+
+    yield make
+    for w in made:
+        w.kill()

@@ -35,6 +35,23 @@ def seq_line(i: int) -> str:
     )
 
 
+LINE_BYTES = len(seq_line(0)) + 1  # the shortest line the writers write
+
+
+def wait_grown(path: Path, lines: int, timeout: float = 30) -> None:
+    """Until the file at ``path`` holds at least ``lines`` lines (by its size; a rotation leaves it
+    empty): each generation gets lines however slow the machine, not what a fixed sleep allows."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if path.stat().st_size >= lines * LINE_BYTES:
+                return
+        except FileNotFoundError:
+            pass  # between logrotate's rename and its create
+        assert time.monotonic() < deadline, f"{path} did not grow to {lines} lines"
+        time.sleep(0.005)
+
+
 # A steady writer: logging.FileHandler (copytruncate, copy) or WatchedFileHandler (create), a batch
 # of lines every few ms until told to stop. ``<ctl>.pause`` asks it to pause (it acknowledges with
 # ``<ctl>.paused``); ``<ctl>.stop`` stops it; it prints how many lines it wrote.
@@ -165,8 +182,18 @@ def first_unread(directory: Path, entries: list[dict]) -> int:
             continue  # read to its end
         n = int(m.group(1))
         best = n if best is None else min(best, n)
-    if best is None:  # everything saved was read to its end: the next line is the first unread
-        best = 1 + max(int(m.group(1)) for e in entries if not e.get("done") for m in SEQ.finditer(content(e)))
+    if best is None:
+        # everything saved was read to its end: the first unread line follows the last one read,
+        # which a finished generation holds when the open file is empty (saved just after a
+        # rotation; a finished one deleted since holds nothing we can look at)
+        read = [-1]
+        for e in entries:
+            try:
+                data = content(e)
+            except AssertionError:
+                continue
+            read += [int(m.group(1)) for m in SEQ.finditer(data[: e["offset"]])]
+        best = 1 + max(read)
     return best
 
 

@@ -47,28 +47,64 @@ def lines_blob(start: int, n: int, fixed: bool = False) -> bytes:
     return "".join((FIXED if fixed else decode_line(i)) + "\n" for i in range(start, start + n)).encode()
 
 
+def listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds the socket listening on ``port`` (Linux /proc; True where it
+    cannot be told)."""
+    inodes = set()
+    try:
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with open(table) as f:
+                for row in f.read().splitlines()[1:]:
+                    cols = row.split()
+                    if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                        inodes.add(f"socket:[{cols[9]}]")
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return True
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                return True
+    return False
+
+
 class Serve:
-    """A running ``hybrid-cache-exporter serve`` subprocess."""
+    """A running ``hybrid-cache-exporter serve`` subprocess.
+
+    Its port is found free (``free_port``) and bound by the exporter a moment later: another test's
+    exporter may take it in between. ``wait_up`` therefore waits for *this* process to listen on it
+    (not for whoever answers there), and starts it again on another port when it could not listen."""
 
     def __init__(self, tmp: Path, *args: str, stdin=None, port: int | None = None, prefix: tuple[str, ...] = ()) -> None:
-        self.port = port or free_port()
-        self.err_path = tmp / f"serve-{self.port}-{time.monotonic_ns()}.log"
+        self.tmp, self.args, self.stdin, self.prefix, self.fixed_port = tmp, args, stdin, prefix, port is not None
+        self._start(port or free_port())
+
+    def _start(self, port: int) -> None:
+        self.port = port
+        self.err_path = self.tmp / f"serve-{self.port}-{time.monotonic_ns()}.log"
         self.err = open(self.err_path, "wb")  # noqa: SIM115
-        cmd = [*prefix, str(EXE), "serve", "--listen", f"127.0.0.1:{self.port}", *args]
-        self.proc = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.DEVNULL, stderr=self.err)
+        cmd = [*self.prefix, str(EXE), "serve", "--listen", f"127.0.0.1:{self.port}", *self.args]
+        self.proc = subprocess.Popen(cmd, stdin=self.stdin, stdout=subprocess.DEVNULL, stderr=self.err)
         self.base = f"http://127.0.0.1:{self.port}"
 
-    def wait_up(self, timeout: float = 15) -> None:
+    def wait_up(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
+        tries = 3
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                lost_port = self.proc.returncode == 1 and "cannot listen" in self.stderr()
+                if lost_port and not getattr(self, "fixed_port", True) and tries > 0:
+                    tries -= 1  # the port was taken between free_port() and the exporter's bind
+                    self.err.close()
+                    self._start(free_port())
+                    continue
                 raise AssertionError(f"serve exited with {self.proc.returncode}: {self.stderr()}")
             try:
                 with urllib.request.urlopen(self.base + "/healthz", timeout=2) as r:
                     up = r.status == 200
             except OSError:
                 up = False
-            if up:
+            if up and listens(self.proc.pid, self.port):
                 # /healthz answers before the files found at start are opened; any other page waits for
                 # that start-up read (web.py's warm): a test's first append is then read, not tailed past
                 with contextlib.suppress(OSError):  # 401 with auth, 503 while bcrypt is busy: up all the same
@@ -136,7 +172,10 @@ def wait_count(srv: Serve, expected: int, name: str = DECODE, timeout: float = 2
     while time.monotonic() < deadline:
         if srv.proc.poll() is not None:
             raise AssertionError(f"serve exited with {srv.proc.returncode}: {srv.stderr()}")
-        text = srv.metrics()
+        try:
+            text = srv.metrics()
+        except OSError as e:  # the scrape failed: what the exporter said is the evidence
+            raise AssertionError(f"scraping /metrics failed: {e!r}; serve's exit code {srv.proc.poll()}\n{srv.stderr()}") from e
         n = value(text, name, **labels)
         assert n <= expected, f"{name} = {n} > {expected}: lines counted twice\n{srv.stderr()}"
         lag = value(text, "hybrid_cache_exporter_read_lag_bytes")

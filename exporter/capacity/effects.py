@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from .. import defaults
 from .model import GiB, MiB, ModelSpec, dtype_bytes, normalize_dtype, short_dtype
 from .planning import Plan, PlanInputs, make_plan
 from .sizing import balanced_ratio_for_context, has_ssm_lever, norm_strategy
@@ -135,6 +136,11 @@ class ObservedCapacity:
     # a speculative draft pool, an explicit --max-mamba-cache-size ...): said when model and log disagree
     unmodelled: tuple[str, ...] = ()
     explicit_mamba_size: bool = False  # --max-mamba-cache-size set: the ratio does not size the mamba pool
+    # vLLM: the device's memory and the gpu_memory_utilization in force as the log shows them, and the memory 0.34's
+    # cap warning says a gpu_memory_utilization below 1.0 keeps out of the KV cache (what unsetting it gives back)
+    device_bytes: float | None = None
+    memory_utilization: float | None = None
+    withheld_bytes: float | None = None
 
     @property
     def state_bytes(self) -> float | None:
@@ -144,8 +150,10 @@ class ObservedCapacity:
 
     @property
     def bytes_per_slot(self) -> float | None:
+        """Bytes of one slot; None when unknown, and when the log prints the state as 0.00 GB (a pool below the
+        line's precision, as a tiny model's: its size is not known, and nothing can be divided by it)."""
         sb = self.state_bytes
-        if sb is None or not self.mamba_slots:
+        if not sb or not self.mamba_slots:
             return None
         return sb / (self.mamba_slots + self.padding_slots)
 
@@ -345,7 +353,7 @@ def log_ratio(o: ObservedCapacity, value: str | None, flag: str = "--mamba-full-
     # scaled: S1 = S0 * model(R1) / model(R0); the KV pool by its share of the memory the same way
     S0, m0 = o.mamba_slots, check["model_slots"]
     S1s = int(round(S0 * (S1 or 0) / m0)) if m0 else None
-    r0 = o.mamba_full_memory_ratio or 0.9
+    r0 = o.mamba_full_memory_ratio or defaults.SGLANG_MAMBA_FULL_MEMORY_RATIO
     kv1 = int(o.kv_tokens * (1 + r0) / (1 + R)) if o.kv_tokens else None
     leaves = "; it leaves out " + ", ".join(o.unmodelled) if o.unmodelled else ""
     note = (
@@ -356,10 +364,20 @@ def log_ratio(o: ObservedCapacity, value: str | None, flag: str = "--mamba-full-
     return replace(eff, model_gap=gap, scaled=True)
 
 
+ZERO_STATE_NOTE = (
+    "the mamba state prints as 0.00 GB (below the log's precision): its bytes per slot are unknown, so the KV pool is taken as unchanged"
+)
+
+
 def log_max_mamba_cache_size(o: ObservedCapacity, value: str | None, flag: str = "--max-mamba-cache-size") -> Effect | None:
-    if o.bytes_per_slot is None or o.state_bytes is None or o.kv_bytes is None or value is None:
+    if value is None:
         return None
     S1 = int(value)
+    if o.state_bytes == 0.0 and o.mamba_slots:
+        # a pool too small for the log to size (a tiny model's): the slots are the value, the KV pool as it was
+        return _log_state(o, flag, str(S1), f"max-mamba-cache-size {S1:,}", S1, o.slots_per_request, (ZERO_STATE_NOTE,))
+    if o.bytes_per_slot is None or o.state_bytes is None or o.kv_bytes is None:
+        return None
     return _log_split(o, flag, S1, str(S1), f"max-mamba-cache-size {S1:,}")
 
 
@@ -427,6 +445,34 @@ def log_max_num_seqs(o: ObservedCapacity, value: str | None, flag: str = "--max-
         cap_before=_current_cap(o),
         cap_after=min(lim),
         notes=("vLLM V1 draws state blocks per running sequence; must be ≤ mamba-bound concurrency",),
+    )
+
+
+def log_gpu_memory_utilization(o: ObservedCapacity, value: str | None, flag: str = "--gpu-memory-utilization") -> Effect | None:
+    """vLLM: the one block pool grows by the memory the change adds, and its KV tokens with it (the cap stays).
+    ``unset`` (or ``None``, ``plan --from-log``), on 0.34 with the extensible KV cache: the memory the cap warning
+    says the cap keeps out of the KV cache (``withheld_bytes``, vLLM's own figure). A number: (new - in force) x the
+    device's memory, both as the log shows them. None where the log lacks the figure, or the value would not grow
+    the pool."""
+    if o.engine != "vllm" or not o.kv_tokens or not o.kv_bytes:
+        return None
+    if value in (None, "unset"):
+        gain, shown = o.withheld_bytes, "unset"
+        note = f"+{(gain or 0) / GiB:.2f} GiB: what vLLM's warning says the cap keeps out of the KV cache"
+        head = "unset (1.0 with the extensible KV cache)"
+    else:
+        new, old, dev = float(value), o.memory_utilization, o.device_bytes
+        if old is None or dev is None or new <= old:
+            return None
+        gain, shown = (new - old) * dev, value
+        note = f"+{gain / GiB:.2f} GiB: ({new:g} - {old:g}) x {dev / GiB:.2f} GiB of device memory"
+        head = f"gpu-memory-utilization {new:g}"
+    if not gain or gain <= 0:
+        return None
+    kv1 = int(o.kv_tokens * (o.kv_bytes + gain) / o.kv_bytes)
+    cap0 = _current_cap(o)
+    return _make_effect(
+        flag, shown, head, notes=(note,), kv_tokens_before=o.kv_tokens, kv_tokens_after=kv1, cap_before=cap0, cap_after=cap0
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .. import defaults
 from .model import ConfigError, ModelSpec
 from .sizing import (
     LinearState,
@@ -15,7 +16,19 @@ from .sizing import (
     sglang_pool,
     sglang_slots_per_request,
 )
-from .vllm import CPU_ISA_WORDS, VLLMPool, vllm_default_mode, vllm_gdn_prefill_kernel, vllm_pool, vllm_ssm_dtype
+from .vllm import CPU_ISA_WORDS, VLLMPool, vllm_default_mode, vllm_gdn_prefill_kernel, vllm_pool, vllm_release, vllm_ssm_dtype
+
+# vLLM 0.34's extensible KV cache: what a plan from a config cannot know (exporter/plan.py prints it)
+MEASURED_BUDGET = (
+    "vLLM {v} sizes the KV cache from the memory measured after CUDA-graph capture and warmup (the extensible KV cache, "
+    "on by default on CUDA and ROCm): the budget is the log's `Extended KV cache to N blocks (X GiB)` (--kv-budget X, or "
+    "plan --from-log); `Available KV cache memory` is only the estimate before warmup"
+)
+MEASURED_GPU_MEMORY = (
+    "not known to the model: vLLM {v} measures CUDA graphs, warmup transients and a safety margin (at least 1 GiB) after "
+    "warmup, so a budget from --gpu-memory is an upper bound, not vLLM's pool; and unset, gpu_memory_utilization is 1.0 "
+    "there (--mem-fraction 1.0)"
+)
 
 # --------------------------------------------------------------------------------------------------------------
 # config-driven plan and its flag effects
@@ -31,7 +44,7 @@ class PlanInputs:
     budget_bytes: int = 0
     kv_dtype: str | None = None
     ssm_dtype: str | None = None
-    ratio: float = 0.9
+    ratio: float = defaults.SGLANG_MAMBA_FULL_MEMORY_RATIO
     radix_strategy: str = "auto"
     context_len: int | None = None
     max_running_requests: int | None = None
@@ -47,7 +60,7 @@ class PlanInputs:
     cpu_isa: str = "avx512-bf16"  # platform cpu: what the CPU has (capacity/vllm.py::CPU_ISAS): SSM dtype, fp8 KV
     gdn_backend: str = "auto"  # vLLM --gdn-prefill-backend: auto | flashinfer | triton (capacity/vllm.py::GDN_BACKENDS)
     prefix_caching: bool | None = None  # vLLM --enable-prefix-caching / --no-enable-prefix-caching (None: default)
-    vllm_version: str | None = None  # vLLM release for the version table (default 0.33.0)
+    vllm_version: str | None = None  # vLLM release for the version table (default 0.34.0)
     num_gpu_blocks_override: int | None = None
     use_replayssm: bool = False  # vLLM --use-replayssm (Mamba2 layers keep x / dt / B rings)
     replayssm_buffer_len: int = 16  # vLLM --replayssm-buffer-len (the ring length with the default Triton backend)
@@ -156,8 +169,9 @@ def make_plan(model: ModelSpec, inputs: PlanInputs) -> Plan:
             mode=inputs.resolved_vllm_mode,
             spec_tokens=inputs.spec_draft_tokens,
             max_model_len=inputs.context_len or model.context_length,
-            # the CPU backend's default for the API server (engine/arg_utils.py::get_batch_defaults): 128 x world
-            max_num_seqs=inputs.max_running_requests or (128 * tp if inputs.platform == "cpu" else None),
+            # the CPU backend's default for the API server (exporter/defaults.py): 128 x world; a GPU's depends on it
+            max_num_seqs=inputs.max_running_requests
+            or (defaults.vllm_max_num_seqs(inputs.vllm_version, device="cpu", world=tp).value if inputs.platform == "cpu" else None),
             version=inputs.vllm_version,
             platform=inputs.platform,
             num_gpu_blocks_override=inputs.num_gpu_blocks_override,
@@ -211,6 +225,12 @@ def unmodelled_notes(model: ModelSpec, inputs: PlanInputs, *, gpu_memory: bool =
             out.append("not modelled: the draft model's weights and KV cache (vLLM sizes the pool after loading it)")
         if model.is_hybrid and inputs.resolved_vllm_mode == "align":
             out.append("mamba cache mode align (prefix caching on, the default for hybrids): 2+ state blocks per request")
+    after_warmup = inputs.engine == "vllm" and inputs.platform != "cpu" and vllm_release(inputs.vllm_version).sizes_after_warmup
+    if after_warmup:
+        v = ".".join(map(str, vllm_release(inputs.vllm_version).version[:3]))
+        out.append(MEASURED_BUDGET.format(v=v))
+        if gpu_memory:
+            out.append(MEASURED_GPU_MEMORY.format(v=v))
     if gpu_memory:
         out.append(
             "not modelled with --gpu-memory: activation/CUDA-graph memory and the reserve taken before the split "

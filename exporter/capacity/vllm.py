@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .. import defaults
 from ..version import require_version
 from .model import ModelSpec
 from .sizing import kv_bytes_per_token_per_layer, linear_state
@@ -15,7 +16,7 @@ from .sizing import kv_bytes_per_token_per_layer, linear_state
 # --------------------------------------------------------------------------------------------------------------
 
 
-VLLM_LATEST = (0, 33, 0, 0)
+VLLM_LATEST = (0, 34, 0, 0)
 PLATFORMS = ("hopper", "blackwell", "cpu")
 # what vLLM's CPU build asks of the CPU (torch.cpu._is_avx512_bf16_supported / _is_avx512_supported /
 # _is_amx_tile_supported; /proc/cpuinfo flags avx512_bf16, avx512f, amx_bf16): avx512-bf16 covers AMX CPUs
@@ -29,9 +30,8 @@ CPU_ISA_WORDS = {
 CPU_ISAS = tuple(CPU_ISA_WORDS)
 # --gdn-prefill-backend (0.33.0 engine/arg_utils.py; additional_config["gdn_prefill_backend"]): what ``plan`` takes
 GDN_BACKENDS = ("auto", "flashinfer", "triton")
-# the default --block-size: CacheConfig.DEFAULT_BLOCK_SIZE (config/cache.py) on GPUs; the CPU backend's 128
-# (0.32.0 platforms/cpu.py::CpuPlatform.check_and_update_config, 0.33.0 ::update_block_size_for_backend)
-DEFAULT_BLOCK_SIZE = {"hopper": 16, "blackwell": 16, "cpu": 128}
+# the default --block-size by release and platform: exporter/defaults.py::vllm_block_size (16 on GPUs up to 0.33, 64
+# from 0.34; the CPU build's 128)
 # the smallest kernel block of the default GQA attention backend: FLASH_ATTN (Hopper) and FLASHINFER (Blackwell,
 # SM100: v1/attention/backends/flashinfer.py::get_supported_kernel_block_sizes [16, 32, 64, ...]) take 16;
 # CPU_ATTN MultipleOf(32) (v1/attention/backends/cpu_attn.py)
@@ -42,16 +42,28 @@ KERNEL_BLOCK = {"hopper": 16, "blackwell": 16, "cpu": 32}
 class VLLMRelease:
     """What a vLLM release does with a hybrid model's cache, by release (the version table).
 
-    Verified against the 0.33.0 wheel (files cited per field); the older gates come from the release notes of
-    docs/sizing.md ("vLLM by release") and are kept as they were when not re-verified."""
+    Verified against the 0.33.0 and 0.34.0 wheels (files cited per field); the older gates come from the release
+    notes of docs/sizing.md ("vLLM by release") and are kept as they were when not re-verified."""
 
     version: tuple[int, int, int, int]
 
     @property
     def prefix_caching_default(self) -> bool:
         """``config/model.py::ModelConfig.is_prefix_caching_supported`` returns True for generative hybrids from
-        0.26.0 and ``engine/arg_utils.py::_set_default_chunked_prefill_and_prefix_caching_args`` takes it."""
-        return self.version >= (0, 26, 0, 0)
+        0.26.0 and ``engine/arg_utils.py::_set_default_chunked_prefill_and_prefix_caching_args`` takes it
+        (exporter/defaults.py)."""
+        return defaults.vllm_prefix_caching(self.version)
+
+    @property
+    def sizes_after_warmup(self) -> bool:
+        """0.34.0's extensible KV cache (CUDA, ROCm): the pool is sized from the memory measured after CUDA-graph
+        capture and warmup (``v1/worker/extensible_kv_cache.py::measure_kv_cache_blocks``), which a plan from a
+        config cannot know; the budget ``plan`` takes is then the log's ``Extended KV cache to N blocks (X GiB)``."""
+        return self.version >= (0, 34, 0, 0)
+
+    def default_block_size(self, platform: str) -> int:
+        """``CacheConfig.DEFAULT_BLOCK_SIZE`` on GPUs (16, 64 from 0.34), 128 on the CPU build (exporter/defaults.py)."""
+        return defaults.vllm_block_size(self.version, platform)
 
     @property
     def has_modes(self) -> bool:
@@ -262,8 +274,8 @@ def vllm_pool(
     """vLLM V1 hybrid pool: page unification, grouping, blocks, concurrency (docs/sizing.md, "vLLM").
 
     ``mode`` ``None`` follows prefix caching (``align`` by default for hybrids from 0.26). ``version`` picks the
-    release behaviour (default 0.33.0). Qwen3-Next TP2 bf16 with 47,878,721,024 B on 0.10.2 → block 544,
-    P 557,056, 7162 blocks, 14.77x at 262,144.
+    release behaviour (default 0.34.0). Qwen3-Next TP2 bf16 with 47,878,721,024 B on 0.10.2 → block 544,
+    P 557,056, 7162 blocks, 14.77x at 262,144; on 0.34.0, whose default block size is 64, block 576.
     """
     tp = max(1, tp)
     if platform not in PLATFORMS:
@@ -273,7 +285,7 @@ def vllm_pool(
     st = linear_state(model, tp, ssm, engine="vllm", conv_extra_tokens=spec_tokens, replayssm_len=replayssm_len)
     attn_tok = kv_bytes_per_token_per_layer(model, kv_dtype, tp)
     mamba_page = st.page_bytes
-    block = user_block_size or DEFAULT_BLOCK_SIZE[platform]
+    block = user_block_size or vllm_release(version).default_block_size(platform)
     if model.is_hybrid and attn_tok:
         A = vllm_kernel_alignment(model, m, version, platform, block, gdn_backend)
         attn_block = A * math.ceil(mamba_page / (A * attn_tok))

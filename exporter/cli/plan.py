@@ -39,7 +39,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     mem = p.add_mutually_exclusive_group()
     mem.add_argument("--kv-budget", type=float, metavar="GiB", help="per-GPU memory for KV + linear state")
     mem.add_argument("--gpu-memory", type=float, metavar="GiB", help="per-GPU memory; budget = this × --mem-fraction − --weights/tp")
-    p.add_argument("--mem-fraction", type=float, default=0.9, help="with --gpu-memory: static fraction (default 0.9)")
+    p.add_argument(
+        "--mem-fraction",
+        type=float,
+        default=0.9,
+        help="with --gpu-memory: static fraction (default 0.9; vLLM 0.34 with gpu_memory_utilization unset: 1.0)",
+    )
     p.add_argument("--weights", type=float, default=None, metavar="GiB", help="with --gpu-memory: total weight GiB over all GPUs")
     p.add_argument("--kv-cache-dtype", default="auto", help="auto|bfloat16|fp8|fp8_e4m3|… (default auto = model dtype)")
     p.add_argument(
@@ -60,7 +65,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--disable-overlap-schedule", action="store_true", help="SGLang: overlap scheduler off")
     p.add_argument("--skip-decode-lock", action="store_true", help="SGLang: SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1")
     p.add_argument("--sglang-version", default=None, help="SGLang version for the slots table (default latest, 0.5.23)")
-    p.add_argument("--vllm-version", default=None, help="vLLM version for its release table (default latest, 0.33.0)")
+    p.add_argument("--vllm-version", default=None, help="vLLM version for its release table (default latest, 0.34.0)")
     p.add_argument(
         "--mamba-cache-mode",
         choices=("auto", "none", "align"),

@@ -255,9 +255,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 # what each signal does (docs/serve.md, "Signals"); every one is handled in the main thread, and
 # none loses the lines read since the last positions write
 SIGNALS = {
-    "SIGTERM": "stop: the positions written, exit 0",
-    "SIGINT": "stop: the positions written, exit 0",
-    "SIGQUIT": "the stack of every thread to stderr, then stop: the positions written, exit 0",
+    "SIGTERM": "stop: write the positions, exit 0",
+    "SIGINT": "stop: write the positions, exit 0",
+    "SIGQUIT": "the stack of every thread to stderr, then stop: write the positions, exit 0",
     "SIGHUP": "re-read the web config (TLS, basic auth) and write the positions; go on",
     "SIGUSR1": "write the positions and log each source's state (offset, lag, open files); go on",
     "SIGUSR2": "the stack of every thread to stderr (a stall); go on",

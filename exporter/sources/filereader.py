@@ -125,6 +125,7 @@ class FileReader:
         if key != self._checked:
             why = self._changed(st)
             if why:
+                self.size = st.st_size  # the new content's (the lag is of it, not of the old one)
                 self._restart(why)
                 return True
         start_pos, start_chunks, got = self.read_pos, len(self.buf), 0

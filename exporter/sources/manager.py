@@ -474,13 +474,15 @@ class Manager:
             acc += len(t.accounted)
         return (n, rb, rot, gens, acc, len(self.saved))
 
-    def save(self, force: bool = True) -> None:
+    def save(self, force: bool = True) -> bool:
+        """Write the positions file (unless nothing it holds changed and ``force`` is off); False
+        when the write failed (logged and counted)."""
         if self.positions is None:
-            return
+            return True
         key = self._change_key()
         now = time.monotonic()
         if not force and key == self._saved_key and now < self._save_anyway:
-            return
+            return True
         self._saved_key, self._save_anyway = key, now + 60.0  # and once a minute (gauges folded at scrapes)
         try:
             files = {k: t.entries() for k, t in self.tailers.items()}
@@ -491,10 +493,11 @@ class Manager:
                 if not files[k] and t.saved:
                     files[k] = t.saved
             seen = {k: t.seen_entries() for k, t in self.tailers.items()}
-            self.positions.save(files, self.pipe, sorted({t.source for t in self.tailers.values()}), seen)
+            return self.positions.save(files, self.pipe, sorted({t.source for t in self.tailers.values()}), seen)
         except Exception:
             log.exception("cannot save positions")
             self.positions.write_errors += 1
+            return False
 
     def ready(self) -> bool:
         return self.started and all(t.state in (OPEN, WAITING) for t in self.tailers.values())
@@ -509,7 +512,16 @@ class Manager:
         if self.observer is not None:
             with contextlib.suppress(Exception):
                 self.observer.stop()
-        self.save()
+        if self.positions is not None:
+            # said after the write, as it went (before: "the positions written" came before its error)
+            if self.save():
+                log.info("positions written to %s", self.positions.path)
+            else:
+                log.error(
+                    "positions not written to %s at exit (the error is above): the next start resumes from the last positions written, "
+                    "and counts the lines read since again",
+                    self.positions.path,
+                )
         for t in self.tailers.values():
             t.close()
 

@@ -9,25 +9,49 @@
   var data = null;
 
   function clockDate(ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); }
-  var fmtTick = null, fmtDay = null, fmtFull = null;
+  var fmtTick = null, fmtDay = null, fmtSec = null, fmtFull = null;
   function timeFormats() {
     if (fmtTick) return;
     fmtTick = uPlot.fmtDate("{HH}:{mm}");
     fmtDay = uPlot.fmtDate("{YYYY}-{MM}-{DD} {HH}:{mm}");
+    fmtSec = uPlot.fmtDate("{HH}:{mm}:{ss}");
     fmtFull = uPlot.fmtDate("{YYYY}-{MM}-{DD} {HH}:{mm}:{ss}");
   }
-  /* 24-hour ticks in log time; the first tick and day changes carry the date */
-  function timeTicks(u, vals) {
-    var last = null;
+  /* 24-hour ticks in log time; the first tick and day changes carry the date; ticks less than a
+   * minute apart (incr, in seconds) carry their seconds, or several would read the same minute */
+  function timeTicks(u, vals, axis, space, incr) {
+    var last = null, secs = incr < 60;
     return vals.map(function (v) {
       var d = clockDate(v), day = d.getFullYear() * 400 + d.getMonth() * 32 + d.getDate();
-      var s = last === null || day !== last ? fmtDay(d) : fmtTick(d);
+      var s = last === null || day !== last ? fmtDay(d) + (secs ? fmtSec(d).slice(5) : "") : (secs ? fmtSec : fmtTick)(d);
       last = day;
       return s;
     });
   }
   function pct(v) { return v == null ? "-" : Math.round(v * 100) + "%"; }
   function num(v) { return v == null ? "-" : String(Math.round(v)); }
+
+  /* the newest value of a column, and the newest row with any value (a lone row is padded with an empty one) */
+  function latest(col) {
+    for (var i = col.length - 1; i >= 0; i--) if (col[i] != null) return col[i];
+    return null;
+  }
+  function latestRow(u) {
+    for (var i = u.data[0].length - 1; i >= 0; i--)
+      for (var s = 1; s < u.data.length; s++) if (u.data[s][i] != null) return i;
+    return null;
+  }
+  /* a legend value: the one under the cursor, the newest one while the cursor is not over the chart
+   * (uPlot passes no row then: before, the legend read "-" until hovered) */
+  function legend(fmt) {
+    return function (u, v, si, idx) {
+      if (idx == null) {
+        var row = si === 0 ? latestRow(u) : null;
+        v = si === 0 ? (row == null ? null : u.data[0][row]) : latest(u.data[si]);
+      }
+      return fmt(v);
+    };
+  }
 
   /* the findings behind the lines: [t0, t1, colour, rule, strip] in x units; a sustained
    * finding shades the full height, an event finding (strip = 1) a band along the top */
@@ -92,13 +116,13 @@
         { scale: "req", side: 1, label: "requests", size: 50, grid: { show: false } }
       ],
       series: [
-        { label: "log time", value: function (u, v) { return v == null ? "-" : fmtFull(clockDate(v)); } },
-        { label: "KV usage", points: { show: few }, scale: "ratio", stroke: "#1f77b4", width: 2, value: function (u, v) { return pct(v); } },
-        { label: "mamba usage", points: { show: few }, scale: "ratio", stroke: "#d62728", width: 2, value: function (u, v) { return pct(v); } },
+        { label: "log time", value: legend(function (v) { return v == null ? "-" : fmtFull(clockDate(v)); }) },
+        { label: "KV usage", points: { show: few }, scale: "ratio", stroke: "#1f77b4", width: 2, value: legend(pct) },
+        { label: "mamba usage", points: { show: few }, scale: "ratio", stroke: "#d62728", width: 2, value: legend(pct) },
         { label: "cap", points: { show: few }, scale: "req", stroke: "#333", width: 1.5, dash: [8, 4], paths: uPlot.paths.stepped({ align: 1 }),
-          value: function (u, v) { return num(v); } },
-        { label: "running", points: { show: few }, scale: "req", stroke: "#2ca02c", width: 2, value: function (u, v) { return num(v); } },
-        { label: "queued", points: { show: few }, scale: "req", stroke: "#ff7f0e", width: 1.5, dash: [4, 3], value: function (u, v) { return num(v); } }
+          value: legend(num) },
+        { label: "running", points: { show: few }, scale: "req", stroke: "#2ca02c", width: 2, value: legend(num) },
+        { label: "queued", points: { show: few }, scale: "req", stroke: "#ff7f0e", width: 1.5, dash: [4, 3], value: legend(num) }
       ],
       hooks: { drawClear: [shade] }
     };
@@ -178,6 +202,7 @@
           if (!u) return;
           u.hceSpans = c.spans;
           u.setData(timelineData(c));
+          if (u.cursor.idx == null) u.setLegend({ idx: null });  /* the newest values, unless the cursor reads a row */
         });
         var st = document.getElementById("hce-updated");
         if (st && d.updated) st.textContent = d.updated;
@@ -206,7 +231,7 @@
     if (data.refresh > 0 && data.endpoint) setInterval(refresh, data.refresh * 1000);
   }
 
-  window.hceCharts = { merge: merge };  /* for tests/test_browser.py */
+  window.hceCharts = { merge: merge, charts: charts };  /* for tests/web/test_browser.py */
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", boot);
   else boot();

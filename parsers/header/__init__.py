@@ -40,6 +40,7 @@ from typing import Any
 from .. import sglang, vllm
 from ..clock import minute_epoch, rfc3339_epoch
 from ..events import SGLANG, VLLM, Line
+from ..foreign import foreign
 from . import learning, structured, templates
 from .prefix import COLLECTOR_RE, SGLANG_HEADER_RE, Header, split_header, strip_collector
 from .templates import Template
@@ -100,14 +101,14 @@ ENVELOPES: tuple[Envelope, ...] = (
     Envelope(
         "sglang",
         "[2026-03-02 08:01:44 DP1 TP0] Decode batch, ...",
-        "`[YYYY-MM-DD HH:MM:SS(.mmm) TAGS] ` (`patterns.sglang_header`)",
+        "`[YYYY-MM-DD HH:MM:SS(.mmm) TAGS] ` (`headers.sglang_header`)",
         "`prefix.split_header`; batch lines by the sampler's learned shapes and the bulk scanner, no header object",
         ("fixtures/sglang/", "fixtures/scenarios/"),
     ),
     Envelope(
         "vllm",
         "(EngineCore_DP0 pid=7) INFO 03-02 08:01:44 [loggers.py:127] Engine 000: ...",
-        "`[(Name pid=N) ]LEVEL MM-DD HH:MM:SS [file:N] ` (`patterns.VLLM_PROC`, `prefix.VLLM_HEADER_RE`)",
+        "`[(Name pid=N) ]LEVEL MM-DD HH:MM:SS [file:N] ` (`headers.VLLM_PROC`, `prefix.VLLM_HEADER_RE`)",
         "`prefix.split_header`; access lines by the sampler (`_is_vllm_access`)",
         ("fixtures/vllm/", "fixtures/formats/vllm-logging-prefix.log"),
     ),
@@ -167,6 +168,8 @@ def read_header(raw: str, engine: str | None = None, year: int = 2026) -> Header
     if h.ts is None and cts is not None:
         h.ts = cts
         h.tod = None
+    elif h.tod is not None and h.via == "preamble" and foreign(line):
+        h.tod = None  # another writer's stamp (torch's '[W1104 10:12:44.361437153 ...]'): not the log's clock
     return h
 
 

@@ -33,7 +33,7 @@ import re
 from .. import sglang, vllm
 from ..clock import minute_epoch, rfc3339_epoch, wall_epoch
 from ..events import SGLANG, VLLM
-from .patterns import SGLANG_TAG_NAMES, VLLM_DP
+from ..headers import SGLANG_TAG_NAMES, VLLM_DP
 
 MAX_TOKENS = 16
 MAX_PREAMBLE = 320  # characters before the message: a header is short
@@ -110,10 +110,15 @@ def locate(line: str, engine: str | None, year: int, spans: list | None = None) 
             spans.append((m, pos))
         if pos >= len(line):
             return None  # a line of header tokens only: nothing after them
-        for s in starts:
-            if s(line, pos):
-                f.start = pos
-                return f
+        # a message may start with the dashes a separator is made of (vLLM 0.34's '--max-model-len auto reduced ...')
+        dashes = pos
+        while dashes > m.end() and line[dashes - 1] == "-":
+            dashes -= 1
+        for at in (pos, dashes) if dashes != pos else (pos,):
+            for s in starts:
+                if s(line, at):
+                    f.start = at
+                    return f
     if f.signal and pos > 0:
         f.start = pos
         return f

@@ -19,8 +19,8 @@ import regex
 
 from ..clock import minute_epoch, rfc3339_epoch, sglang_ts
 from ..events import SGLANG, VLLM
+from ..headers import SGLANG_TAG_NAMES, VLLM_DP, VLLM_LEVELS, VLLM_PROC, sglang_header
 from . import preamble
-from .patterns import SGLANG_TAG_NAMES, VLLM_DP, VLLM_LEVELS, VLLM_PROC, sglang_header
 
 ANSI_RE = regex.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 

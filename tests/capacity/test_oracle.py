@@ -1,7 +1,8 @@
 """The capacity model against an independent re-implementation of the engines' sizing (tests/oracle/).
 
 Each case sizes one model under one engine configuration twice, with ``exporter.capacity`` and with the oracle
-written from the SGLang 0.5.23 / vLLM 0.33.0 wheels, and compares every quantity both produce. The grid spans the
+written from the SGLang 0.5.23 / vLLM 0.33.0 and 0.34.0 wheels, and compares every quantity both produce; the vLLM
+grids run once per release. The grid spans the
 four fixture models, TP 1-8, bf16/fp8 KV, fp32/bf16 SSM, ratios, an explicit --max-mamba-cache-size, every radix
 strategy and vLLM's none/align modes (68 cases).
 """
@@ -16,10 +17,13 @@ import pytest
 from exporter import capacity as cap
 from tests.oracle import sglang_0_5_23 as sg
 from tests.oracle import vllm_0_33_0 as vl
+from tests.oracle import vllm_0_34_0 as vl34
 
 CONFIGS = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
 MODELS = ("qwen3.8-27b", "qwen3-next-80b-a3b", "nemotron-h-8b", "kimi-k3")
 GiB = 1 << 30
+# the vLLM releases the oracle transcribes, each with its module
+VLLM_ORACLES = {"0.33.0": vl, "0.34.0": vl34}
 
 
 # variants of a fixture that reach a branch the fixtures do not: "<fixture>+<variant>"
@@ -160,14 +164,15 @@ VLLM_GRID = [
 ]
 
 
+@pytest.mark.parametrize("release", sorted(VLLM_ORACLES))
 @pytest.mark.parametrize(
     "case", VLLM_GRID, ids=[f"vllm-{i}-{c[0]}-tp{c[1]}-{'align' if c[5] else 'none'}" for i, c in enumerate(VLLM_GRID)]
 )
-def test_vllm_matches_oracle(case):
+def test_vllm_matches_oracle(case, release):
     name, tp, avail_gib, kv, ssm, pc, mml, mns = case
     cfg = raw(name)
     avail = int(avail_gib * GiB)
-    want = vl.size_pool(
+    want = VLLM_ORACLES[release].size_pool(
         cfg,
         available_memory=avail,
         tp=tp,
@@ -188,6 +193,7 @@ def test_vllm_matches_oracle(case):
             context_len=mml,
             max_running_requests=mns,
             prefix_caching=pc,
+            vllm_version=release,
         ),
     )
     vp = plan.vllm
@@ -257,14 +263,15 @@ PLATFORM_GRID = [
 ]
 
 
+@pytest.mark.parametrize("release", sorted(VLLM_ORACLES))
 @pytest.mark.parametrize("case", PLATFORM_GRID, ids=["-".join(map(str, c)) for c in PLATFORM_GRID])
-def test_vllm_platforms_match_oracle(case):
+def test_vllm_platforms_match_oracle(case, release):
     name, platform, backend, pc = case
     cfg = raw(name)
     tp = 8 if name == "kimi-k3" else 2
     kv = "fp8" if name == "kimi-k3" and platform != "cpu" else "bfloat16"
     avail = int(30 * GiB)
-    want = vl.size_pool(
+    want = VLLM_ORACLES[release].size_pool(
         cfg,
         available_memory=avail,
         tp=tp,
@@ -285,6 +292,7 @@ def test_vllm_platforms_match_oracle(case):
             prefix_caching=pc,
             platform=platform,
             gdn_backend=backend,
+            vllm_version=release,
         ),
     )
     vp = plan.vllm

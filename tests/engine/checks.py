@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -87,6 +88,21 @@ def assert_capacity(e: str, source: str, log: str, vm: str) -> Boot:
         assert info["mamba_ssm_dtype"] == cc["mamba_ssm_cache_dtype"]
         assert CPU_ISA == "avx512-bf16", "vLLM took its AVX512-BF16 branch on a CPU whose /proc/cpuinfo says " + CPU_ISA
     return boot
+
+
+LOGROTATE = shutil.which("logrotate") or "/usr/sbin/logrotate"
+
+
+def copytruncate(log: Path, workdir: Path) -> Path:
+    """The real ``logrotate`` copytruncates ``log`` now (its config and state beside it in ``workdir``); returns the
+    rotated copy."""
+    assert Path(LOGROTATE).exists(), "logrotate is not installed (make tools installs it)"
+    conf = workdir / f"logrotate-{log.stem}.conf"
+    conf.write_text(f"{log} {{\n    copytruncate\n    rotate 2\n    missingok\n    nocompress\n}}\n")
+    state = workdir / f"logrotate-{log.stem}.state"
+    r = subprocess.run([LOGROTATE, "-f", "-s", str(state), str(conf)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return Path(str(log) + ".1")
 
 
 def cpu_isa(cpuinfo: str) -> str:
@@ -302,6 +318,15 @@ def boot(side: h.Sidecar, eng: h.Engine, source: str) -> tuple[str, str]:
     eng.start()
     e = wait_exporter(side, lambda e: exp(e, "kv_capacity_tokens", source) is not None, 30, "the capacity lines")
     return e, eng.metrics()
+
+
+def restart(side: h.Sidecar, eng: h.Engine, source: str, fact: str, timeout: float) -> str:
+    """Start ``eng`` as the second boot in its log: the exporter's exposition once it counted the restart and read
+    the boot's ``fact`` (a capacity family)."""
+    eng.start()
+    return wait_exporter(
+        side, lambda e: exp(e, "server_restarts_total", source) == 1 and exp(e, fact, source) is not None, timeout, "the second boot"
+    )
 
 
 def wait_exporter(sidecar: h.Sidecar, pred, timeout: float, what: str) -> str:

@@ -42,3 +42,11 @@ def workdir(tmp_path_factory) -> Path:
 def qwen(engine_py, workdir) -> Path:
     """The suite's main model: a tiny Qwen3-Next (3 Gated DeltaNet layers + 1 full-attention layer)."""
     return h.build_model("qwen3_next", workdir / "models" / "tiny-qwen3-next")
+
+
+@pytest.fixture(scope="session")
+def sglang_lfm2(workdir) -> Path:
+    """The SGLang half's LFM2: 3 short-convolution layers + 1 full-attention layer, written by SGLang's transformers."""
+    import sglang_harness as sh
+
+    return sh.build_model("lfm2", workdir / "models" / "tiny-lfm2-sglang")

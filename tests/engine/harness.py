@@ -71,22 +71,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-_PY: str | None = None
+_INSTALLED: dict[str, str] = {}
+
+
+def installed_python(script: str, override: str, what: str) -> str:
+    """The interpreter ``tests/engine/<script>`` installs (once per session; it reuses a finished install), or the
+    one the environment variable ``override`` names. Fails with the installer's reason."""
+    if script not in _INSTALLED:
+        env_py = os.environ.get(override)
+        if env_py:
+            _INSTALLED[script] = env_py
+        else:
+            r = subprocess.run(["bash", str(HERE / script)], capture_output=True, text=True, timeout=3600)
+            if r.returncode != 0:
+                raise RuntimeError(f"{what} could not be installed:\n{r.stderr[-4000:]}")
+            _INSTALLED[script] = r.stdout.strip().splitlines()[-1]
+    return _INSTALLED[script]
 
 
 def engine_python() -> str:
     """The engine's interpreter, installed on first use (fails with the installer's reason)."""
-    global _PY
-    if _PY is None:
-        env_py = os.environ.get("HCE_ENGINE_PYTHON_BIN")
-        if env_py:
-            _PY = env_py
-        else:
-            r = subprocess.run(["bash", str(HERE / "install.sh")], capture_output=True, text=True, timeout=3600)
-            if r.returncode != 0:
-                raise RuntimeError(f"the real engine could not be installed:\n{r.stderr[-4000:]}")
-            _PY = r.stdout.strip().splitlines()[-1]
-    return _PY
+    return installed_python("install.sh", "HCE_ENGINE_PYTHON_BIN", "the real engine")
 
 
 def engine_env_dir() -> str:
@@ -94,12 +99,13 @@ def engine_env_dir() -> str:
     return str(Path(engine_python()).parent.parent)
 
 
-def build_model(family: str, out: Path) -> Path:
-    """A tiny model of ``family`` in ``out`` (made once per directory)."""
+def build_model(family: str, out: Path, python: str | None = None) -> Path:
+    """A tiny model of ``family`` in ``out`` (made once per directory), by the engine's interpreter (``python``:
+    another engine's, whose transformers reads the model)."""
     if (out / "config.json").exists() and (out / "tokenizer.json").exists():
         return out
     r = subprocess.run(
-        [engine_python(), str(HERE / "tinymodel.py"), "--family", family, str(out)],
+        [python or engine_python(), str(HERE / "tinymodel.py"), "--family", family, str(out)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -184,6 +190,7 @@ class Engine:
     stopped: bool = False
     started_at: float = 0.0
     boot_seconds: float = 0.0
+    offset: int = 0  # the log's size when this boot started
 
     @property
     def json_log(self) -> Path:
@@ -234,6 +241,7 @@ class Engine:
     def start(self, wait: bool = True) -> Engine:
         assert self.proc is None
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        self.offset = self.log.stat().st_size if self.log.exists() else 0
         out = open(self.log, "ab")  # noqa: SIM115 - O_APPEND: a copytruncate leaves no hole
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(
@@ -273,7 +281,7 @@ class Engine:
             return
         self.stopped = True
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout)
         with contextlib.suppress(ProcessLookupError):
@@ -284,6 +292,15 @@ class Engine:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and _group_alive(self.proc.pid):
             time.sleep(0.2)
+
+    def terminate(self) -> None:
+        """The stop's first signal: SIGTERM to the group (vLLM's children ignore it while they compile)."""
+        os.killpg(self.proc.pid, signal.SIGTERM)
+
+    def this_boot(self) -> str:
+        """What this boot appended to the log (the whole file once a copytruncate cut it below that point)."""
+        text = read(self.log)
+        return text[self.offset :] if len(text) >= self.offset else text
 
     def metrics(self) -> str:
         with urllib.request.urlopen(self.base + "/metrics", timeout=10) as r:
@@ -389,12 +406,12 @@ class Load:
 class Sidecar:
     """``hybrid-cache-exporter serve`` following ``log`` from its first byte, as the sidecar does."""
 
-    def __init__(self, log: Path, name: str, workdir: Path, *extra: str) -> None:
+    def __init__(self, log: Path, name: str, workdir: Path, *extra: str, rules_yaml: str = RULES_YAML) -> None:
         self.port = free_port()
         # the files followed, by source: the first, and those of ``--log name=path`` in ``extra``
         self.files = {name: log} | {a.split("=", 1)[0]: Path(a.split("=", 1)[1]) for a in extra if "=" in a and not a.startswith("-")}
-        self.rules = workdir / "rules.yaml"
-        self.rules.write_text(RULES_YAML)
+        self.rules = workdir / ("rules.yaml" if rules_yaml == RULES_YAML else f"rules-{name}.yaml")
+        self.rules.write_text(rules_yaml)
         self.err = open(workdir / f"serve-{name}.err", "wb")  # noqa: SIM115
         cmd = [
             str(EXE),

@@ -11,7 +11,6 @@ counts every stats line once.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 import urllib.request
@@ -25,7 +24,6 @@ import pytest
 SOURCE = "request-cap"
 CAP = 2
 CONCURRENCY = 8
-LOGROTATE = shutil.which("logrotate") or "/usr/sbin/logrotate"
 
 
 @dataclass
@@ -49,17 +47,8 @@ class Run:
     page: str  # the sidecar's status page after boot 2 stopped
 
 
-def rotate(log: Path, workdir: Path) -> Path:
-    conf = workdir / "logrotate.conf"
-    conf.write_text(f"{log} {{\n    copytruncate\n    rotate 2\n    missingok\n    nocompress\n}}\n")
-    r = subprocess.run([LOGROTATE, "-f", "-s", str(workdir / "logrotate.state"), str(conf)], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    return Path(str(log) + ".1")
-
-
 @pytest.fixture(scope="module")
 def run(qwen, workdir) -> Run:
-    assert Path(LOGROTATE).exists(), "logrotate is not installed (make tools installs it)"
     log, side, eng = c.scenario(qwen, workdir, SOURCE, "--max-num-seqs", str(CAP))
     eng2 = None
     try:
@@ -72,7 +61,7 @@ def run(qwen, workdir) -> Run:
         deadline = time.monotonic() + 30
         while len(h.stats_lines(h.read(log))) == n and time.monotonic() < deadline:
             time.sleep(0.05)
-        rotated = rotate(log, workdir)
+        rotated = c.copytruncate(log, workdir)
         load.join()
         reco = [lab for lab, _ in h.samples(fired, "hybrid_cache_recommendation_info", source=SOURCE, rule="request_cap_bound")]
         seqs = [lab for lab in reco if lab["flag"] == "--max-num-seqs"]
@@ -89,13 +78,7 @@ def run(qwen, workdir) -> Run:
         e_stop = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "stopped", 30, "the stopped state")
         # boot 2: the advice applied, on the same file
         eng2 = h.Engine(qwen, log, args=("--max-model-len", "2048", "--max-num-seqs", str(recommended)))
-        eng2.start()
-        e2 = c.wait_exporter(
-            side,
-            lambda e: c.exp(e, "server_restarts_total", SOURCE) == 1 and c.exp(e, "kv_capacity_tokens", SOURCE) is not None,
-            30,
-            "boot 2",
-        )
+        e2 = c.restart(side, eng2, SOURCE, "kv_capacity_tokens", 30)
         v2 = eng2.metrics()
         h.Load(
             eng2.base, eng2.served_name, n=3 * recommended, concurrency=min(CONCURRENCY, recommended), max_tokens=64, max_seconds=60

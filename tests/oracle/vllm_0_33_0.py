@@ -131,6 +131,7 @@ def size_pool(
     max_num_seqs: int | None = None,
     platform: str = "hopper",
     gdn_backend: str = "auto",
+    gpu_block_size: int = 16,
 ) -> dict:
     """cite: vllm/model_executor/models/config.py::MambaModelConfig.verify_and_update_config (prefix caching ->
     mode align; vllm/config/model.py::ModelConfig.is_prefix_caching_supported is True for generative hybrids);
@@ -145,7 +146,8 @@ def size_pool(
     (vllm/platforms/cpu.py::CpuPlatform.update_block_size_for_backend) with CPU_ATTN's MultipleOf(32) kernel block
     (vllm/v1/attention/backends/cpu_attn.py), and stores the SSM state in float32 on CPUs with AVX512-BF16
     (vllm/platforms/cpu.py::CpuPlatform.check_and_update_config, 'Reset SSM cache type to float32'); its default
-    max_num_seqs is 128 (vllm/engine/arg_utils.py::EngineArgs.get_batch_defaults, OPENAI_API_SERVER)."""
+    max_num_seqs is 128 (vllm/engine/arg_utils.py::EngineArgs.get_batch_defaults, OPENAI_API_SERVER).
+    ``gpu_block_size``: CacheConfig.DEFAULT_BLOCK_SIZE, 16 in 0.33.0 (0.34.0 passes its 64: vllm_0_34_0.py)."""
     mode = "align" if enable_prefix_caching else "none"
     tc = text_config(cfg)
     if max_model_len is None:
@@ -158,7 +160,7 @@ def size_pool(
     ck_blocks, ck_align = checkpoint(cfg, mode, platform, gdn_backend)
     mamba_page = mamba_page_size(cfg, tp, mamba_ssm_cache_dtype)
     attn1 = attn_page_size_1_token(cfg, tp, cache_dtype)
-    block_size = 128 if platform == "cpu" else 16
+    block_size = 128 if platform == "cpu" else gpu_block_size
     kernel_block = 32 if platform == "cpu" else 16
     kernel_align = max(kernel_block, block_size)
     if tc.get("kv_lora_rank"):

@@ -671,6 +671,8 @@ FIXTURES = {
     "v0.30.0-xpu.log": 13,
     "v0.31.0.log": 16,
     "v0.33.0.log": 16,
+    "v0.34.0-h200-capped.log": 50,
+    "v0.34.0-32gb-auto-len.log": 40,
     "dp2.log": 19,
     "dp2-spec.log": 25,
     "colored-docker.log": 17,

@@ -17,7 +17,7 @@ NAMES = [
     ("server-20260814.log.gz", "server.log"),
     # logrotate `create` finding the path taken (a writer reopened it between logrotate's rename and
     # its create): it moves that file aside as <name>-YYYYMMDDHH.backup, a generation with lines of
-    # its own (tests/sources/test_logrotate.py::test_poll_late_compressed_generations counts it)
+    # its own (tests/sources/test_logrotate_late.py::test_late_look_compressed_generations counts it)
     ("server.log-2026120311.backup", "server.log"),
     ("0.log.20260814-101010", "0.log"),  # kubelet
     ("server.log.swp", None),

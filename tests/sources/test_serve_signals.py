@@ -60,12 +60,30 @@ def test_signal_that_stops_writes_the_positions(serve, tmp_path, sig):
     srv, log, pos = _start(serve, tmp_path)
     assert srv.stop(sig) == 0
     assert _offset(pos) == log.stat().st_size
+    assert f"positions written to {pos}" in srv.stderr()
     if sig == signal.SIGQUIT:
         assert 'File "' in srv.stderr()  # the stacks first, as a Go exporter prints them
     # a restart counts nothing twice
     srv2 = serve("--log", str(log), "--positions", str(pos))
     h.fsync_append(log, h.lines_blob(40, 5))
     h.wait_count(srv2, 5)
+
+
+def test_stop_says_when_the_positions_were_not_written(serve, tmp_path):
+    """A positions path that is a directory: the stop logs the write error, then that the
+    positions were not written and what the next start does; never that they were (before:
+    "stop: the positions written" came just before the error)."""
+    log, pos = tmp_path / "server.log", tmp_path / "pos"
+    log.write_bytes(h.lines_blob(0, 10))
+    pos.mkdir()
+    srv = serve("--log", str(log), "--from-beginning", "--positions", str(pos))
+    h.wait_count(srv, 10)
+    assert srv.stop(signal.SIGTERM) == 0
+    err = srv.stderr()
+    assert "received SIGTERM: stop: write the positions, exit 0" in err
+    assert f"positions not written to {pos} at exit" in err
+    assert err.rindex(f"cannot write positions file {pos}") < err.index(f"positions not written to {pos} at exit")
+    assert "positions written to" not in err
 
 
 def test_sighup_rereads_the_web_config(serve, tmp_path):

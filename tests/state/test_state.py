@@ -66,7 +66,7 @@ def test_startup_facts_from_every_tp_rank_count_once() -> None:
     pipe = feed(BOOT_TP)
     assert get(pipe, "hybrid_cache_mamba_capacity_slots") == 80
     assert get(pipe, "hybrid_cache_mamba_slots_per_request") == 5
-    assert get(pipe, "hybrid_cache_max_running_requests") == 16
+    assert get(pipe, "hybrid_cache_max_running_requests", basis="logged") == 16
     assert get(pipe, "hybrid_cache_kv_capacity_tokens") == 327310
     assert get(pipe, "hybrid_cache_kv_capacity_bytes") == pytest.approx(9.99 * 2 * 2**30)
     assert get(pipe, "hybrid_cache_mamba_state_bytes", state="ssm") == 4.38 * 2**30
@@ -145,11 +145,50 @@ def test_vllm_max_running_from_args_and_default() -> None:
     args = "(APIServer pid=1) INFO 11-01 10:00:00 [utils.py:233] non-default args: {'model': 'Qwen/Qwen3.6-27B', 'max_num_seqs': 16}"
     pipe = feed([args, stats])
     lab = {"engine": "vllm"}
-    assert get(pipe, "hybrid_cache_max_running_requests", **lab) == 16
+    assert get(pipe, "hybrid_cache_max_running_requests", basis="logged", **lab) == 16
     assert get(pipe, "hybrid_cache_kv_usage_ratio", **lab) == 0.40
     assert get(pipe, "hybrid_cache_queued_requests", **lab) == 9
+    # issue 29 item 5: the default depends on the GPU, which a stats line does not show: no series, not a fake 256
     pipe = feed([stats])
-    assert get(pipe, "hybrid_cache_max_running_requests", **lab) == 256
+    assert get(pipe, "hybrid_cache_max_running_requests", basis="default", **lab) is None
+    assert not [k for k in samples(pipe) if k[0] == "hybrid_cache_max_running_requests"]
+
+
+def _free_memory(total_gib: float) -> str:
+    return (
+        f"(Worker_TP0 pid=89) INFO 11-01 10:00:05 [gpu_worker.py:655] Free memory on device ({total_gib - 0.5}/{total_gib} GiB) on "
+        f"startup. Desired GPU memory utilization is (0.92, {round(total_gib * 0.92, 2)} GiB). Actual usage is 42.0 GiB for consumed "
+        "memory (weights + non-torch), 3.1 GiB for peak activation, and 1.4 GiB for CUDAGraph memory. Replace gpu_memory_utilization "
+        "config with `--kv-cache-memory=87509254144` (81.5 GiB) to fit into requested memory, or `--kv-cache-memory=99531538432` "
+        "(92.7 GiB) to fully utilize gpu memory. Current kv cache memory in use is 28.91 GiB."
+    )
+
+
+@pytest.mark.parametrize(
+    ("total_gib", "kernel", "want"),
+    [
+        (47.5, None, 256),  # under 70 GiB: 256 on any GPU
+        (139.81, None, 1024),  # an H200: no A100 or GB10 has that much
+        (79.19, None, None),  # an H100 80GB or an A100 80GB: the log does not say which
+        (79.19, "FlashInfer", 1024),  # the FlashInfer GDN prefill kernel runs on SM90 and later: no A100
+        (119.7, "FlashInfer", None),  # a GB10 (SM121, 128 GB unified) runs FlashInfer too
+    ],
+)
+def test_vllm_default_max_running_only_where_the_log_shows_the_gpu(total_gib, kernel, want) -> None:
+    stats = (
+        "(APIServer pid=1) INFO 11-01 10:00:10 [loggers.py:310] Engine 000: Avg prompt throughput: 10.0 tokens/s, "
+        "Avg generation throughput: 50.0 tokens/s, Running: 16 reqs, Waiting: 9 reqs, GPU KV cache usage: 40.0%, Prefix cache hit rate: 0.0%"
+    )
+    banner = "(APIServer pid=1) INFO 11-01 10:00:00 [utils.py:302] vLLM server version 0.33.0, serving model Qwen/Qwen3.6-27B"
+    lines = [banner, _free_memory(total_gib)]
+    if kernel:
+        lines.append(
+            f"(Worker_TP0 pid=89) INFO 11-01 10:00:04 [qwen_gdn_linear_attn.py:300] Using {kernel} GDN prefill kernel (requested=auto, head_k_dim=128)."
+        )
+    pipe = feed([*lines, stats])
+    got = {k[1]: v for k, v in samples(pipe).items() if k[0] == "hybrid_cache_max_running_requests"}
+    assert [v for v in got.values()] == ([] if want is None else [want])
+    assert all(dict(lab)["basis"] == "default" for lab in got)
 
 
 def test_lines_by_outcome_are_counted() -> None:

@@ -190,6 +190,11 @@ def test_status_page_in_chromium(live, tmp_path):
     assert re.search(r'id="hce-updated">updated \d\d:\d\d:\d\d, refreshes every 5 s<', dom), "the page did not refresh"
     assert "Sources" in dom and "sglang-mamba-bound.log" in dom
     check_picture(screenshot(tmp_path, live, "status.png", size="1280,1700"), shaded=True)
+    # the legend, not hovered, shows the newest values (before: "-" until hovered)
+    for name, sec in sections(dom).items():
+        values = re.findall(r'<td class="u-value">([^<]*)</td>', sec)
+        assert len(values) == 6 and "-" not in values, (name, values)
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", values[0]) and values[1].endswith("%"), (name, values)
     # a replayed log's lines are old: the servers have gone quiet, their findings greyed (issue 21.8)
     assert 'class="badge quiet"' in dom and "it has gone quiet" in dom
 
@@ -240,3 +245,55 @@ def test_refresh_merge_in_chromium(tmp_path):
     dom = dump_dom(tmp_path, page.as_uri())
     got = json.loads(re.search(r'<pre id="out">(.*?)</pre>', dom).group(1))
     assert got == {"t": [20, 30, 40, 50], "kv": [2, 3, 5, 6], "spans": 1, "full": [1]}
+
+
+AXIS_PAGE = """<!DOCTYPE html><html><body><div data-chart="short"></div><div data-chart="long"></div><pre id="out"></pre>
+<script type="application/json" id="hce-data">{data}</script>
+<script>{uplot}</script><script>{charts}</script><script>
+setTimeout(function () {{
+  var c = window.hceCharts.charts, out = {{}};
+  Object.keys(c).forEach(function (k) {{
+    var u = c[k], cells = u.root.querySelectorAll(".u-legend .u-value");
+    out[k] = {{ticks: u.axes[0]._values, legend: Array.prototype.map.call(cells, function (e) {{ return e.textContent; }})}};
+  }});
+  document.getElementById("out").textContent = JSON.stringify(out);
+}}, 500);
+</script></body></html>"""
+
+
+def _timeline(t0: int, rows: int) -> dict:
+    return {
+        "t": [t0 + 10 * i for i in range(rows)],
+        "kv": [round(0.1 + 0.5 * i / rows, 3) for i in range(rows)],
+        "mamba": [0.8] * (rows - 1) + [None],  # the newest row without a mamba value: the newest one is shown
+        "running": list(range(rows)),
+        "queued": [0] * rows,
+        "cap": [16] + [None] * (rows - 1),  # logged once
+        "spans": [],
+        "bucket": 10,
+    }
+
+
+def test_time_axis_and_legend_in_chromium(tmp_path):
+    """The timeline's time axis in a real browser: a span of 80 s has ticks 10 s apart, each its
+    own label (before: "08:18" three times, "08:19" six, in log time); 1 h 40 min has minutes. Its
+    legend, not hovered, holds each line's newest value (before: "-" until hovered)."""
+    import json
+
+    from exporter.drawing import static
+
+    t0 = 1786090710  # 2026-08-07 08:18:30 in log time (written as UTC)
+    data = {"charts": {"short": _timeline(t0, 9), "long": _timeline(t0, 600)}, "refresh": 0}
+    page = tmp_path / "axis.html"
+    page.write_text(
+        AXIS_PAGE.format(data=json.dumps(data), uplot=static("uplot.iife.min.js").decode(), charts=static("charts.js").decode()),
+        encoding="utf-8",
+    )
+    dom = dump_dom(tmp_path, page.as_uri())
+    got = json.loads(re.search(r'<pre id="out">(.*?)</pre>', dom).group(1))
+    short, long = got["timeline:short"], got["timeline:long"]
+    assert short["ticks"][0] == "2026-08-07 08:18:30" and short["ticks"][1:3] == ["08:18:40", "08:18:50"], short
+    assert len(short["ticks"]) >= 5 and len(set(short["ticks"])) == len(short["ticks"]), short
+    assert all(re.fullmatch(r"\d\d:\d\d", v) for v in long["ticks"][1:]) and len(set(long["ticks"])) == len(long["ticks"]), long
+    assert short["legend"] == ["2026-08-07 08:19:50", "54%", "80%", "16", "8", "0"], short
+    assert long["legend"][0] == "2026-08-07 09:58:20" and long["legend"][1:] == ["60%", "80%", "16", "599", "0"], long

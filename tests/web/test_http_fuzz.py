@@ -1,5 +1,6 @@
-"""The HTTP server fed what a network sends it (issue 23's audit held this; the server is a new
-one since: a bounded pool, idle connections that give their worker up). Garbage, overlong request
+"""The HTTP server fed what a network sends it (issue 23's audit held this; the server is new
+since: a bounded pool of workers, and since issue 31 an event loop that reads every request head
+before a worker sees it, exporter/connections.py). Garbage, overlong request
 lines, too many headers, bad methods, requests cut and stalled, pipelined requests: every one is
 answered or dropped, none takes the server down, and scrapes keep working. A real ``serve``."""
 
@@ -12,7 +13,7 @@ import time
 
 import test_serve_support as h
 
-from exporter import web
+from exporter import connections
 
 
 def _send(port: int, data: bytes, read: bool = True, timeout: float = 10) -> bytes:
@@ -52,9 +53,9 @@ def test_fuzzed_requests_do_not_take_the_server_down(serve, tmp_path):
     for data in cases:
         _send(srv.port, data)
         assert srv.proc.poll() is None, srv.stderr()
-    # requests cut in the middle and left hanging: they give their workers up when others wait
+    # requests cut in the middle and left hanging: the loop holds them, no worker waits for them
     hanging = []
-    for _ in range(web.MAX_WORKERS + 5):
+    for _ in range(connections.MAX_WORKERS + 5):
         s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
         s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # no blank line: the headers never end
         hanging.append(s)
@@ -66,7 +67,7 @@ def test_fuzzed_requests_do_not_take_the_server_down(serve, tmp_path):
         for s in hanging:
             s.close()
     assert srv.get("/healthz")[0] == 200
-    assert len(os.listdir(f"/proc/{srv.proc.pid}/task")) <= web.MAX_WORKERS + 12
+    assert len(os.listdir(f"/proc/{srv.proc.pid}/task")) <= connections.MAX_WORKERS + 12
 
 
 def test_pipelined_and_kept_alive_requests_are_all_answered(serve, tmp_path):

@@ -10,7 +10,6 @@ import http.client
 import os
 import shutil
 import socket
-import ssl
 import subprocess
 import sys
 import threading
@@ -21,7 +20,7 @@ import ci_support
 import pytest
 import test_serve_support as h
 
-from exporter import web
+from exporter import connections, web
 
 sys.path.insert(0, str(h.ROOT / "bench"))
 import scrapes  # noqa: E402  (bench/scrapes.py: the load generator)
@@ -43,7 +42,7 @@ def test_listen_queue_and_bounded_workers_under_200_clients(serve, tmp_path):
     if shutil.which("ss"):
         out = subprocess.run(["ss", "-Hltn", f"sport = :{srv.port}"], capture_output=True, text=True).stdout.split()
         somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
-        assert int(out[2]) == min(web.LISTEN_BACKLOG, somaxconn), out  # Send-Q of a listening socket: its backlog
+        assert int(out[2]) == min(connections.LISTEN_BACKLOG, somaxconn), out  # Send-Q of a listening socket: its backlog
     most = [0]
     res = {}
 
@@ -57,7 +56,7 @@ def test_listen_queue_and_bounded_workers_under_200_clients(serve, tmp_path):
         time.sleep(0.1)
     assert res["errors"] == 0, res  # no request timed out (10 s, Prometheus' default) or failed
     assert res["requests"] > 200, res
-    assert most[0] <= web.MAX_WORKERS + 12, most  # the workers are bounded (before: one thread per connection)
+    assert most[0] <= connections.MAX_WORKERS + 12, most  # the workers are bounded (before: one thread per connection)
 
 
 @pytest.mark.serial  # timed bounds or a load of its own: run alone (Makefile's test target)
@@ -80,7 +79,7 @@ def _idle(port: int, n: int) -> list[socket.socket]:
 def _scrape_behind_silent_connections(port: int, connect) -> None:
     """A scrape made after more silent connections than there are workers is answered (before the
     pool gave idle connections up: 30 s behind them, past the client's 10 s)."""
-    idle = _idle(port, web.MAX_WORKERS + 8)
+    idle = _idle(port, connections.MAX_WORKERS + 8)
     try:
         time.sleep(0.5)
         c = connect(timeout=10)
@@ -99,19 +98,10 @@ def test_connections_that_send_nothing_cannot_hold_the_workers(serve, tmp_path):
 
 @ci_support.needs(shutil.which("openssl") is not None, "openssl CLI not available")
 def test_stalled_tls_handshakes_cannot_hold_the_workers(serve, tmp_path):
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "k.pem"]
-        + ["-out", "c.pem", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-        cwd=tmp_path,
-        check=True,
-        capture_output=True,
-    )
-    cfg = tmp_path / "web.yml"
-    cfg.write_text(f"tls_server_config:\n  cert_file: {tmp_path / 'c.pem'}\n  key_file: {tmp_path / 'k.pem'}\n")
+    ctx, cfg = scrapes.tls_config(tmp_path)
     log = tmp_path / "s.log"
     log.touch()
     srv = serve("--log", str(log), "--web.config.file", str(cfg), up=False)
-    ctx = ssl.create_default_context(cafile=str(tmp_path / "c.pem"))
 
     def up() -> bool:
         try:

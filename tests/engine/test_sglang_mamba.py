@@ -1,0 +1,258 @@
+"""SGLang, the mission's own case: a tiny LFM2 whose mamba state pool caps concurrency while its KV pool is nearly
+empty, and the exporter's advice applied.
+
+Boot 1: ``--max-mamba-cache-size 16`` (3 slots per request: a cap of 5) and a KV pool of 4,096 tokens, with 10 clients
+of short requests. Concurrency is pinned at the cap with 3 requests queued and the KV pool under a fifth full:
+``mamba_bound`` fires beside the boot's ``mamba_capped``, and so do their alerts in a real Prometheus running the
+project's rules. While SGLang writes, the real ``logrotate`` copytruncates the log. At consistent moments the
+exporter's gauges equal the newest batch line and SGLang's own /metrics. The first flag the exporter recommends for
+``mamba_bound`` is applied in boot 2, appended to the same file; ``report`` of the whole log (the rotated copy and the
+live file) compares what the exporter predicted with what SGLang then logged.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import checks as c
+import harness as h
+import pytest
+import sglang_checks as sc
+import sglang_harness as sh
+from driving import OpenLoad, drive_until
+from prom import Prometheus
+
+SOURCE = "sglang-mamba"
+SLOTS, KV_TOKENS, CLIENTS = 16, 4096, 10
+
+
+def max_tokens(i: int) -> int:
+    """64-127 tokens, staggered, so that the requests do not finish together and the queue never empties: the KV
+    pool holds at most 5 x (10 + 127) tokens, under a fifth of it."""
+    return 64 + (i * 37) % 64
+
+
+ARGS = ("--max-mamba-cache-size", str(SLOTS), "--max-total-tokens", str(KV_TOKENS))
+DECODE_LOG_INTERVAL = 8
+ALERTS = {"HybridCacheMambaBound", "HybridCacheMambaCappedAtStartup"}
+
+
+@dataclass
+class Run:
+    log: Path
+    rotated: Path
+    boot1: str  # the sidecar once boot 1's capacity lines are read
+    boot1_sglang: str
+    fired: str  # the sidecar when mamba_bound fired
+    firing: set  # the alerts Prometheus fired
+    recorder: sc.Recorder
+    flag: str
+    value: str
+    stopped1: str
+    boot2: str
+    boot2_sglang: str
+    boot2_load: str
+    end: str
+    text: str  # the rotated copy and the live file
+    reports: dict
+    page: str
+    boot_seconds: tuple[float, float]
+
+
+def findings(side: h.Sidecar) -> set[str]:
+    return c.findings_on(side.caught_up(), SOURCE)
+
+
+@pytest.fixture(scope="module")
+def run(sglang_lfm2, workdir) -> Run:
+    lfm2 = sglang_lfm2
+    log = workdir / f"{SOURCE}.log"
+    log.touch()
+    side = h.Sidecar(log, SOURCE, workdir, rules_yaml=sc.RULES_YAML)
+    prom = Prometheus(workdir, SOURCE, side.port)
+    eng = sh.Engine(lfm2, log, ARGS, served_name="tiny-lfm2", decode_log_interval=DECODE_LOG_INTERVAL)
+    eng2 = load = None
+    try:
+        eng.start()
+        e1 = c.wait_exporter(side, lambda e: c.exp(e, "mamba_capacity_slots", SOURCE) is not None, 30, "boot 1's capacity lines")
+        sg1 = eng.metrics()
+        load = OpenLoad(eng.base, eng.served_name, concurrency=CLIENTS, max_tokens=max_tokens, max_seconds=900).start()
+
+        def seen() -> str:
+            lines = sh.batch_lines(eng.this_boot())
+            return f"{len(lines)} batch lines, the last {lines[-1].group(0) if lines else None!r}; findings {findings(side)}"
+
+        def bound() -> str | None:
+            e = side.caught_up()
+            return e if "mamba_bound" in c.findings_on(e, SOURCE) else None
+
+        fired = drive_until(
+            bound,
+            300,
+            "mamba_bound to fire (its window and one more sample)",
+            seen,
+        )
+        firing = drive_until(
+            lambda: prom.firing() >= ALERTS and prom.firing(), 60, f"{ALERTS} firing in Prometheus", lambda: str(prom.alerts())
+        )
+        rec = sc.Recorder(eng, side)
+        drive_until(
+            lambda: rec.take() and len(rec.busy()) >= 5,
+            180,
+            "5 consistent moments with requests running",
+            lambda: f"{len(rec.moments)} of {rec.tried}",
+        )
+        # copytruncate right after a batch line, so that none falls in logrotate's own window between its copy and
+        # its truncation (a line written there is lost to both files: logrotate's limitation, not the reader's)
+        n = len(sh.batch_lines(h.read(log)))
+        drive_until(lambda: len(sh.batch_lines(h.read(log))) > n, 60, "a batch line", seen, every=0.02)
+        rotated = c.copytruncate(log, workdir)
+        drive_until(lambda: len(sh.batch_lines(h.read(log))) >= 3, 120, "3 batch lines after the copytruncate", seen)
+        load.stop().join()
+        reco = [lab for lab, _ in h.samples(fired, "hybrid_cache_recommendation_info", source=SOURCE, rule="mamba_bound")]
+        first = [lab for lab in reco if lab["rank"] == "1"]
+        assert first, f"mamba_bound fired with no first recommendation: {reco}"
+        flag, value = first[0]["flag"], first[0]["value"]
+        eng.stop()
+        e_stop = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "stopped", 60, "the stopped state")
+        # boot 2: the advice applied, appending to the same file
+        args2 = list(ARGS)
+        if flag in args2:
+            args2[args2.index(flag) + 1] = value
+        else:
+            args2 += [flag, value]
+        eng2 = sh.Engine(lfm2, log, tuple(args2), served_name="tiny-lfm2", decode_log_interval=DECODE_LOG_INTERVAL)
+        e2 = c.restart(side, eng2, SOURCE, "mamba_capacity_slots", 60)
+        sg2 = eng2.metrics()
+        load = OpenLoad(eng2.base, eng2.served_name, concurrency=CLIENTS, max_tokens=max_tokens, max_seconds=600).start()
+        # the same clients for as long as boot 1 held its finding's window and one more sample
+        sc.wait_lines(eng2, 1, 120, "with every client running", lambda m: int(m["running"]) == CLIENTS)
+        t0 = time.monotonic()
+        drive_until(lambda: time.monotonic() - t0 > 35, 60, "35 s of load", seen)
+        load.stop().join()
+        e2_load = side.caught_up()
+        eng2.stop()
+        e_end = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "stopped", 60, "boot 2 stopped")
+        reps = c.reports([rotated, log], side.rules)
+        with urllib.request.urlopen(side.base + "/", timeout=30) as r:
+            page = r.read().decode()
+        text = h.read(rotated) + h.read(log)
+        joined = workdir / f"{SOURCE}.joined.log"
+        joined.write_text(text)
+        sh.save_fixture(joined, SOURCE, workdir)
+        return Run(
+            log,
+            rotated,
+            e1,
+            sg1,
+            fired,
+            firing,
+            rec,
+            flag,
+            value,
+            e_stop,
+            e2,
+            sg2,
+            e2_load,
+            e_end,
+            text,
+            reps,
+            page,
+            (eng.boot_seconds, eng2.boot_seconds),
+        )
+    finally:
+        if load is not None:
+            load.stop()
+        eng.stop()
+        if eng2 is not None:
+            eng2.stop()
+        prom.stop()
+        side.stop()
+
+
+def test_capacity_equals_the_log_and_sglang(run):
+    boot = sc.assert_capacity(run.boot1, SOURCE, h.read(run.rotated), run.boot1_sglang)
+    assert (boot.slots, boot.kv_tokens, boot.cap, boot.slots_per_request) == (SLOTS, KV_TOKENS, SLOTS // 3, 3)
+    # LFM2's state is all convolution: SGLang sizes its SSM (temporal) state at 0 (configs/lfm2.py)
+    assert boot.ssm_bytes == 0.0
+
+
+def test_plan_reproduces_the_pools(run, sglang_lfm2):
+    """``plan --engine sglang`` from the LFM2's config gives both boots' pools: slots, 3 per request, the cap, the
+    state (all convolution: no SSM bytes) and the KV bytes per token."""
+    for text, sg in ((h.read(run.rotated), run.boot1_sglang), (run.text, run.boot2_sglang)):
+        p = sc.assert_plan(sglang_lfm2 / "config.json", text, sg)
+        assert p["state"]["ssm_bytes_per_request_per_gpu"] == 0
+
+
+def test_mamba_bound_fires_with_the_kv_pool_nearly_empty(run):
+    """Concurrency pinned at the mamba cap with requests queued while the KV pool is nearly empty: boot 1's batch lines
+    show it, the finding fires (with the boot's mamba_capped), and so do both alerts in Prometheus."""
+    boot1 = sh.batch_lines(h.read(run.rotated))
+    pinned = [m for m in boot1 if int(m["running"]) == SLOTS // 3 and int(m["queued"]) > 0]
+    assert len(pinned) >= 3, f"{len(pinned)} of {len(boot1)} batch lines at the cap with requests queued"
+    assert all(float(m["kv"]) < 0.2 for m in boot1), "the KV pool stayed under a fifth full"
+    assert max(int(m["running"]) for m in boot1) == SLOTS // 3, "never above the mamba cap"
+    e = run.fired
+    assert {"mamba_bound", "mamba_capped"} <= c.findings_on(e, SOURCE)
+    assert c.exp(e, "kv_usage_ratio", SOURCE) < 0.2 and c.exp(e, "max_running_requests", SOURCE) == SLOTS // 3
+    assert run.firing >= ALERTS
+
+
+def test_no_ssm_dtype_advice_for_an_empty_ssm_state(run):
+    """Issue 32: the log says the SSM state is 0.00 GB (LFM2: all conv state); halving it frees nothing, so
+    --mamba-ssm-dtype is never recommended; the pool's size is."""
+    recos = {(lab["rule"], lab["flag"]) for lab, _ in h.samples(run.fired, "hybrid_cache_recommendation_info", source=SOURCE)}
+    assert recos and not [r for r in recos if r[1] == "--mamba-ssm-dtype"], recos
+    assert run.flag in ("--max-mamba-cache-size", "--mamba-full-memory-ratio"), run.flag
+    assert "--mamba-ssm-dtype" not in run.reports["text"].split("Recommendations", 1)[-1]
+
+
+def test_gauges_equal_the_line_and_sglang_at_consistent_moments(run):
+    assert len(run.recorder.busy()) >= 5
+    for m in run.recorder.moments:
+        sc.assert_gauges_equal_line(m, SOURCE)
+        sc.assert_gauges_equal_sglang(m, SOURCE)
+
+
+def test_second_boot_has_what_the_exporter_predicted(run):
+    """The before/after: boot 2 logs the mamba pool and cap the exporter's first recommendation predicted; with every
+    client running, nothing queues and mamba_bound does not fire."""
+    ba_json = next(s for s in json.loads(run.reports["json"])["sources"] if s["source"] == SOURCE)["servers"][0]["before_after"]
+    assert ba_json is not None and ba_json["boots"] == 2, ba_json
+    setting = run.flag.lstrip("-").replace("-", "_")
+    assert [ch["setting"] for ch in ba_json["changed"]] == [setting], ba_json["changed"]
+    pools = {r["what"]: r for r in ba_json["pools"]}
+    boot2 = sc.last_boot(h.read(run.log))
+    for what, logged in (("mamba slots", boot2.slots), ("request cap", boot2.max_running)):
+        row = pools[what]
+        assert row["after"] == logged and row.get("predicted") == logged and row.get("verdict") == "agrees", row
+    assert pools["KV tokens"]["before"] == pools["KV tokens"]["after"] == KV_TOKENS
+    assert "mamba_bound" in ba_json["before"]["fired"] and "mamba_bound" not in ba_json["after"]["fired"]
+    assert "mamba_bound" not in c.findings_on(run.boot2_load, SOURCE)
+    sc.assert_capacity(run.boot2, SOURCE, run.text, run.boot2_sglang)
+    for fmt in ("text", "markdown"):
+        assert "Before and after the restart at " in run.reports[fmt] and "(2 boots in the log)" in run.reports[fmt], fmt
+    assert "Before and after the restart" in run.page
+
+
+def test_sidecar_counts_every_batch_line_once(run):
+    """Through a copytruncate while SGLang writes and a restart appending to the same file: no batch line lost or
+    doubled (what logrotate kept: the rotated copy + the live file)."""
+    lines = sh.batch_lines(run.text)
+    decode = sum(1 for m in lines if "mamba_num" in m.re.groupindex)
+    assert c.exp(run.end, "decode_batches_total", SOURCE) == decode
+    assert c.exp(run.end, "prefill_batches_total", SOURCE) == len(lines) - decode
+    assert c.exp(run.end, "server_restarts_total", SOURCE) == 1
+    assert h.value(run.end, "hybrid_cache_exporter_truncations_total", source=SOURCE) >= 1
+    c.assert_clean_lines(run.end, SOURCE)
+
+
+def test_stopped_not_dead(run):
+    for e in (run.stopped1, run.end):
+        assert c.state_of(e, SOURCE) == "stopped"
+        assert c.exp(e, "server_deaths_total", SOURCE) == 0
