@@ -263,7 +263,7 @@ class Stage:
         for t in self.templates:
             if t.record == "logfmt" and len(line) > templates.MAX_LOGFMT:
                 continue
-            got = (t._batch.get((d, p)) or t.batch_reader(d, p))(line)
+            got = t.batch_reader(d, p)(line)
             if got is not None:
                 return got
         return None

@@ -69,11 +69,11 @@ def _derive(line: str, h: Header) -> tuple[str, Items, str | None] | None:
     if body is None:
         return None
     items = prefix + body
-    if prefix and sum(1 for t in items if t[0] == "T") > 1:
-        pass  # the prefix's time is only checked: the engine's or the record's is the line's
-    elif prefix:
-        # no time after the prefix: the collector's is the line's
-        items = [("T", *t[1:5], 1) if t[0] == "T" else t for t in items]
+    if prefix:
+        kind = "collector"  # the outermost envelope names the line's (envelope_of)
+        if sum(1 for t in items if t[0] == "T") == 1:
+            # no time after the prefix: the collector's is the line's (else it is only checked)
+            items = [("T", *t[1:5], 1) if t[0] == "T" else t for t in items]
     return kind, _merge_literals(items), record
 
 

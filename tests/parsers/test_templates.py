@@ -169,3 +169,15 @@ def test_the_formats_page_shows_the_catalogue() -> None:
     rows = [r for r in table.split("\n")[2:] if r.startswith("|")]
     shown = [re.match(r"\| `([a-z]+)`", r).group(1) for r in rows]
     assert shown == [e.name for e in ENVELOPES]
+
+
+def test_a_prefixed_record_is_one_envelope_whichever_path_reads_it() -> None:
+    """A collector's prefix over a JSON record is the collector's envelope, read by the template or
+    by the generic chain: the lines of one shape never re-decide the source's envelope."""
+    stage = Stage()
+    for s in range(10):
+        line = f'2026-03-02T08:01:{s:02d}.000Z {{"message": "Decode batch, #running-req: {s}", "tp_rank": 0}}'
+        stage.peel(line, SGLANG, 2026)
+        stage.peel("Traceback (most recent call last):", SGLANG, 2026)
+    assert stage.templates and stage.templates[0].kind == "collector"
+    assert (stage.envelope, stage.changes) == ("collector", 0)
