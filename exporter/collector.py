@@ -18,7 +18,7 @@ from parsers import labels
 from . import contract as C
 from . import facts
 from .pipeline import Pipeline
-from .state import SERVER_STATES, SourceState
+from .state import SERVER_STATES, STATE_BASES, SourceState
 
 RUNTIME = {m.key: m for m in C.RUNTIME}
 CAPACITY = {m.key: m for m in C.CAPACITY}
@@ -76,6 +76,7 @@ class _Source:
     info: dict[str, str] = field(default_factory=dict)
     life: str | None = None
     life_since: float | None = None
+    life_basis: str = "logged"
     deaths: int = 0
     gdn_kernel: str | None = None
     servers: list[_Server] = field(default_factory=list)
@@ -93,7 +94,7 @@ def snapshot(pipeline: Pipeline) -> list[_Source]:
             if not src.engine:
                 continue
             s.restarts, s.last_ts, s.info = src.restarts, src.last_ts, server_info(src)
-            s.life, s.life_since, s.deaths = src.life, src.life_since, src.deaths
+            s.life, s.life_since, s.life_basis, s.deaths = src.life, src.life_since, src.basis, src.deaths
             k = src.config.get("_gdn_prefill_kernel")
             s.gdn_kernel = k if isinstance(k, str) else None
             for dp, srv in sorted(src.servers.items()):
@@ -151,6 +152,7 @@ class HybridCacheCollector(Collector):
         last_ts = _family(GaugeMetricFamily, C.LAST_LINE_TIMESTAMP)
         life = _family(GaugeMetricFamily, C.SERVER_STATE)
         life_since = _family(GaugeMetricFamily, C.SERVER_STATE_SINCE)
+        life_basis = _family(GaugeMetricFamily, C.SERVER_STATE_BASIS)
         deaths = _family(CounterMetricFamily, C.SERVER_DEATHS)
         gdn_kernel = _family(InfoMetricFamily, C.GDN_PREFILL_KERNEL)
 
@@ -171,6 +173,8 @@ class HybridCacheCollector(Collector):
                     life.add_metric([eng, src.name, state], 1.0 if state == src.life else 0.0)
                 if src.life_since is not None:
                     life_since.add_metric([eng, src.name], src.life_since)
+                for basis in STATE_BASES:  # what set it: a line, or a silence (docs/rules.md#silence)
+                    life_basis.add_metric([eng, src.name, basis], 1.0 if basis == src.life_basis else 0.0)
             if src.life is not None or src.deaths:
                 deaths.add_metric([eng, src.name], src.deaths)
             if src.gdn_kernel:
@@ -211,6 +215,7 @@ class HybridCacheCollector(Collector):
         yield info
         yield life
         yield life_since
+        yield life_basis
         yield deaths
         yield gdn_kernel
         yield from fams.values()

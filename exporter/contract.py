@@ -466,9 +466,21 @@ SERVER_STATE = Metric(
 SERVER_STATE_SINCE = Metric(
     PREFIX + "server_state_since_timestamp_seconds",
     GAUGE,
-    "Log time the server entered its current state (hybrid_cache_server_state).",
+    "Log time the server entered its current state (hybrid_cache_server_state); for an idle state set by a silence, "
+    "the time of its last batch line.",
     ENGINE_SOURCE,
-    "the header time of the line that changed the state",
+    "the header time of the line that changed the state (a silence: of the last batch line before it)",
+    "source",
+    "until a boot line, a ready line or a sample is read",
+)
+SERVER_STATE_BASIS = Metric(
+    PREFIX + "server_state_basis",
+    GAUGE,
+    "1 for what set the server's current state, 0 for the others: logged (a line of the server said it), derived "
+    "(SGLang: no batch line for more than quiet_seconds, shown by a later line's time), wall_clock (serve only: the "
+    "log, read to its end, wrote nothing for quiet_seconds of wall time; docs/rules.md#silence).",
+    (*ENGINE_SOURCE, "basis"),
+    "the line that set the state, or the silence after the last batch line",
     "source",
     "until a boot line, a ready line or a sample is read",
 )
@@ -668,6 +680,7 @@ LOG_METRICS: tuple[Metric, ...] = (
     SERVER_INFO,
     SERVER_STATE,
     SERVER_STATE_SINCE,
+    SERVER_STATE_BASIS,
     SERVER_DEATHS,
     GDN_PREFILL_KERNEL,
     *RUNTIME,
@@ -764,7 +777,13 @@ LABELS: tuple[Label, ...] = (
     Label("flag", 64, r"--[a-z][a-z0-9-]*|[A-Z][A-Z0-9_]*", "an engine flag, or an environment variable"),
     Label("value", 32, r"[A-Za-z0-9_.+-]+", "the flag's value"),
     Label("rank", 2, r"\d+", "the flag's place in the finding's order"),
-    Label("basis", 8, "logged|default|derived", "where the value comes from: `logged`, `default` (the engine's default), `derived`"),
+    Label(
+        "basis",
+        10,
+        "logged|default|derived|wall_clock",
+        "where the value comes from: `logged`, `default` (the engine's default), `derived`; of the server state "
+        "(`hybrid_cache_server_state_basis`): `logged`, `derived` (a silence the log's time shows), `wall_clock`",
+    ),
 )
 LABEL: dict[str, Label] = {lab.name: lab for lab in LABELS}
 

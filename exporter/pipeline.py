@@ -35,7 +35,7 @@ from parsers.cuts import cut_short, ends_whole
 from .lines import Fragment
 from .sampler import Sampler, SourceSampling
 from .scan import ScanResult, Spec, line_at, result, scan, scan_text
-from .state import DEFAULT_MAX_DP_RANKS, ServerState, SourceState
+from .state import DEFAULT_MAX_DP_RANKS, NEVER, QUIET_SECONDS, ServerState, Silence, SourceState
 from .wrapped import IDLE_SECONDS, WRAP_NEVER, Wraps
 
 # observers called after each applied event: (source_state, server_state, parsed line, raw line)
@@ -56,21 +56,32 @@ def _split(block: str) -> list[str]:
 class Pipeline:
     """Every source's state, and the path of a line into it (see the module doc)."""
 
-    def __init__(self, engine: str | None = None, observers: Iterable[Observer] = (), max_dp_ranks: int = DEFAULT_MAX_DP_RANKS) -> None:
+    def __init__(
+        self,
+        engine: str | None = None,
+        observers: Iterable[Observer] = (),
+        max_dp_ranks: int = DEFAULT_MAX_DP_RANKS,
+        quiet_seconds: float = QUIET_SECONDS,
+    ) -> None:
         self.engine = engine  # forced engine for every source, or None = auto-detect per source
         self.max_dp_ranks = max_dp_ranks  # per source (--max-dp-ranks, SourceState.admits)
+        # how long a serving SGLang source may go without a batch line (the rules' quiet_seconds; 0: no limit)
+        self.quiet_seconds = quiet_seconds if quiet_seconds > 0 else NEVER
         self.observers: list[Observer] = list(observers)
         self.sources: dict[str, SourceState] = {}
         self.lock = threading.RLock()
         self.sampler = Sampler()
         self.wraps = Wraps()
+        self.began = time.monotonic()
 
     def source(self, name: str) -> SourceState:
         """The state of source ``name``, created on first use (so it is listed before any line)."""
         with self.lock:
             s = self.sources.get(name)
             if s is None:
-                s = self.sources[name] = SourceState(name, engine=self.engine, max_dp_ranks=self.max_dp_ranks)
+                s = self.sources[name] = SourceState(
+                    name, engine=self.engine, max_dp_ranks=self.max_dp_ranks, quiet_seconds=self.quiet_seconds
+                )
             return s
 
     def _sampling(self, name: str) -> SourceSampling:
@@ -111,6 +122,7 @@ class Pipeline:
     def _take(self, src: SourceState, ss: SourceSampling, line: str, parsed: ev.Line) -> str:
         """A parsed line: its event applied (or the line counted), or held when it is provably cut
         (:mod:`exporter.wrapped`, rule 1)."""
+        self._silent_before(src, ss, parsed.ts)
         if parsed.event is None:
             if not self.wraps.hold(src, line, parsed):
                 src.count(parsed.outcome, 1, parsed.engine, parsed.ts)
@@ -122,6 +134,13 @@ class Pipeline:
             parsed = now
         self._apply(src, ss, parsed, line)
         return parsed.outcome
+
+    def _silent_before(self, src: SourceState, ss: SourceSampling, ts: float | None) -> None:
+        """A line at ``ts`` more than quiet_seconds after the source's newest batch line: the silence goes first,
+        after the samples it follows (docs/rules.md#silence); the sampler looks itself at the lines it takes."""
+        if ts is not None and ts > src.quiet_until:
+            self.sampler.hush(src, ss)
+            self._play(src, ss)
 
     def _fragment(self, src: SourceState, ss: SourceSampling, line: str) -> str:
         """A line without its newline (:class:`~exporter.lines.Fragment`: the end of a finished input,
@@ -144,6 +163,7 @@ class Pipeline:
             return self._take(src, ss, line, r)
         known = parsed.outcome != ev.IGNORED or cut_short(msg, parsed.engine or src.engine, True)
         outcome = ev.UNRECOGNIZED if known else ev.IGNORED
+        self._silent_before(src, ss, parsed.ts)
         src.count(outcome, 1, parsed.engine if known else None, parsed.ts)
         return outcome
 
@@ -177,6 +197,9 @@ class Pipeline:
             if type(x) is tuple:
                 src.hold_gauge(*x)
                 continue
+            if type(x) is Silence:
+                self._silence(src, x)
+                continue
             parsed = parsed_of(src, ss, x)
             if parsed.event is not None:
                 srv = src.sample(parsed)
@@ -184,6 +207,18 @@ class Pipeline:
                     raw = x if type(x) is str else x.raw
                     for obs in observers:
                         obs(src, srv, parsed, raw)
+
+    def _silence(self, src: SourceState, x: Silence) -> None:
+        """A serving source whose batch lines stopped goes idle (:meth:`SourceState.silence`), and every server's
+        observers are told, as of its last batch line (the rules end the findings the way an idle sample does).
+        No line is counted: a silence is the absence of one."""
+        if not src.silence(x) or not self.observers:
+            return
+        line = ev.Line(ev.PARSED, src.engine, x.since, event=x)
+        for srv in list(src.servers.values()):
+            line.dp_rank = srv.dp_rank
+            for obs in self.observers:
+                obs(src, srv, line, "")
 
     # ------------------------------------------------------------------------------------
     # many lines: the bulk scanner on the steady state
@@ -295,12 +330,17 @@ class Pipeline:
     # ------------------------------------------------------------------------------------
     # the ingest side's clock, the end of input, the read side
 
-    def tick(self, now: float | None = None) -> None:
+    def tick(self, now: float | None = None, caught_up: Callable[[str], bool] | None = None) -> None:
         """The ingest side's periodic call (``serve``: every second): a source that received nothing
         for ``IDLE_SAMPLE_SECONDS`` of wall time has its pending lines sampled, and a held line of
         one quiet for ``IDLE_SECONDS`` gets no continuation any more. Any later line of a live log
         lies in a later 10-s bucket anyway, so this is what its arrival would do, only sooner
-        (``replay`` does the same at the end of its input, :meth:`finish`)."""
+        (``replay`` does the same at the end of its input, :meth:`finish`).
+
+        With ``caught_up`` (serve: whether every byte of the source's files was read), a serving SGLang source
+        that received nothing for its ``quiet_seconds`` of wall time goes idle as of its last batch line, its
+        basis ``wall_clock``: the one decision not taken on log time (docs/rules.md#silence), which a later
+        line showing the same gap confirms as the log's."""
         now = time.monotonic() if now is None else now
         with self.lock:
             if self.wraps.held:
@@ -309,6 +349,17 @@ class Pipeline:
                 src = self.sources.get(name)
                 if src is not None and ss.pending_count and now - ss.fed_at >= IDLE_SAMPLE_SECONDS:
                     self.sampler.commit(ss)
+                    self._play(src, ss)
+            if caught_up is None:
+                return
+            for name, src in list(self.sources.items()):
+                if src.batch_ts is None or src.life != "serving":
+                    continue
+                got = self.sampler.sampling.get(name)
+                # wall time since its last line, or since this pipeline began (a state restored at start)
+                if now - max(got.fed_at if got is not None else 0.0, self.began) >= src.quiet_seconds and caught_up(name):
+                    ss = got or self._sampling(name)
+                    self.sampler.hush(src, ss, "wall")
                     self._play(src, ss)
 
     def finish(self) -> None:

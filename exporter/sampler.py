@@ -43,7 +43,7 @@ from parsers.numbers import is_count
 from parsers.shapes import LineShapes
 
 from .scan import ScanResult
-from .state import BATCH_GAUGES, DEFAULT_MAX_DP_RANKS, DP_RANK_LEN, ServerState, SourceState
+from .state import BATCH_GAUGES, DEFAULT_MAX_DP_RANKS, DP_RANK_LEN, NEVER, ServerState, Silence, SourceState
 
 _G0 = itemgetter(0)
 _BATCH_HEADS = ("Decode batch", "Prefill batch")
@@ -69,7 +69,7 @@ class Pending:
     held: Held | None = None
 
 
-Sample = Pending | str | tuple[str, str, float]  # what SourceSampling.due holds
+Sample = Pending | str | tuple[str, str, float] | Silence  # what SourceSampling.due holds
 
 
 @dataclass(slots=True)
@@ -90,8 +90,9 @@ class SourceSampling:
     servers: dict[str, ServerSampling] = field(default_factory=dict)
     pending_count: int = 0  # nonzero while some server holds pending batch lines
     fed_at: float = 0.0  # time.monotonic() of the last line fed
-    # the samples made and not applied yet, in log order: pending lines, lines of a run, and
-    # (dp rank, gauge key, value) fields a sample holds (the pipeline applies them: Pipeline._play)
+    # the samples made and not applied yet, in log order: pending lines, lines of a run,
+    # (dp rank, gauge key, value) fields a sample holds, and a Silence after the samples it follows
+    # (the pipeline applies them: Pipeline._play)
     due: list[Sample] = field(default_factory=list)
 
     def server(self, dp: str) -> ServerSampling:
@@ -218,7 +219,10 @@ class Sampler:
             if h is None:
                 return None
             ymdhm, sec, _, _ = h.groups()
-            src.count(ev.IGNORED, 1, None, sglang_ts(ymdhm, sec, None))
+            ts = sglang_ts(ymdhm, sec, None)
+            if ts > src.quiet_until:
+                self.hush(src, ss)
+            src.count(ev.IGNORED, 1, None, ts)
             return ev.IGNORED
         return None
 
@@ -271,6 +275,8 @@ class Sampler:
         attrs: frozenset[str] | None,
         parsed: ev.Line | None,
     ) -> str:
+        if ts is not None and ts > src.quiet_until:
+            self.hush(src, ss)
         srv = src.count_batch(c == "D", ts, dp, tp, pp, new, cached)
         if srv is None:  # a DP rank beyond the limit, a TP rank that does not speak: counted only
             return ev.PARSED
@@ -350,6 +356,35 @@ class Sampler:
                 self._close(ss, sv)
         ss.pending_count = 0
 
+    def hush(self, src: SourceState, ss: SourceSampling, basis: str = "log") -> None:
+        """The source's batch lines stopped longer than its quiet_seconds ago (docs/rules.md#silence): its
+        pending lines are due (every one is the last of its bucket: no later batch line can fall in it), then
+        a :class:`Silence` as of its newest batch line, which the pipeline applies after them. ``log``: a line
+        showed it (called before that line is counted), so the source looks no more until its next batch
+        line; ``wall``: serve's tick, and a line that later shows the same gap still gives the log's basis."""
+        self.commit(ss)
+        ss.due.append(Silence(src.batch_ts, basis))  # type: ignore[arg-type]
+        if basis == "log":
+            src.quiet_until = NEVER
+
+    @staticmethod
+    def _may_hush(src: SourceState, r: ScanResult, top_ts: float | None) -> bool:
+        """Whether a line of the run may show a silence (conservatively, from its 10-s buckets: the line path,
+        line by line, then decides exactly). The gap between two batch lines is under the later bucket's end
+        minus the earlier bucket's start, which busy logs keep to 20 s; lines in log order. ``top_ts``: the
+        time of the run's newest line (its header's, or its envelope's: ``Sampler.run``)."""
+        q = src.quiet_seconds
+        if q == NEVER or top_ts is None:
+            return False
+        lo = src.batch_ts if src.quiet_until != NEVER else None  # the newest batch line's time (a lower bound)
+        for b in sorted({k[2] for k in r.first}):
+            t = sglang_ts(b[:-1], b[-1] + "0", None)
+            if lo is not None and t + 10.0 - lo > q:
+                return True
+            if lo is None or t > lo:
+                lo = t
+        return lo is not None and top_ts - lo > q
+
     # ------------------------------------------------------------------------------------
     def run(self, src: SourceState, ss: SourceSampling, line: Callable[[int], str], lo: int, r: ScanResult, peeled: bool = False) -> bool:
         """Take the run from ``lo`` to the scanner's stop from its aggregates: counted, its samples
@@ -367,6 +402,8 @@ class Sampler:
         else:
             top_ts = sglang_ts(*r.top) if r.top is not None else None
         hi, counts, first, last = r.stop, r.counts, r.first, r.last
+        if self._may_hush(src, r, top_ts):
+            return False  # line by line: the silence falls between two of its lines
         ranks: dict[str, tuple[str, tuple[int, int] | None]] = {}
         dps: dict[str, tuple[int, int] | None] = {}
         for _, tags in counts:
@@ -383,7 +420,15 @@ class Sampler:
         ):
             return False  # line by line: the lines of ranks beyond the limit (or the label's bound) are counted and dropped
         n_batch = sum(counts.values())
-        src.count_run(n_batch, r.info, top_ts)
+        newest = None
+        if n_batch:  # the newest batch line's time (the silence rule's clock)
+            raw = line(max(last.values()))
+            if peeled:
+                newest = ss.stage.read(raw, ev.SGLANG, src.year).ts
+            else:
+                h = SGLANG_HEADER_RE.match(raw)
+                newest = sglang_ts(h[1], h[2], h[3]) if h is not None else None
+        src.count_run(n_batch, r.info, top_ts, newest)
         if n_batch:
             speaking: dict[str, tuple[ServerState, ServerSampling]] = {}
             for tags, (dp, rank) in ranks.items():

@@ -1,6 +1,6 @@
-"""What the pipeline's tests share: a busy server's log from the benchmark's generator, feeding a
-pipeline in random chunks the way ``serve`` and ``replay`` do, damaging lines at random, and
-running a test with the C scanner and with the pure-Python one."""
+"""What the pipeline's tests share besides feed_support.py (the ways lines enter a pipeline, the
+scanner a test runs with): a busy server's log from the benchmark's generator, feeding a pipeline
+in random chunks of given sizes the way ``serve`` and ``replay`` do, damaging lines at random."""
 
 from __future__ import annotations
 
@@ -9,11 +9,6 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-
-import pytest
-
-import exporter.pipeline as pipeline_mod
-from exporter import scan as scan_mod
 
 ROOT = Path(__file__).resolve().parents[1]
 CHUNKS = (1, 7, 33, 64, 200, 1000, 5000)
@@ -60,17 +55,3 @@ def damaged(rnd: random.Random, line: str, alphabet: Sequence[str], edits: Seque
         else:
             line = line[:at] + rnd.choice(alphabet) + line[at + 1 :]
     return line
-
-
-def use_scanner(which: str, monkeypatch: pytest.MonkeyPatch):
-    """Run the pipeline with the C scanner (``'native'``; skipped where it is not built) or the
-    pure-Python one (``'python'``); returns the list scanner."""
-    if which == "native":
-        if scan_mod.native is None:
-            pytest.skip("the C extension exporter._scan is not built")
-        fn, text_fn = scan_mod.native.scan, scan_mod.native.scan_text
-    else:
-        fn, text_fn = scan_mod.scan_py, scan_mod.scan_text_py
-    monkeypatch.setattr(pipeline_mod, "scan", fn)
-    monkeypatch.setattr(pipeline_mod, "scan_text", text_fn)
-    return fn

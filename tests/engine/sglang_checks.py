@@ -23,7 +23,10 @@ clear_seconds: 20
 clear_min_samples: 3
 storm_window_seconds: 60
 retraction_window_seconds: 30
+quiet_seconds: 30
 """
+# quiet_seconds (docs/rules.md#silence): under load this CPU prints a batch line every few seconds (decode lines every
+# --decode-log-interval steps of a tiny model, prefill lines as requests join); 30 s without one is an idle SGLang
 
 CAP_RE = re.compile(
     r"max_running_requests is capped to (?P<cap>\d+) by the mamba state cache \(max_mamba_cache_size=(?P<slots>\d+), "

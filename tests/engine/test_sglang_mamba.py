@@ -8,10 +8,17 @@ project's rules. While SGLang writes, the real ``logrotate`` copytruncates the l
 exporter's gauges equal the newest batch line and SGLang's own /metrics. The first flag the exporter recommends for
 ``mamba_bound`` is applied in boot 2, appended to the same file; ``report`` of the whole log (the rotated copy and the
 live file) compares what the exporter predicted with what SGLang then logged.
+
+Between the boots, idle clears (issue 32): once its last request ends SGLang prints no line at all (no idle batch
+line, nothing periodic), so the sidecar, its log read to the end, sees ``quiet_seconds`` of wall time pass without a
+batch line and shows the source idle as of its last batch line (basis ``wall_clock``), ``mamba_bound`` ended and
+``mamba_capped`` kept. A scrape of SGLang's /metrics then writes one access line, whose time shows the same silence in
+the log's own time: the basis becomes ``derived``, and ``report`` of the file says the same.
 """
 
 from __future__ import annotations
 
+import calendar
 import json
 import time
 import urllib.request
@@ -39,6 +46,7 @@ def max_tokens(i: int) -> int:
 ARGS = ("--max-mamba-cache-size", str(SLOTS), "--max-total-tokens", str(KV_TOKENS))
 DECODE_LOG_INTERVAL = 8
 ALERTS = {"HybridCacheMambaBound", "HybridCacheMambaCappedAtStartup"}
+QUIET = 30.0  # the suite's quiet_seconds (sglang_checks.RULES_YAML)
 
 
 @dataclass
@@ -52,6 +60,13 @@ class Run:
     recorder: sc.Recorder
     flag: str
     value: str
+    idle: str  # the sidecar once its log was silent for quiet_seconds after the load
+    idle_log: str  # after one access line showed the silence in log time
+    idle_report: dict  # report --json of the log then
+    idle_page: str
+    last_batch: str  # the log's last batch line before the silence
+    idle_text: str  # the log when the sidecar showed the source idle
+    poke: str  # the access line that showed it
     stopped1: str
     boot2: str
     boot2_sglang: str
@@ -113,6 +128,41 @@ def run(sglang_lfm2, workdir) -> Run:
         rotated = c.copytruncate(log, workdir)
         drive_until(lambda: len(sh.batch_lines(h.read(log))) >= 3, 120, "3 batch lines after the copytruncate", seen)
         load.stop().join()
+        # idle clears: SGLang writes nothing now; the sidecar's wall clock tells within quiet_seconds and a tick
+        ended = {"mamba_bound", "kv_bound", "request_cap_bound", "retraction_storm"}
+
+        def quiet() -> str:
+            e = side.caught_up()
+            st = [lab["state"] for lab, v in h.samples(e, "hybrid_cache_server_state", source=SOURCE) if v == 1.0]
+            basis = [lab["basis"] for lab, v in h.samples(e, "hybrid_cache_server_state_basis", source=SOURCE) if v == 1.0]
+            tail = h.read(log).rstrip("\n").rsplit("\n", 1)[-1]
+            return f"state {st}, basis {basis}, findings {c.findings_on(e, SOURCE)}; the log's last line {tail!r}"
+
+        def idle_now() -> str | None:
+            e = side.caught_up()
+            return e if c.state_of(e, SOURCE) == "idle" and not (c.findings_on(e, SOURCE) & ended) else None
+
+        idle = drive_until(idle_now, QUIET + 60, f"the source idle, {sorted(ended)} ended ({QUIET:g} s of silence)", quiet)
+        idle_text = h.read(log)
+        last_batch = sh.batch_lines(idle_text)[-1].group(0)
+
+        def poked() -> str | None:
+            """A scrape of SGLang's /metrics: one access line; the newest, once it is more than quiet_seconds after
+            the last batch line by the log's own clock (the wall clock may have told a second before the header did)."""
+            eng.metrics()
+            lines = [ln for ln in h.read(log)[len(idle_text) :].splitlines() if '"GET /metrics' in ln]
+            return lines[-1] if lines and _header_time(lines[-1]) - _header_time(last_batch) > QUIET else None
+
+        poke = drive_until(poked, 30, "an access line more than quiet_seconds after the last batch line", quiet, every=1.0)
+        idle_log = drive_until(
+            lambda: (lambda e: e if c.exp(e, "server_state_basis", SOURCE, basis="derived") == 1 else None)(side.caught_up()),
+            30,
+            "the basis derived after the access line",
+            quiet,
+        )
+        idle_report = json.loads(c.reports([rotated, log], side.rules)["json"])
+        with urllib.request.urlopen(side.base + "/", timeout=30) as r:
+            idle_page = r.read().decode()
         reco = [lab for lab, _ in h.samples(fired, "hybrid_cache_recommendation_info", source=SOURCE, rule="mamba_bound")]
         first = [lab for lab in reco if lab["rank"] == "1"]
         assert first, f"mamba_bound fired with no first recommendation: {reco}"
@@ -154,6 +204,13 @@ def run(sglang_lfm2, workdir) -> Run:
             rec,
             flag,
             value,
+            idle,
+            idle_log,
+            idle_report,
+            idle_page,
+            last_batch,
+            idle_text,
+            poke,
             e_stop,
             e2,
             sg2,
@@ -250,6 +307,45 @@ def test_sidecar_counts_every_batch_line_once(run):
     assert c.exp(run.end, "server_restarts_total", SOURCE) == 1
     assert h.value(run.end, "hybrid_cache_exporter_truncations_total", source=SOURCE) >= 1
     c.assert_clean_lines(run.end, SOURCE)
+
+
+def _header_time(line: str) -> float:
+    """A line's header time as naive seconds (differences only: the zone cancels out)."""
+    return calendar.timegm(time.strptime(line[1:20], "%Y-%m-%d %H:%M:%S"))
+
+
+def test_idle_clears_when_sglang_goes_silent(run):
+    """Issue 32, idle clears: SGLang wrote nothing after its last batch line; the sidecar shows the source idle as of
+    that line by the wall clock (its log read to the end), the pool findings ended and mamba_capped (a fact of the boot)
+    kept, and the status page says why. One access line later the log's own time shows it: the basis becomes
+    derived, and replaying the file (``report``) reaches the same state from the lines alone."""
+    assert float(sc.RULES_YAML.split("quiet_seconds:")[1].split()[0]) == QUIET
+    e = run.idle
+    assert c.state_of(e, SOURCE) == "idle"
+    assert c.exp(e, "server_state_basis", SOURCE, basis="wall_clock") == 1, "nothing but the wall clock can tell yet"
+    assert c.findings_on(e, SOURCE) == {"mamba_capped"}
+    # after its last batch line SGLang wrote only the answers of the last requests, within quiet_seconds of it: only
+    # the wall clock could tell the silence; the state is as of the last batch line
+    after = [ln for ln in run.idle_text.split(run.last_batch, 1)[1].splitlines() if ln.startswith("[")]
+    assert all(_header_time(ln) - _header_time(run.last_batch) <= QUIET for ln in after), after
+    since = c.exp(e, "server_state_since_timestamp_seconds", SOURCE)
+    last = after[-1] if after else run.last_batch
+    assert c.exp(e, "last_line_timestamp_seconds", SOURCE) - since == _header_time(last) - _header_time(run.last_batch)
+    # the gauges stay the last batch line's (documented): running as that line printed it
+    assert c.exp(e, "running_requests", SOURCE) == int(sh.batch_lines(run.last_batch)[0]["running"])
+    # the access line, more than quiet_seconds later, proves the silence in log time
+    gap = _header_time(run.poke) - _header_time(run.last_batch)
+    assert gap > QUIET, (run.last_batch, run.poke)
+    e = run.idle_log
+    assert c.state_of(e, SOURCE) == "idle" and c.findings_on(e, SOURCE) == {"mamba_capped"}
+    since = c.exp(e, "server_state_since_timestamp_seconds", SOURCE)
+    assert c.exp(e, "last_line_timestamp_seconds", SOURCE) - since == gap
+    # replay of the same lines: the same state, basis and since, from the log alone
+    (src,) = [x for x in run.idle_report["sources"] if x["source"] == SOURCE]
+    life = src["servers"][0]["status"]["life"]
+    assert (life["state"], life["basis"], life["since"]) == ("idle", "derived", run.last_batch[1:20]), life
+    assert "mamba_bound" not in src["servers"][0]["status"]["headline"]
+    assert f"no batch line for more than {QUIET:g} s" in run.idle_page
 
 
 def test_stopped_not_dead(run):

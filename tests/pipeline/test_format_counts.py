@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from feed_support import SCANNERS, use_scanner
 from formats_support import FORMATS as REAL_FORMATS
 from formats_support import render
-from pipeline_support import feed_in_chunks, generated_log, use_scanner
+from pipeline_support import feed_in_chunks, generated_log
 
 from exporter.app import exposition, new_pipeline, replay
 from exporter.reading import lines_of
@@ -29,9 +30,9 @@ import formats as bench_formats  # noqa: E402
 CASES = [f"bench:{f}" for f in bench_formats.FORMATS if f != "default"] + [f"real:{f}" for f in REAL_FORMATS if f != "default"]
 
 
-@pytest.fixture(autouse=True, params=["native", "python"])
+@pytest.fixture(autouse=True, params=SCANNERS)
 def scanner(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    use_scanner(request.param, monkeypatch)
+    use_scanner(monkeypatch, request.param)
     return request.param
 
 

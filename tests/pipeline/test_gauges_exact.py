@@ -10,9 +10,10 @@ import random
 import time
 
 import pytest
+from feed_support import use_scanner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pipeline_support import feed_in_chunks, use_scanner
+from pipeline_support import feed_in_chunks
 
 from exporter import scan as scan_mod
 from exporter.app import new_pipeline
@@ -129,7 +130,7 @@ def feed(lines: list[str], how: str, seed: int):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=logs(), seed=st.integers(0, 1000))
 def test_each_gauge_is_the_last_line_that_carried_its_field(lines, seed, scanner, monkeypatch) -> None:
-    use_scanner(scanner, monkeypatch)
+    use_scanner(monkeypatch, scanner)
     want = oracle(lines)
     samples = None
     for how in ("line", "list", "text", "chunks"):

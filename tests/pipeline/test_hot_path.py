@@ -7,9 +7,11 @@ import glob
 import random
 from pathlib import Path
 
+import feed_support
 import pytest
-from pipeline_support import feed_in_chunks, generated_log, use_scanner
+from pipeline_support import feed_in_chunks, generated_log
 
+import exporter.pipeline as pipeline_mod
 from exporter import scan as scan_mod
 from exporter.app import exposition, new_pipeline
 from exporter.reading import read_lines
@@ -19,10 +21,11 @@ ROOT = Path(__file__).resolve().parents[2]
 LOGS = sorted(glob.glob(str(ROOT / "fixtures" / "scenarios" / "*.log"))) + [str(ROOT / "fixtures" / "demo" / "sglang-mamba-bound.log")]
 
 
-@pytest.fixture(autouse=True, params=["native", "python"])
+@pytest.fixture(autouse=True, params=feed_support.SCANNERS)
 def scan(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
     """Every test here runs with the C scanner and with the pure-Python one."""
-    return use_scanner(request.param, monkeypatch)
+    feed_support.use_scanner(monkeypatch, request.param)
+    return pipeline_mod.scan
 
 
 def bench_log(tmp_path: Path, n: int = 6000) -> str:
