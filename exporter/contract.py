@@ -555,6 +555,12 @@ SOURCE_ERRORS = _self(
     "source_errors_total", COUNTER, "Unexpected errors while reading the source (logged; the source is retried).", "the tailer"
 )
 SOURCE_UP = _self("source_up", GAUGE, "1 while the source's file is open (stdin: connected), else 0.", "the tailer")
+LOG_FORMAT_CHANGES = _self(
+    "log_format_changes_total",
+    COUNTER,
+    "Times a line of the source came in another envelope than the lines before it (the server's logging reconfigured, a second writer): the header stage decided the format again.",
+    "the header stage (parsers/header/, docs/formats/README.md#formats-read)",
+)
 RECOVERED_LINES = _self(
     "recovered_lines",
     GAUGE,
@@ -630,6 +636,7 @@ SELF: tuple[Metric, ...] = (
     TRUNCATIONS,
     OPEN_FILES,
     OVERLONG_LINES,
+    LOG_FORMAT_CHANGES,
     FILE_MODIFIED,
     SOURCE_ERRORS,
     SOURCE_UP,

@@ -20,8 +20,9 @@ from dataclasses import fields, is_dataclass
 from typing import TextIO
 
 from parsers import events as ev
-from parsers import message_line, read_header
+from parsers import message_line
 from parsers.clock import zone_name
+from parsers.header import read_header
 
 from . import contract
 from .facts import basis_of, effective_max_running
@@ -70,6 +71,10 @@ def explain_files(pipe, paths: list[str], source: str | None, out: TextIO, err: 
         )
         if read_by:
             out.write("-- headers read by: " + ", ".join(f"{k} {v}" for k, v in read_by.most_common()) + "\n")
+        ss = pipe.sampler.sampling.get(name)
+        if ss is not None:  # the header stage's decision (docs/formats/README.md#formats-read)
+            st = ss.stage
+            out.write(f"-- envelope: {st.envelope or 'none'} ({st.changes} changes; {len(st.templates)} templates learned)\n")
         write_proofs(src, out)
     return failed
 

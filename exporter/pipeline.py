@@ -299,9 +299,9 @@ class Pipeline:
         further short run (at most ``BACKOFF_MAX``). Both paths give the same state."""
         feed, name = self.feed, src.name
         backoff = 0
-        held, shapes, run = self.wraps.held, ss.shapes, self.sampler.run
+        held, run = self.wraps.held, self.sampler.run
         while i < n:
-            sp = shapes.scan_spec()
+            sp = ss.scan_spec()
             if sp is None or (held and name in held):  # shapes not learned yet; a held line
                 i = one(i)
                 continue
@@ -309,7 +309,7 @@ class Pipeline:
             stop = r.stop
             if stop > i:
                 with self.lock:
-                    took = run(src, ss, line, i, r)
+                    took = run(src, ss, line, i, r, len(sp) == 3)
                     if took and ss.due:
                         self._play(src, ss)
                 if not took:
@@ -371,6 +371,11 @@ class Pipeline:
                 if src is not None:
                     self.sampler.commit(ss)
                     self._play(src, ss)
+
+    def format_changes(self) -> dict[str, int]:
+        """Per source, the times its header stage decided the format again (``serve``'s self-metric)."""
+        with self.lock:
+            return {name: ss.stage.changes for name, ss in self.sampler.sampling.items()}
 
     def gauges_of(self, src: SourceState, srv: ServerState) -> dict[str, float]:
         """What a scrape shows for a server's runtime gauges: the committed ones overlaid with the

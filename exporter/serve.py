@@ -111,6 +111,7 @@ class Service:
                 web=self.web if self.web is not None and self.web.path else None,
                 over_limit=(lambda: self.pods.over_limit) if self.pods else None,
                 http=lambda: [srv.stats for srv in self.servers],
+                format_changes=self.pipe.format_changes,
             )
         )
         ProcessCollector(registry=self.registry)

@@ -52,9 +52,10 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from parsers import events as ev
-from parsers import has_header, parse_line, read_header
+from parsers import has_header, parse_line
 from parsers.cuts import continues, cut_short, whole_part
 from parsers.foreign import foreign, is_warning
+from parsers.header import read_header
 from parsers.headers import VLLM_LEVELS
 
 from .state import RUNTIME_EVENTS, SourceState

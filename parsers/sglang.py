@@ -659,7 +659,7 @@ def _dispatch(msg: str) -> Result:
 
 
 # Where an SGLang message begins: the starts ``_dispatch`` tests (each ``msg.startswith`` there),
-# the labelled ReplaySSM line and the pool-exhaustion messages. ``parsers.preamble`` asks
+# the labelled ReplaySSM line and the pool-exhaustion messages. ``parsers.header.preamble`` asks
 # :func:`starts_message` to find a message behind a header it does not know (a logging config's,
 # a pasted bug report's); tests/parsers/test_preamble.py checks that every start ``_dispatch``
 # tests is here.

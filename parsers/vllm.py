@@ -916,7 +916,7 @@ def starts_message(msg: str, pos: int = 0) -> bool:
     """Whether a vLLM message this parser reads may begin at ``msg[pos]``: its first word
     has a handler of its own in ``_DISPATCH`` (request echoes and uvicorn's other lines included:
     they are vLLM's lines, read as nothing), or it is ``N Engines ...`` or a logo line.
-    ``parsers.preamble`` asks it to find a message behind a header it does not know."""
+    ``parsers.header.preamble`` asks it to find a message behind a header it does not know."""
     sp = msg.find(" ", pos, pos + 64)
     word = msg[pos:sp] if sp >= 0 else msg[pos:]
     if word:

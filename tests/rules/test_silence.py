@@ -298,8 +298,8 @@ def test_the_scanner_keeps_its_runs_on_a_busy_log(monkeypatch: pytest.MonkeyPatc
     taken, refused = [], []
     orig = Sampler.run
 
-    def run(self, src, ss, line, lo, r):
-        ok = orig(self, src, ss, line, lo, r)
+    def run(self, src, ss, line, lo, r, peeled=False):
+        ok = orig(self, src, ss, line, lo, r, peeled)
         (taken if ok else refused).append(r.stop - lo)
         return ok
 
