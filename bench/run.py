@@ -89,11 +89,12 @@ class Profile:
     soak_rotations: int
     vllm_lines: int
     rate: float = 10.0  # main file: SGLang lines per second of log time (a busy server: ~10; 5 before 2026-12)
-    formats_lines: int = 300_000  # the log rewritten in each non-default format (bench/formats.py)
+    formats_lines: int = 0  # the log rewritten in each format (bench/formats.py); 0: the main file itself
+    burst_rate: float = 100.0  # the burst log: the main file's size at this many lines per second of log time
 
 
 FULL = Profile("full", 2_000_000, 1_000_000, 4_000_000, 10, 100_000, 3, 300, 10.0, 60.0, 10_000_000, 100, 200_000)
-QUICK = Profile("quick", 30_000, 10_000, 40_000, 10, 3_000, 3, 30, 20.0, 3.0, 50_000, 5, 10_000, formats_lines=10_000)
+QUICK = Profile("quick", 30_000, 10_000, 40_000, 10, 3_000, 3, 30, 20.0, 3.0, 50_000, 5, 10_000)
 
 
 class BenchError(Exception):
@@ -370,6 +371,25 @@ class Tool:
     def median(self) -> Run:
         walls = sorted(self.runs, key=lambda r: r.wall)
         return walls[len(walls) // 2]
+
+
+def mtail_cmd(mtail: str, path: Path) -> list[str]:
+    """``mtail --one_shot`` of the benchmark's program over ``path`` (its own listener on a free port)."""
+    return [
+        mtail,
+        "--one_shot",
+        "--one_shot_format",
+        "prometheus",
+        "--progs",
+        str(MTAIL_PROG),
+        "--logs",
+        str(path),
+        "--port",
+        "0",
+        "--address",
+        "127.0.0.1",
+        "--logtostderr",
+    ]
 
 
 def throughput(lines: int, tools: list[Tool], reps: int, out: Path) -> None:
@@ -800,24 +820,40 @@ def render(results: dict) -> str:
     if "formats" in results:
         fm = results["formats"]
         md.append(
-            f"### Formats: {fm['file']} ({fm['lines']:,} lines) rewritten in each format (bench/formats.py); replay, median of {results['reps']}\n"
+            f"### Formats: {fm['file']} ({fm['lines']:,} lines) in every format (bench/formats.py); replay against mtail on the "
+            f"default rendering, interleaved, median of {results['reps']}\n"
         )
+        md.append(f"mtail `--one_shot` on the default rendering: {fm['mtail_wall_s']:.2f} s wall, {fm['mtail_cpu_s']:.2f} s CPU.\n")
         md += head(
             [
                 "format",
+                "MB",
                 "wall s",
-                "lines/s",
-                "us per line",
-                "vs default",
-                "vs mtail (default format)",
+                "CPU s",
+                "us per line (CPU)",
+                "vs mtail (wall)",
+                "vs mtail (CPU)",
+                "peak RSS",
+                "RSS vs default",
                 "decode batches (truth " + str(fm["truth"]) + ")",
             ]
         )
         for r in fm["rows"]:
-            vs_mtail = f"{r['lines_per_s'] / fm['mtail_lines_per_s']:.2f}x" if fm.get("mtail_lines_per_s") else "-"
             md.append(
-                f"| {r['format']} | {r['wall_s']:.2f} | {fmt_rate(r['lines_per_s'])} | {r['us_per_line']:.2f} | {r['vs_default']:.2f}x | {vs_mtail} | {r['decode_batches']:.0f} |"
+                f"| {r['format']} | {r['bytes'] / 1e6:.0f} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {r['us_per_line']:.2f} | "
+                f"{r['vs_mtail']:.2f}x | {r['cpu_vs_mtail']:.2f}x | {mb(r['maxrss_kb'])} | {r['rss_vs_default']:.2f} | {r['decode_batches']:.0f} |"
             )
+        md.append("")
+    if "burst" in results:
+        b = results["burst"]
+        md.append(
+            f"### Burst: {b['file']} ({b['lines']:,} lines at {b['rate']:g} lines per second of log time), median of {results['reps']}\n"
+        )
+        md += head(["tool", "wall s", "CPU s", "vs mtail (wall)", "vs mtail (CPU)"])
+        md.append(f"| mtail --one_shot | {b['mtail_wall_s']:.2f} | {b['mtail_cpu_s']:.2f} | 1.00x | 1.00x |")
+        md.append(
+            f"| hybrid-cache-exporter replay | {b['wall_s']:.2f} | {b['cpu_s']:.2f} | {b['vs_mtail']:.2f}x | {b['cpu_vs_mtail']:.2f}x |"
+        )
         md.append("")
     if "scaling" in results:
         sc = results["scaling"]
@@ -887,7 +923,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FIELD=N",
         help="override a size, e.g. --set grow_large=1000000 (fields: {})".format(", ".join(Profile.__dataclass_fields__)),
     )
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: throughput,stages,scaling,vllm,formats,live,soak")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: throughput,stages,scaling,vllm,formats,burst,live,soak")
     ap.add_argument("--profile", action="store_true", help="also profile replay (cProfile, py-spy if installed)")
     a = ap.parse_args(argv)
 
@@ -956,24 +992,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"throughput on {path.name}: {prof.lines:,} lines, {size / 1e6:.0f} MB, {prof.reps} reps")
             tools = [
                 Tool("grep -c (floor)", ["grep", "-c", "Decode batch", str(path)]),
-                Tool(
-                    "mtail --one_shot",
-                    [
-                        a.mtail,
-                        "--one_shot",
-                        "--one_shot_format",
-                        "prometheus",
-                        "--progs",
-                        str(MTAIL_PROG),
-                        "--logs",
-                        str(path),
-                        "--port",
-                        "0",
-                        "--address",
-                        "127.0.0.1",
-                        "--logtostderr",
-                    ],
-                ),
+                Tool("mtail --one_shot", mtail_cmd(a.mtail, path)),
                 Tool("hybrid-cache-exporter replay", [*exp, "replay", str(path)]),
                 # what a machine without a C compiler gets
                 Tool("replay, pure-Python scanner", ["env", "HCE_PURE_PYTHON=1", *exp, "replay", str(path)]),
@@ -1069,43 +1088,85 @@ def main(argv: list[str] | None = None) -> int:
             if got != vtruth["stats_lines"]:
                 failures.append(f"vLLM replay: stats lines {got}, truth {vtruth['stats_lines']}")
 
-        # 3c: the same SGLang log in the formats other than the default (bench/formats.py): the cost
-        # of a line whose header no fast path reads
+        # 3c: the same SGLang log in every format a server or its platform writes (bench/formats.py),
+        # each replayed against mtail on the default rendering of that log, interleaved in one run
         if "formats" not in skip:
-            fpath, ftruth = ensure_log("sglang", prof.formats_lines, a.seed + 7, data, rate=prof.rate)
-            ftools = [
-                Tool(fmt, [*exp, "replay", str(formats.render_file(fpath, fmt, fpath.with_name(f"{fpath.stem}.{fmt}.log")))])
-                for fmt in formats.FORMATS
-            ]
-            log(f"formats: replay {fpath.name} in {', '.join(formats.FORMATS)}")
-            throughput(prof.formats_lines, ftools, prof.reps, raw)
-            base = ftools[0].median().wall
+            n_fmt = prof.formats_lines or prof.lines
+            fpath, ftruth = ensure_log("sglang", n_fmt, a.seed, data, rate=prof.rate)
+            files = {fmt: formats.render_file(fpath, fmt, fpath.with_name(f"{fpath.stem}.{fmt}.log")) for fmt in formats.FORMATS}
+            ftools = [Tool("mtail --one_shot", mtail_cmd(a.mtail, files["default"]))]
+            ftools += [Tool(fmt, [*exp, "replay", str(files[fmt])]) for fmt in formats.FORMATS]
+            log(f"formats: replay {fpath.name} in {', '.join(formats.FORMATS)}, mtail on the default rendering between them")
+            throughput(n_fmt, ftools, prof.reps, raw)
+            mt = ftools[0]
+            mt_wall = mt.median().wall
+            mt_cpu = statistics.median(r.user + r.sys for r in mt.runs)
+            base_rss = max(r.maxrss_kb for r in ftools[1].runs)
             rows = []
-            for t in ftools:
+            for t in ftools[1:]:
                 fs = parse_prom(t.runs[-1].stdout.read_text(errors="replace"))
                 got = sum_metric(fs, "hybrid_cache_decode_batches_total")
                 wall = t.median().wall
+                cpu = statistics.median(r.user + r.sys for r in t.runs)
+                rss = max(r.maxrss_kb for r in t.runs)
                 rows.append(
                     {
                         "format": t.name,
+                        "bytes": files[t.name].stat().st_size,
                         "wall_s": wall,
-                        "lines_per_s": prof.formats_lines / wall,
-                        "us_per_line": wall / prof.formats_lines * 1e6,
-                        "vs_default": wall / base,
+                        "walls": [r.wall for r in t.runs],
+                        "cpu_s": cpu,
+                        "lines_per_s": n_fmt / wall,
+                        "us_per_line": cpu / n_fmt * 1e6,
+                        "vs_mtail": mt_wall / wall,
+                        "cpu_vs_mtail": mt_cpu / max(cpu, 1e-3),
+                        "maxrss_kb": rss,
+                        "rss_vs_default": rss / base_rss,
                         "decode_batches": got,
                     }
                 )
                 if got != ftruth["decode_batches"]:
                     failures.append(f"formats: {t.name}: decode batches {got}, truth {ftruth['decode_batches']}")
-            mt = results.get("throughput", {}).get("tools", [])
-            mtail_rate = next((r["lines_per_s"] for r in mt if r["name"].startswith("mtail")), None)
             results["formats"] = {
                 "file": fpath.name,
-                "lines": prof.formats_lines,
+                "lines": n_fmt,
                 "truth": ftruth["decode_batches"],
+                "mtail_wall_s": mt_wall,
+                "mtail_walls": [r.wall for r in mt.runs],
+                "mtail_cpu_s": mt_cpu,
                 "rows": rows,
-                "mtail_lines_per_s": mtail_rate,
             }
+
+        # 3d: the burst log: the main file's size at burst_rate lines per second of log time (a server
+        # in a burst of traffic: ten times the busy one's lines per 10-s bucket, so a tenth of the
+        # samples per line), the default header against mtail, interleaved
+        if "burst" not in skip:
+            bpath, btruth = ensure_log("sglang", prof.lines, a.seed, data, rate=prof.burst_rate)
+            btools = [
+                Tool("mtail --one_shot", mtail_cmd(a.mtail, bpath)),
+                Tool("hybrid-cache-exporter replay", [*exp, "replay", str(bpath)]),
+            ]
+            log(f"burst: {bpath.name}")
+            throughput(prof.lines, btools, prof.reps, raw)
+            bm, be = btools
+            b_cpu = statistics.median(r.user + r.sys for r in be.runs)
+            m_cpu = statistics.median(r.user + r.sys for r in bm.runs)
+            results["burst"] = {
+                "file": bpath.name,
+                "lines": prof.lines,
+                "rate": prof.burst_rate,
+                "mtail_wall_s": bm.median().wall,
+                "mtail_cpu_s": m_cpu,
+                "wall_s": be.median().wall,
+                "walls": [r.wall for r in be.runs],
+                "mtail_walls": [r.wall for r in bm.runs],
+                "cpu_s": b_cpu,
+                "vs_mtail": bm.median().wall / be.median().wall,
+                "cpu_vs_mtail": m_cpu / max(b_cpu, 1e-3),
+            }
+            got = sum_metric(parse_prom(be.runs[-1].stdout.read_text(errors="replace")), "hybrid_cache_decode_batches_total")
+            if got != btruth["decode_batches"]:
+                failures.append(f"burst: decode batches {got}, truth {btruth['decode_batches']}")
 
         # 4: live latency + idle
         if "live" not in skip:

@@ -66,6 +66,21 @@ The log lines are described in [formats/](formats/).
 """
 
 
+LABELS_HEAD = """## Label values
+
+Every label of the families above takes its values from a bounded vocabulary (`LABELS` in
+exporter/contract.py). A value read from a log line (a model's name, a dtype, a strategy, a
+speculative method, a release, a buffer's name, a DP tag) is named as the engine names it: a list
+of served model names is its first (as vLLM's own `model_name` label), a speculative config is its
+`method`. One out of its bound (longer than allowed, or with characters no engine writes there: a
+list's repr, text a wrapped line glued on) is not kept, and its line counts `unrecognized`, the
+rest of the line read (parsers/labels.py); a DP tag longer than allowed is no rank (its lines count
+in `hybrid_cache_exporter_dp_rank_limit_lines_total`). The collector shows `""` for any value out of
+bound. A test checks every label value of every fixture's exposition against this table.
+
+"""
+
+
 def _cell(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
@@ -109,6 +124,13 @@ def render() -> str:
             out.append(f"| `{m.name}` | {m.type} | {labels} | {_cell(m.help)} | {_cell(m.source)} | {_cell(_present(m))} |\n")
         out.append("\n")
     out.append(render_defaults())
+    out.append(LABELS_HEAD)
+    out.append("| label | at most | values (a whole match) | what |\n|---|---|---|---|\n")
+    for lab in C.LABELS:
+        empty = '; `""` when not logged' if lab.empty else ""
+        out.append(f"| `{lab.name}` | {lab.max_len} | `{_cell(lab.pattern)}` | {_cell(lab.about)}{empty} |\n")
+    keys = "; ".join(f"`{label}`: " + ", ".join(f"`{k}`" for k in ks) for label, ks in C.SERVER_INFO_KEYS)
+    out.append(f"\n`hybrid_cache_server_info` reads each label from the first of these configuration keys the log printed: {keys}.\n")
     return "".join(out).rstrip("\n") + "\n"
 
 

@@ -33,7 +33,7 @@ def new_pipeline(
     recommendations observing them, and ``history`` after the rules (its samples see their
     verdicts); ``max_dp_ranks``: distinct dp_rank values kept per source (``--max-dp-ranks``)."""
     rules = observe(Rules(config))
-    return Pipeline(engine, [rules] if history is None else [rules, history], max_dp_ranks)
+    return Pipeline(engine, [rules] if history is None else [rules, history], max_dp_ranks, rules.config.quiet_seconds)
 
 
 def timelines() -> History:

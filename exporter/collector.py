@@ -13,54 +13,34 @@ from dataclasses import dataclass, field
 
 from prometheus_client.registry import Collector
 
+from parsers import labels
+
 from . import contract as C
 from . import facts
 from .exposition import Family
 from .pipeline import Pipeline
-from .state import SERVER_STATES, SourceState
+from .state import SERVER_STATES, STATE_BASES, SourceState
 
 RUNTIME = {m.key: m for m in C.RUNTIME}
 CAPACITY = {m.key: m for m in C.CAPACITY}
 
 
-INFO_KEYS = (
-    ("model", ("served_model_name", "model_path", "model")),
-    ("kv_cache_dtype", ("kv_cache_dtype",)),
-    ("mamba_ssm_dtype", ("mamba_ssm_dtype", "mamba_ssm_cache_dtype")),
-    ("radix_cache_strategy", ("mamba_radix_cache_strategy", "mamba_scheduler_strategy", "mamba_cache_mode")),
-    ("tp_size", ("tp_size", "tensor_parallel_size")),
-    ("dp_size", ("dp_size", "data_parallel_size")),
-    ("speculative", ("speculative_algorithm", "speculative_config")),
-)
-
-
-def _fmt(v: object) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    if isinstance(v, dict):
-        return str(v.get("method") or v.get("model") or "") if v else ""
-    s = str(v)
-    return s[:120]
 
 
 def server_info(src: SourceState) -> dict[str, str]:
-    """Labels of ``hybrid_cache_server`` info: the server's configuration as logged."""
+    """Labels of ``hybrid_cache_server`` info: the server's configuration as logged, each value
+    within its label's bound (``contract.LABELS``; "" when not logged, or out of bound)."""
     cfg = src.config
     out: dict[str, str] = {}
-    for label, keys in INFO_KEYS:
+    for label, keys in C.SERVER_INFO_KEYS:
         val = ""
         for k in keys:
             if cfg.get(k) not in (None, ""):
-                val = _fmt(cfg[k])
+                val = labels.shown(label, cfg[k])
                 break
         out[label] = val
-    if out["speculative"] in ("None", "none"):
-        out["speculative"] = ""
-    out["version"] = src.version or ""
+    v = src.version or ""
+    out["version"] = v if C.LABEL["version"].admits(v) else ""
     return out
 
 
@@ -94,6 +74,7 @@ class _Source:
     info: dict[str, str] = field(default_factory=dict)
     life: str | None = None
     life_since: float | None = None
+    life_basis: str = "logged"
     deaths: int = 0
     gdn_kernel: str | None = None
     servers: list[_Server] = field(default_factory=list)
@@ -111,7 +92,7 @@ def snapshot(pipeline: Pipeline) -> list[_Source]:
             if not src.engine:
                 continue
             s.restarts, s.last_ts, s.info = src.restarts, src.last_ts, server_info(src)
-            s.life, s.life_since, s.deaths = src.life, src.life_since, src.deaths
+            s.life, s.life_since, s.life_basis, s.deaths = src.life, src.life_since, src.basis, src.deaths
             k = src.config.get("_gdn_prefill_kernel")
             s.gdn_kernel = k if isinstance(k, str) else None
             for dp, srv in sorted(src.servers.items()):
@@ -169,6 +150,7 @@ class HybridCacheCollector(Collector):
         last_ts = Family(C.LAST_LINE_TIMESTAMP)
         life = Family(C.SERVER_STATE)
         life_since = Family(C.SERVER_STATE_SINCE)
+        life_basis = Family(C.SERVER_STATE_BASIS)
         deaths = Family(C.SERVER_DEATHS)
         gdn_kernel = Family(C.GDN_PREFILL_KERNEL)
 
@@ -189,6 +171,8 @@ class HybridCacheCollector(Collector):
                     life.add_metric([eng, src.name, state], 1.0 if state == src.life else 0.0)
                 if src.life_since is not None:
                     life_since.add_metric([eng, src.name], src.life_since)
+                for basis in STATE_BASES:  # what set it: a line, or a silence (docs/rules.md#silence)
+                    life_basis.add_metric([eng, src.name, basis], 1.0 if basis == src.life_basis else 0.0)
             if src.life is not None or src.deaths:
                 deaths.add_metric([eng, src.name], src.deaths)
             if src.gdn_kernel:
@@ -229,6 +213,7 @@ class HybridCacheCollector(Collector):
         yield info
         yield life
         yield life_since
+        yield life_basis
         yield deaths
         yield gdn_kernel
         yield from fams.values()

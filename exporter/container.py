@@ -14,6 +14,7 @@ The format knowledge lives here, outside ``exporter.sources``, because every rea
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import NamedTuple
 
@@ -85,3 +86,15 @@ def cri_record(raw: bytes) -> Record | None:
 def record_parser(fmt: str):
     """The record decoder of a container format (None for plain)."""
     return {DOCKER: docker_record, CRI: cri_record}.get(fmt)
+
+
+# The same records read in bulk, in C (exporter/_scan.c ``unwrap``): the whole ASCII records a
+# chunk holds that need no joining or cutting, handed on as the Reader hands them on; the Reader
+# reads the rest itself. None without the extension (or with HCE_PURE_PYTHON=1, as the scanner).
+try:
+    if os.environ.get("HCE_PURE_PYTHON"):
+        raise ImportError("HCE_PURE_PYTHON is set")
+    from ._scan import unwrap as native_unwrap  # type: ignore[attr-defined]
+except ImportError:
+    native_unwrap = None
+UNWRAP_CODES = {DOCKER: "d", CRI: "c"}

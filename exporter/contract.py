@@ -19,6 +19,8 @@ Leaf module: it imports nothing of the project, so every layer may read it.
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass
 
 PREFIX = "hybrid_cache_"
@@ -464,9 +466,21 @@ SERVER_STATE = Metric(
 SERVER_STATE_SINCE = Metric(
     PREFIX + "server_state_since_timestamp_seconds",
     GAUGE,
-    "Log time the server entered its current state (hybrid_cache_server_state).",
+    "Log time the server entered its current state (hybrid_cache_server_state); for an idle state set by a silence, "
+    "the time of its last batch line.",
     ENGINE_SOURCE,
-    "the header time of the line that changed the state",
+    "the header time of the line that changed the state (a silence: of the last batch line before it)",
+    "source",
+    "until a boot line, a ready line or a sample is read",
+)
+SERVER_STATE_BASIS = Metric(
+    PREFIX + "server_state_basis",
+    GAUGE,
+    "1 for what set the server's current state, 0 for the others: logged (a line of the server said it), derived "
+    "(SGLang: no batch line for more than quiet_seconds, shown by a later line's time), wall_clock (serve only: the "
+    "log, read to its end, wrote nothing for quiet_seconds of wall time; docs/rules.md#silence).",
+    (*ENGINE_SOURCE, "basis"),
+    "the line that set the state, or the silence after the last batch line",
     "source",
     "until a boot line, a ready line or a sample is read",
 )
@@ -494,7 +508,10 @@ EXPORTER_LINES = Metric(
     COUNTER,
     "Log lines read, by outcome (unrecognized = known marker that failed to parse).",
     (*SOURCE, "outcome"),
-    "every line (`outcome` = parsed, ignored, unrecognized: a known marker that failed to parse, i.e. format drift)",
+    "every line (`outcome` = parsed, ignored, unrecognized: a known marker that failed to parse, i.e. format drift, or a "
+    "known message damaged, cut short, or with a label value out of bound); a message joined from the lines a writer cut "
+    "or a terminal wrapped counts each of them (docs/formats/README.md#lines-as-users-paste-them); a line without its "
+    "newline (a truncation, the end of the input) counts once, read only when its message is whole (docs/reading.md)",
     "source",
 )
 DP_RANK_LIMIT_LINES = Metric(
@@ -538,6 +555,12 @@ SOURCE_ERRORS = _self(
     "source_errors_total", COUNTER, "Unexpected errors while reading the source (logged; the source is retried).", "the tailer"
 )
 SOURCE_UP = _self("source_up", GAUGE, "1 while the source's file is open (stdin: connected), else 0.", "the tailer")
+LOG_FORMAT_CHANGES = _self(
+    "log_format_changes_total",
+    COUNTER,
+    "Times a line of the source came in another envelope than the lines before it (the server's logging reconfigured, a second writer): the header stage decided the format again.",
+    "the header stage (parsers/header/, docs/formats/README.md#formats-read)",
+)
 RECOVERED_LINES = _self(
     "recovered_lines",
     GAUGE,
@@ -613,6 +636,7 @@ SELF: tuple[Metric, ...] = (
     TRUNCATIONS,
     OPEN_FILES,
     OVERLONG_LINES,
+    LOG_FORMAT_CHANGES,
     FILE_MODIFIED,
     SOURCE_ERRORS,
     SOURCE_UP,
@@ -656,6 +680,7 @@ LOG_METRICS: tuple[Metric, ...] = (
     SERVER_INFO,
     SERVER_STATE,
     SERVER_STATE_SINCE,
+    SERVER_STATE_BASIS,
     SERVER_DEATHS,
     GDN_PREFILL_KERNEL,
     *RUNTIME,
@@ -674,4 +699,122 @@ METRICS: tuple[Metric, ...] = (*LOG_METRICS, *SELF, *PROCESS)
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 assert len(BY_NAME) == len(METRICS), "a metric name is listed twice"
 
-__all__ = ["BY_NAME", "COUNTER", "GAUGE", "INFO", "LOG_METRICS", "METRICS", "Metric", "PREFIX"]
+# --------------------------------------------------------------------------------------------
+# label values: every label of the log's families is bounded (issue 29, item 2). A value read from a log line (a
+# name, a dtype, a strategy, a method, a version, a buffer's name, a DP tag) is checked against its label's bound
+# when the line is read (parsers/labels.py): one out of bound is not kept, and its line counts `unrecognized`; the
+# collector shows "" for any value out of bound. tests/collector/test_contract.py checks every label value of
+# every fixture's exposition against these, and that every label of the log's families has one.
+
+
+@dataclass(frozen=True)
+class Label:
+    name: str
+    max_len: int
+    pattern: str  # a value matches it whole (re.fullmatch), at most max_len characters
+    about: str  # what the values are (docs/metrics.md)
+    empty: bool = False  # "" allowed: an info metric's value the log did not say
+
+    def admits(self, value: str) -> bool:
+        if not value:
+            return self.empty
+        return len(value) <= self.max_len and _label_re(self.pattern).fullmatch(value) is not None
+
+
+_DTYPE = r"(?:torch\.)?[a-z][a-z0-9_]*"
+LABELS: tuple[Label, ...] = (
+    Label("engine", 6, "sglang|vllm", "`sglang` or `vllm`"),
+    Label("source", 255, r"[^\x00-\x1f\x7f]+", "the log source: the file stem, or `NAME` of `--log NAME=PATH` (not log text)"),
+    Label("dp_rank", 6, r"\d+", "SGLang's `DPn` tag, vLLM's engine index (`Engine 00n`, `EngineCore_DPn`); `0` without one"),
+    Label("outcome", 12, "parsed|ignored|unrecognized", "`parsed`, `ignored`, `unrecognized`"),
+    Label(
+        "model",
+        200,
+        r"[\w./~:@+=-]+",
+        "`served_model_name`, else the model path: a name (the first of a list, as vLLM's own `model_name` label), "
+        "without spaces, quotes, brackets or commas",
+        empty=True,
+    ),
+    Label("kv_cache_dtype", 40, _DTYPE, "a dtype as the engine logs it (`auto`, `fp8_e4m3`, `torch.bfloat16`)", empty=True),
+    Label(
+        "mamba_ssm_dtype",
+        24,
+        r"(?:torch\.)?(?:float32|float16|bfloat16)|fp32|fp16|bf16|half|float|auto",
+        "the SSM state's dtype, one the engines take (`float32`, `bfloat16`, `float16`, their short names, `auto`)",
+        empty=True,
+    ),
+    Label(
+        "radix_cache_strategy",
+        32,
+        r"[a-z][a-z_]*",
+        "SGLang's mamba radix strategy (`auto`, `no_buffer`, `extra_buffer`, `extra_buffer_lazy`), vLLM's mamba cache "
+        "mode (`none`, `align`, `all`)",
+        empty=True,
+    ),
+    Label("tp_size", 4, r"\d+", "a number", empty=True),
+    Label("dp_size", 4, r"\d+", "a number", empty=True),
+    Label(
+        "speculative",
+        32,
+        r"[A-Za-z][A-Za-z0-9_]*",
+        "the speculative method: SGLang's `speculative_algorithm` (`EAGLE`, `NEXTN`), the `method` of vLLM's "
+        "`speculative_config` (`eagle`, `mtp`)",
+        empty=True,
+    ),
+    Label(
+        "version",
+        40,
+        r"\d+(?:\.\d+)+(?:(?:a|b|rc)\d+)?(?:\.post\d+)?(?:\.dev\d+)?(?:\+[A-Za-z0-9.]+)?",
+        "a release as Python packages write it (PEP 440): the engine's (`0.11.1`, `0.6.6.post1`, `0.12.0rc1`, "
+        "`0.10.2+cu128`), the exporter's on build_info",
+        empty=True,
+    ),
+    Label("state", 20, r"[a-z][a-z_]*", "a server state (`starting` ... `dead`); a part of the mamba state (`conv`, `ssm`, ...)"),
+    Label("kernel", 16, "flashinfer|triton|cutedsl|aiter_flydsl|sycl|cpu|other", "the GDN prefill kernel, or `other`"),
+    Label("buffer", 16, r"[a-z][a-z0-9_]*", "a ReplaySSM ring buffer's name as logged (`d`, `k`, `g`, `rawv`, ...)"),
+    Label("kind", 8, "new|cached", "`new`, `cached`"),
+    Label("rule", 40, r"[a-z][a-z_]*", "a diagnosis rule (docs/rules.md)"),
+    Label("flag", 64, r"--[a-z][a-z0-9-]*|[A-Z][A-Z0-9_]*", "an engine flag, or an environment variable"),
+    Label("value", 32, r"[A-Za-z0-9_.+-]+", "the flag's value"),
+    Label("rank", 2, r"\d+", "the flag's place in the finding's order"),
+    Label(
+        "basis",
+        10,
+        "logged|default|derived|wall_clock",
+        "where the value comes from: `logged`, `default` (the engine's default), `derived`; of the server state "
+        "(`hybrid_cache_server_state_basis`): `logged`, `derived` (a silence the log's time shows), `wall_clock`",
+    ),
+)
+LABEL: dict[str, Label] = {lab.name: lab for lab in LABELS}
+
+# the configuration keys each label of hybrid_cache_server_info is read from (the first one logged)
+SERVER_INFO_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("model", ("served_model_name", "model_path", "model")),
+    ("kv_cache_dtype", ("kv_cache_dtype",)),
+    ("mamba_ssm_dtype", ("mamba_ssm_dtype", "mamba_ssm_cache_dtype")),
+    ("radix_cache_strategy", ("mamba_radix_cache_strategy", "mamba_scheduler_strategy", "mamba_cache_mode")),
+    ("tp_size", ("tp_size", "tensor_parallel_size")),
+    ("dp_size", ("dp_size", "data_parallel_size")),
+    ("speculative", ("speculative_algorithm", "speculative_config")),
+)
+
+
+@functools.cache
+def _label_re(pattern: str) -> re.Pattern:
+    return re.compile(pattern)
+
+
+__all__ = [
+    "BY_NAME",
+    "COUNTER",
+    "GAUGE",
+    "INFO",
+    "LABEL",
+    "LABELS",
+    "LOG_METRICS",
+    "METRICS",
+    "Label",
+    "Metric",
+    "PREFIX",
+    "SERVER_INFO_KEYS",
+]

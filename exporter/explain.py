@@ -20,12 +20,13 @@ from dataclasses import fields, is_dataclass
 from typing import TextIO
 
 from parsers import events as ev
-from parsers import message_line, read_header
+from parsers import message_line
 from parsers.clock import zone_name
+from parsers.header import read_header
 
 from . import contract
-from .collector import INFO_KEYS
 from .facts import basis_of, effective_max_running
+from .lines import Fragment
 from .offline import order_generations
 from .provenance import DEFAULT_HOW, LINE_COUNT, NEWEST_LINE, Basis, Proof
 from .reading import Reader, read_blocks
@@ -48,7 +49,7 @@ def explain_files(pipe, paths: list[str], source: str | None, out: TextIO, err: 
             src.mark_file(label)
             n = 0
             try:
-                for text in read_blocks(path, reader):
+                for text in read_blocks(path, reader, flush=False):
                     for line in text[:-1].split("\n"):
                         n += 1
                         out.write(f"{label}:{n}  {describe(src, line, read_by)}\n")
@@ -56,6 +57,11 @@ def explain_files(pipe, paths: list[str], source: str | None, out: TextIO, err: 
             except (OSError, EOFError, ValueError) as e:
                 print(f"hybrid-cache-exporter: {path}: cannot read: {getattr(e, 'strerror', None) or e}", file=err)
                 failed += 1
+            for line in reader.flush():  # the last line without its newline (a fragment): read only when whole
+                n += 1
+                note = "" if type(line) is not Fragment else "  (no newline: read only when its message is whole, docs/reading.md)"
+                out.write(f"{label}:{n}  {describe(src, line, read_by)}{note}\n")
+                pipe.feed(name, line)
         pipe.finish()
         lines = src.lines
         out.write(
@@ -65,6 +71,10 @@ def explain_files(pipe, paths: list[str], source: str | None, out: TextIO, err: 
         )
         if read_by:
             out.write("-- headers read by: " + ", ".join(f"{k} {v}" for k, v in read_by.most_common()) + "\n")
+        ss = pipe.sampler.sampling.get(name)
+        if ss is not None:  # the header stage's decision (docs/formats/README.md#formats-read)
+            st = ss.stage
+            out.write(f"-- envelope: {st.envelope or 'none'} ({st.changes} changes; {len(st.templates)} templates learned)\n")
         write_proofs(src, out)
     return failed
 
@@ -124,7 +134,7 @@ def proofs(src: SourceState, srv: ServerState | None = None) -> list[dict]:
     out: list[dict] = []
     if srv is None:
         cfg = src.config
-        for label, keys in INFO_KEYS:
+        for label, keys in contract.SERVER_INFO_KEYS:
             k = next((k for k in keys if cfg.get(k) not in (None, "")), None)
             if k is not None:
                 out.append(_record(src, contract.SERVER_INFO.name, {"label": label, "key": k}, cfg[k], src.proofs.get("config/" + k)))

@@ -251,10 +251,21 @@ def requested_max_running(src: SourceState, srv: ServerState) -> tuple[float | N
 
 def sglang_ssm_dtype(src: SourceState) -> tuple[str, str]:
     """(dtype, where from). server_args None -> the model config, float32 on public checkpoints."""
-    v = src.config.get("mamba_ssm_dtype")
-    if not unset(v):
-        return cap.normalize_dtype(str(v)), "server_args"
+    v = _dtype(src.config.get("mamba_ssm_dtype"))
+    if v is not None:
+        return v, "server_args"
     return "float32", "the model config's default (mamba_ssm_dtype not set in server_args)"
+
+
+def _dtype(v: object) -> str | None:
+    """A dtype the log set, normalised; None when not set or not one the capacity model knows (a
+    damaged value: not read, never an error)."""
+    if unset(v):
+        return None
+    try:
+        return cap.normalize_dtype(str(v))
+    except ValueError:
+        return None
 
 
 def vllm_arch(src: SourceState) -> str | None:
@@ -274,16 +285,15 @@ def vllm_is_hybrid(src: SourceState, srv: ServerState) -> bool:
 
 
 def vllm_ssm_dtype(src: SourceState) -> str:
-    v = src.config.get("mamba_ssm_cache_dtype")
-    if not unset(v):
-        return cap.normalize_dtype(str(v))
+    v = _dtype(src.config.get("mamba_ssm_cache_dtype"))
+    if v is not None:
+        return v
     arch = vllm_arch(src) or ""
     model = str(src.config.get("model") or src.config.get("model_path") or "")
     # auto -> float32 for NemotronH (HF value), Qwen3.5/3.6 (HF mamba_ssm_dtype), KDA (docs/formats/vllm.md#flags-and-defaults)
     if re.search(r"NemotronH|Qwen3_5|KimiLinear", arch) or re.search(r"qwen3\.[5-9]|nemotron-h|kimi-linear", model, re.I):
         return "float32"
-    mc = src.config.get("mamba_cache_dtype")
-    return cap.normalize_dtype(str(mc)) if not unset(mc) else "bfloat16"
+    return _dtype(src.config.get("mamba_cache_dtype")) or "bfloat16"
 
 
 def is_multimodal(src: SourceState) -> bool:

@@ -321,6 +321,7 @@ class ServerMemory:
     restarts_seen: int = 0
     first_ts: float | None = None
     last_ts: float | None = None
+    last_line: tuple[float, str] | None = None  # (ts, raw line) of the last sample: what a silence names
     conditions: tuple[bool | None, ...] = ()  # of the last sample, in rulebook.SUSTAINED_RULES order (Rules.conditions)
     # the conditions of a sample that changes no sustained rule's hysteresis (their ``Hysteresis.steady``)
     steady: tuple[bool | None, ...] = (False, False, False)

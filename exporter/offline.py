@@ -225,7 +225,7 @@ def replay_files(pipe, paths: Iterable[str], source: str | None, err=sys.stderr)
                 if reader.pending:  # a line the previous generation left unfinished
                     ended = reader.ends_before(_first_bytes(path))
                     if ended:
-                        pipe.feed_text(name, "\n".join(ended) + "\n")
+                        pipe.feed_lines(name, ended)  # (its last line a fragment: read only when whole)
                 feed_text = pipe.feed_text
                 for text in read_blocks(path, reader, flush=False, nbytes=got):
                     feed_text(name, text)
@@ -255,9 +255,9 @@ def replay_files(pipe, paths: Iterable[str], source: str | None, err=sys.stderr)
                         file=err,
                     )
                 failed += 1
-        rest = reader.flush()  # the log's last line, if it has no newline
+        rest = reader.flush()  # the log's last line, if it has no newline: a fragment, read only when whole
         if rest:
-            pipe.feed_text(name, "\n".join(rest) + "\n")
+            pipe.feed_lines(name, rest)
     return failed
 
 

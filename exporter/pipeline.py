@@ -29,11 +29,14 @@ from collections.abc import Callable, Iterable
 from functools import partial
 
 from parsers import events as ev
+from parsers import parse_line, read_header
+from parsers.cuts import cut_short, ends_whole
 
+from .lines import Fragment
 from .sampler import Sampler, SourceSampling
 from .scan import ScanResult, Spec, line_at, result, scan, scan_text
-from .state import DEFAULT_MAX_DP_RANKS, ServerState, SourceState
-from .wrapped import IDLE_SECONDS, Wraps
+from .state import DEFAULT_MAX_DP_RANKS, NEVER, QUIET_SECONDS, ServerState, Silence, SourceState
+from .wrapped import IDLE_SECONDS, WRAP_NEVER, Wraps
 
 # observers called after each applied event: (source_state, server_state, parsed line, raw line)
 Observer = Callable[[SourceState, ServerState, ev.Line, str], None]
@@ -53,21 +56,32 @@ def _split(block: str) -> list[str]:
 class Pipeline:
     """Every source's state, and the path of a line into it (see the module doc)."""
 
-    def __init__(self, engine: str | None = None, observers: Iterable[Observer] = (), max_dp_ranks: int = DEFAULT_MAX_DP_RANKS) -> None:
+    def __init__(
+        self,
+        engine: str | None = None,
+        observers: Iterable[Observer] = (),
+        max_dp_ranks: int = DEFAULT_MAX_DP_RANKS,
+        quiet_seconds: float = QUIET_SECONDS,
+    ) -> None:
         self.engine = engine  # forced engine for every source, or None = auto-detect per source
         self.max_dp_ranks = max_dp_ranks  # per source (--max-dp-ranks, SourceState.admits)
+        # how long a serving SGLang source may go without a batch line (the rules' quiet_seconds; 0: no limit)
+        self.quiet_seconds = quiet_seconds if quiet_seconds > 0 else NEVER
         self.observers: list[Observer] = list(observers)
         self.sources: dict[str, SourceState] = {}
         self.lock = threading.RLock()
         self.sampler = Sampler()
         self.wraps = Wraps()
+        self.began = time.monotonic()
 
     def source(self, name: str) -> SourceState:
         """The state of source ``name``, created on first use (so it is listed before any line)."""
         with self.lock:
             s = self.sources.get(name)
             if s is None:
-                s = self.sources[name] = SourceState(name, engine=self.engine, max_dp_ranks=self.max_dp_ranks)
+                s = self.sources[name] = SourceState(
+                    name, engine=self.engine, max_dp_ranks=self.max_dp_ranks, quiet_seconds=self.quiet_seconds
+                )
             return s
 
     def _sampling(self, name: str) -> SourceSampling:
@@ -92,6 +106,8 @@ class Pipeline:
         ss = self.sampler.sampling.get(source) or self._sampling(source)
         ss.fed_at = time.monotonic()
         with self.lock:
+            if type(line) is Fragment:
+                return self._fragment(src, ss, line)
             if self.wraps.held and source in self.wraps.held:
                 out = self._piece(src, ss, line)  # a wrapped message's next piece, or None
                 if out is not None:
@@ -104,24 +120,61 @@ class Pipeline:
             return self._take(src, ss, line, r)
 
     def _take(self, src: SourceState, ss: SourceSampling, line: str, parsed: ev.Line) -> str:
-        """A parsed line: its event applied (or the line counted), or held when it may continue."""
+        """A parsed line: its event applied (or the line counted), or held when it is provably cut
+        (:mod:`exporter.wrapped`, rule 1)."""
+        self._silent_before(src, ss, parsed.ts)
         if parsed.event is None:
-            if not self.wraps.offer(src, line, parsed):
+            if not self.wraps.hold(src, line, parsed):
                 src.count(parsed.outcome, 1, parsed.engine, parsed.ts)
             return parsed.outcome
+        if not isinstance(parsed.event, WRAP_NEVER):
+            now = self.wraps.hold_parsed(src, line, parsed)  # what it says for sure (rule 2)
+            if now is None:
+                return parsed.outcome
+            parsed = now
         self._apply(src, ss, parsed, line)
-        self.wraps.offer(src, line, parsed)  # a startup message may go on (cut after a number)
         return parsed.outcome
+
+    def _silent_before(self, src: SourceState, ss: SourceSampling, ts: float | None) -> None:
+        """A line at ``ts`` more than quiet_seconds after the source's newest batch line: the silence goes first,
+        after the samples it follows (docs/rules.md#silence); the sampler looks itself at the lines it takes."""
+        if ts is not None and ts > src.quiet_until:
+            self.sampler.hush(src, ss)
+            self._play(src, ss)
+
+    def _fragment(self, src: SourceState, ss: SourceSampling, line: str) -> str:
+        """A line without its newline (:class:`~exporter.lines.Fragment`: the end of a finished input,
+        or a writer's line a truncation ended): read like any line when its message is whole (an
+        SGLang batch line of the source's learned shape, every field there; else
+        :func:`parsers.cuts.ends_whole`), else counted unread: ``unrecognized`` when it begins a
+        known message, ``ignored`` when not."""
+        self.wraps.drop(src)  # (it ends what was held: nothing follows it)
+        parsed = parse_line(line, src.engine, src.year)
+        if parsed.tod is not None:
+            parsed.ts = src.on_date(parsed.tod)
+        msg = read_header(line, src.engine, src.year).msg
+        e = parsed.event
+        if e is not None and (ss.shapes.whole(msg) if type(e) is ev.BatchStats and e.kind in ("decode", "prefill") else ends_whole(msg, e)):
+            r = self.sampler.take(src, ss, line)  # the usual path
+            if type(r) is str:
+                if ss.due:
+                    self._play(src, ss)
+                return r
+            return self._take(src, ss, line, r)
+        known = parsed.outcome != ev.IGNORED or cut_short(msg, parsed.engine or src.engine, True)
+        outcome = ev.UNRECOGNIZED if known else ev.IGNORED
+        self._silent_before(src, ss, parsed.ts)
+        src.count(outcome, 1, parsed.engine if known else None, parsed.ts)
+        return outcome
 
     def _piece(self, src: SourceState, ss: SourceSampling, line: str) -> str | None:
         """``line`` after a held line: taken as its piece (the outcome), or None (the usual path)."""
-        held = self.wraps.held[src.name]
         r = self.wraps.piece(src, line)
         if r is None or type(r) is str:
             return r
-        # what the pieces say together; they span the held lines (a first line that parsed alone
-        # is held on with this piece added, and was counted already: n is the new piece)
-        self._apply(src, ss, r.line, r.text, r.n, max(r.n, len(held.lines)))
+        # what the pieces say together; they span the lines from the held one to this one (a first
+        # line that parsed alone was counted already, and other writers' lines between too)
+        self._apply(src, ss, r.line, r.text, r.n, r.span)
         return ev.PARSED
 
     def _apply(self, src: SourceState, ss: SourceSampling, parsed: ev.Line, raw: str, n: int = 1, span: int = 0) -> None:
@@ -144,6 +197,9 @@ class Pipeline:
             if type(x) is tuple:
                 src.hold_gauge(*x)
                 continue
+            if type(x) is Silence:
+                self._silence(src, x)
+                continue
             parsed = parsed_of(src, ss, x)
             if parsed.event is not None:
                 srv = src.sample(parsed)
@@ -152,6 +208,18 @@ class Pipeline:
                     for obs in observers:
                         obs(src, srv, parsed, raw)
 
+    def _silence(self, src: SourceState, x: Silence) -> None:
+        """A serving source whose batch lines stopped goes idle (:meth:`SourceState.silence`), and every server's
+        observers are told, as of its last batch line (the rules end the findings the way an idle sample does).
+        No line is counted: a silence is the absence of one."""
+        if not src.silence(x) or not self.observers:
+            return
+        line = ev.Line(ev.PARSED, src.engine, x.since, event=x)
+        for srv in list(src.servers.values()):
+            line.dp_rank = srv.dp_rank
+            for obs in self.observers:
+                obs(src, srv, line, "")
+
     # ------------------------------------------------------------------------------------
     # many lines: the bulk scanner on the steady state
 
@@ -159,6 +227,13 @@ class Pipeline:
         """Feed many lines in order; same result as ``feed`` on each, faster on busy SGLang logs."""
         if not isinstance(lines, list):
             lines = list(lines)
+        if lines and type(lines[-1]) is Fragment:  # a reader's flush: never through the bulk scanner
+            self._feed_lines(source, lines[:-1])
+            self.feed(source, lines[-1])
+            return
+        self._feed_lines(source, lines)
+
+    def _feed_lines(self, source: str, lines: list[str]) -> None:
         src = self.sources.get(source) or self.source(source)
         ss = self.sampler.sampling.get(source) or self._sampling(source)
         ss.fed_at = time.monotonic()
@@ -224,9 +299,9 @@ class Pipeline:
         further short run (at most ``BACKOFF_MAX``). Both paths give the same state."""
         feed, name = self.feed, src.name
         backoff = 0
-        held, shapes, run = self.wraps.held, ss.shapes, self.sampler.run
+        held, run = self.wraps.held, self.sampler.run
         while i < n:
-            sp = shapes.scan_spec()
+            sp = ss.scan_spec()
             if sp is None or (held and name in held):  # shapes not learned yet; a held line
                 i = one(i)
                 continue
@@ -234,7 +309,7 @@ class Pipeline:
             stop = r.stop
             if stop > i:
                 with self.lock:
-                    took = run(src, ss, line, i, r)
+                    took = run(src, ss, line, i, r, len(sp) == 3)
                     if took and ss.due:
                         self._play(src, ss)
                 if not took:
@@ -255,12 +330,17 @@ class Pipeline:
     # ------------------------------------------------------------------------------------
     # the ingest side's clock, the end of input, the read side
 
-    def tick(self, now: float | None = None) -> None:
+    def tick(self, now: float | None = None, caught_up: Callable[[str], bool] | None = None) -> None:
         """The ingest side's periodic call (``serve``: every second): a source that received nothing
         for ``IDLE_SAMPLE_SECONDS`` of wall time has its pending lines sampled, and a held line of
         one quiet for ``IDLE_SECONDS`` gets no continuation any more. Any later line of a live log
         lies in a later 10-s bucket anyway, so this is what its arrival would do, only sooner
-        (``replay`` does the same at the end of its input, :meth:`finish`)."""
+        (``replay`` does the same at the end of its input, :meth:`finish`).
+
+        With ``caught_up`` (serve: whether every byte of the source's files was read), a serving SGLang source
+        that received nothing for its ``quiet_seconds`` of wall time goes idle as of its last batch line, its
+        basis ``wall_clock``: the one decision not taken on log time (docs/rules.md#silence), which a later
+        line showing the same gap confirms as the log's."""
         now = time.monotonic() if now is None else now
         with self.lock:
             if self.wraps.held:
@@ -269,6 +349,17 @@ class Pipeline:
                 src = self.sources.get(name)
                 if src is not None and ss.pending_count and now - ss.fed_at >= IDLE_SAMPLE_SECONDS:
                     self.sampler.commit(ss)
+                    self._play(src, ss)
+            if caught_up is None:
+                return
+            for name, src in list(self.sources.items()):
+                if src.batch_ts is None or src.life != "serving":
+                    continue
+                got = self.sampler.sampling.get(name)
+                # wall time since its last line, or since this pipeline began (a state restored at start)
+                if now - max(got.fed_at if got is not None else 0.0, self.began) >= src.quiet_seconds and caught_up(name):
+                    ss = got or self._sampling(name)
+                    self.sampler.hush(src, ss, "wall")
                     self._play(src, ss)
 
     def finish(self) -> None:
@@ -280,6 +371,11 @@ class Pipeline:
                 if src is not None:
                     self.sampler.commit(ss)
                     self._play(src, ss)
+
+    def format_changes(self) -> dict[str, int]:
+        """Per source, the times its header stage decided the format again (``serve``'s self-metric)."""
+        with self.lock:
+            return {name: ss.stage.changes for name, ss in self.sampler.sampling.items()}
 
     def gauges_of(self, src: SourceState, srv: ServerState) -> dict[str, float]:
         """What a scrape shows for a server's runtime gauges: the committed ones overlaid with the

@@ -23,7 +23,10 @@ exporter.offline (``order_generations``, ``replay_files``).
 
 What a line is:
 
-* Plain files: a line ends at ``\\n``; a partial last line is held until its newline (or ``flush``).
+* Plain files: a line ends at ``\\n``; a partial last line is held until its newline, or handed on
+  as a :class:`~exporter.lines.Fragment` by ``flush`` (the end of a finished input) and
+  ``ends_before`` (a truncation ended it): the pipeline reads a fragment only when its message is
+  whole.
 * Container formats (:mod:`exporter.container`): records are decoded, Docker records
   without a final ``\\n`` and CRI ``P`` records are joined with the following ones into one
   message. The record time is kept: a message that does not start with an SGLang header (which
@@ -48,10 +51,11 @@ from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
 from parsers import VLLM, clock, parse_line
-from parsers.prefix import SGLANG_HEADER_RE
+from parsers.header.prefix import SGLANG_HEADER_RE
 
-from .container import CRI, DOCKER, PLAIN, Record, detect, record_parser
-from .lines import DEFAULT_MAX_LINE, LineSplitter
+from . import container
+from .container import CRI, DOCKER, PLAIN, UNWRAP_CODES, Record, detect, record_parser
+from .lines import DEFAULT_MAX_LINE, Fragment, LineSplitter, read_behind
 
 CHUNK = 1 << 20
 DETECT_MAX = 1 << 16  # a first line longer than this is classified from its start
@@ -100,6 +104,8 @@ class Reader:
         "_cut",
         "_record",
         "_overlong",
+        "_code",
+        "_arr",
     )
 
     def __init__(self, max_line: int = DEFAULT_MAX_LINE, fmt: str | None = None) -> None:
@@ -116,6 +122,8 @@ class Reader:
         self._cut = False
         self._record = None
         self._overlong = 0
+        self._code: str | None = None  # the C unwrapper's name of the format ('d', 'c'), when it reads it
+        self._arr: bytearray | None = None  # read_text's buffer for container records, reused from read to read
         if fmt is not None:
             self._set_fmt(fmt)
 
@@ -123,6 +131,7 @@ class Reader:
     def _set_fmt(self, fmt: str) -> None:
         self.fmt = fmt
         self._record = record_parser(fmt)
+        self._code = UNWRAP_CODES.get(fmt) if container.native_unwrap is not None else None
 
     def detect_from(self, head: bytes) -> None:
         """Decide the format from the first bytes of the file (for a reader that starts mid-file)."""
@@ -165,7 +174,9 @@ class Reader:
                 return []
         if self._record is None:
             return self.splitter.feed(chunk)
-        return self._feed_records(chunk)
+        data = self._buf + chunk if self._buf else chunk
+        text = self._records_text(data, len(data))
+        return text[:-1].split("\n") if text else []
 
     def feed_text(self, chunk: bytes) -> str:
         """Like :meth:`feed`, as one block of lines each ending in ``\\n`` (``''`` if none): ``replay``
@@ -176,14 +187,20 @@ class Reader:
                 return ""
         if self._record is None:
             return self.splitter.feed_text(chunk)
-        lines = self._feed_records(chunk)
-        return "\n".join(lines) + "\n" if lines else ""
+        data = self._buf + chunk if self._buf else chunk
+        return self._records_text(data, len(data))
 
     def read_text(self, f: BinaryIO, n: int = CHUNK) -> tuple[str, int]:
         """Read up to ``n`` bytes of ``f`` and feed them: ``(feed_text of them, bytes read)``, 0 bytes
         at EOF. A plain file reads into the splitter's reused buffer (:meth:`LineSplitter.read_text`)."""
         if self._record is None and self.fmt is not None:
             return self.splitter.read_text(f, n)
+        if self._code is not None:
+            # container records the C unwrapper reads: into one buffer kept from read to read,
+            # behind the held partial record, as a plain file's reads go (LineSplitter.read_text)
+            held = len(self._buf)
+            self._arr, k = read_behind(self._arr, self._buf, f, n)
+            return (self._records_text(self._arr, held + k) if k else ""), k
         chunk = f.read(n)
         return (self.feed_text(chunk) if chunk else ""), len(chunk)
 
@@ -204,7 +221,8 @@ class Reader:
         return []
 
     def flush(self) -> list[str]:
-        """The end of a finished input: the held partial line (or unfinished message), if any."""
+        """The end of a finished input: the held partial line (or unfinished message), if any, as a
+        :class:`~exporter.lines.Fragment` (the lines before it in an unfinished message are whole)."""
         if self.fmt is None:
             if not self._head:
                 return []
@@ -221,25 +239,46 @@ class Reader:
         skip, self._skip = self._skip, False
         if raw and not skip:
             self._one(raw, out)
-        self._join(out)
+            if self._record(raw) is None and out:  # a record cut short: not one of the format's
+                out[-1] = Fragment(out[-1])
+        if self._first is not None:  # a message whose final record never came
+            self._join(out)
+            if out:
+                out[-1] = Fragment(out[-1])
         return out
 
     # container records ---------------------------------------------------------------------
-    def _feed_records(self, chunk: bytes) -> list[str]:
-        data = self._buf + chunk if self._buf else chunk
-        nl = data.rfind(b"\n")
+    def _records_text(self, data: bytes | bytearray, size: int) -> str:
+        """The complete messages of the records in ``data[:size]`` (what was held, then the new
+        bytes), one block of lines each ending in ``\\n``; the bytes after the last newline are held.
+        Runs of whole records go through the C unwrapper (``container.native_unwrap``) when it is
+        there; the records it leaves (split ones, other layouts, non-ASCII, overlong) are read here,
+        one by one, in their place."""
+        nl = data.rfind(b"\n", 0, size)
+        blocks: list[str] = []
         out: list[str] = []
         if nl >= 0:
-            self._buf = data[nl + 1 :]
-            raws = data[:nl].split(b"\n")
+            self._buf = bytes(data[nl + 1 : size])
+            pos, end = 0, nl + 1
             if self._skip:
                 self._skip = False
-                del raws[0]  # the unseen tail of an overlong record
-            one = self._one
-            for raw in raws:
-                one(raw, out)
+                pos = data.index(b"\n", 0, end) + 1  # the unseen tail of an overlong record
+            unwrap, code, one = container.native_unwrap, self._code, self._one
+            while pos < end:
+                if code is not None and self._first is None:
+                    text, pos = unwrap(data, pos, end, code, self.max_line)
+                    if text:
+                        blocks.append(text)
+                    if pos >= end:
+                        break
+                e = data.index(b"\n", pos, end)
+                one(bytes(data[pos:e]), out)
+                if out:
+                    blocks.append("\n".join(out) + "\n")
+                    out.clear()
+                pos = e + 1
         else:
-            self._buf = data
+            self._buf = bytes(data[:size])
         if len(self._buf) > self.max_line + RECORD_SLACK:
             # a record without newline beyond any real one: keep its head as a line, drop the rest
             if not self._skip:
@@ -248,7 +287,9 @@ class Reader:
                 out.append(self._buf[: self.max_line].decode("utf-8", "replace"))
             self._skip = True
             self._buf = b""
-        return out
+        if out:
+            blocks.append("\n".join(out) + "\n")
+        return "".join(blocks)
 
     def _one(self, raw: bytes, out: list[str]) -> None:
         rec = self._record(raw)

@@ -32,7 +32,7 @@ from .history import History
 from .revisions import REVISED, in_force
 from .rulebook import RULE_IDS
 from .rules import RulesConfig
-from .state import ServerState, SourceState
+from .state import NEVER, ServerState, SourceState
 from .workload import pool_words, shared_pool, workload
 
 GIB = float(1 << 30)
@@ -340,7 +340,13 @@ def server_status(
         # a sustained finding as of an earlier sample while the newest shows no load (docs/rules.md#quiet-and-death)
         text = rule.stale if rule.stale and running == 0 and not queued else rule.says_for(src.engine)
         words.append(text.format_map({**said, "detail": f["detail"]}))
-    if not findings:
+    if not findings and src.life == "idle" and src.life_cause in ("silent", "silent_wall"):
+        # the gauges are the last batch line's: not a load now (docs/rules.md#silence)
+        words.append(
+            f"No finding: idle, no batch line since {fmt_ts(src.life_since)}; that last line showed {pools} used"
+            + (f"; {load}." if load else ".")
+        )
+    elif not findings:
         words.append("No finding: neither pool limits concurrency" + (f" ({pools} used; {load})." if load else "."))
         if binding and binding != "none":
             words.append(f"The latest sample meets the condition for {BINDING_WORDS[binding]}, not (yet) sustained.")
@@ -431,6 +437,7 @@ CAUSE_WORDS = {
     "tokenizer_error": "the tokenizer manager hit an exception",
     "detokenizer_error": "the detokenizer manager hit an exception",
     "child_failed": "a child process failed and signalled the server",
+    "process_died": "a process of the server died (its Rust frontend or an API server)",
 }
 NOT_SERVING = ("idle", "stalled", "stopped", "dead")  # the states in which findings are not the state now
 
@@ -453,11 +460,17 @@ def life_of(src: SourceState, age_seconds: float | None = None) -> dict:
     words = LIFE_WORDS.get(state, "not told by the log yet") if state else "not told by the log yet"
     if cause in CAUSE_WORDS:
         words += f" ({CAUSE_WORDS[cause]})"
+    elif state == "idle" and cause in ("silent", "silent_wall"):  # docs/rules.md#silence
+        q = f"{src.quiet_seconds:g} s" if src.quiet_seconds != NEVER else "quiet_seconds"  # (a state restored with it off)
+        words = f"idle: no batch line for more than {q} after its last one (SGLang prints none while idle)"
+        if cause == "silent_wall":
+            words += f"; told by the wall clock: the log, read to its end, wrote nothing for {q}"
     since = fmt_ts(src.life_since) if src.life_since is not None else None
     return {
         "state": state,
         "since": since,
         "cause": cause,
+        "basis": src.basis,
         "words": words,
         "sentence": f"Server state: {words}" + (f", since {since}." if since else "."),
         "quiet": by is not None,

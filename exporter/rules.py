@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
+from parsers import clock
 from parsers import events as ev
 
 from .facts import facts_of
@@ -42,7 +43,7 @@ from .rulebook import (  # the rules are entries of the rule catalogue; their co
     SUSTAINED_RULES,
     WINDOWED_RULES,
 )
-from .state import ENDED, ServerState, SourceState
+from .state import ENDED, QUIET_SECONDS, ServerState, Silence, SourceState
 from .version import VersionRange, sglang_features
 
 # end at once when the server goes idle, stops or dies: no sample will come to clear them (docs/rules.md)
@@ -84,6 +85,9 @@ class RulesConfig:
     storm_min_events: int = 3  # retraction lines (SGLang) / intervals with preemptions (vLLM) in the window
     # mamba_exhausted
     event_hold_seconds: float = 600.0
+    # silence (docs/rules.md#silence): a serving SGLang source with no batch line for longer than this (log
+    # time, or serve's wall clock once its log is read to the end) is idle; 0 turns it off
+    quiet_seconds: float = QUIET_SECONDS
     # engine release when the log does not tell (SGLang prints no version line), e.g. "0.5.19"
     engine_version: str | None = None
 
@@ -209,6 +213,8 @@ class Rules:
                     m.first_ts = ts
                 m.last_ts = ts
             self._batch(src, srv, m, e, ts, raw)
+        elif type(e) is Silence:
+            self._silence(src, srv, m, e)
         else:
             self._event(src, srv, m, e, ts, raw)
 
@@ -299,6 +305,19 @@ class Rules:
         elif isinstance(e, ev.Lifecycle) and src.life in ENDED and ts is not None:
             for s in src.servers.values():  # a stop or a death ends what every rank was doing
                 self._end(src, s, ts, raw)
+
+    def _silence(self, src: SourceState, srv: ServerState, m: ServerMemory, e: Silence) -> None:
+        """The source went idle by silence (docs/rules.md#silence): what an idle sample ends, ends as of the last
+        batch line; the evidence is this server's last sample and the bound it outlived. The log time after it is
+        no pool's binding time (it is not counted until the next sample)."""
+        q = self.config.quiet_seconds
+        note = f"(no batch line for more than {q:g} s after the one of {clock.wall_text(e.since)}: quiet_seconds, docs/rules.md#silence)"
+        evidence = ([m.last_line] if m.last_line else []) + [(e.since + q, note)]
+        for rule in ENDING_RULES:
+            if m.hyst[rule].end(e.since) or srv.findings.get(rule):
+                self._set(src, srv, rule, False, e.since, evidence)
+        m.steady = tuple(m.hyst[r].steady for r in SUSTAINED_RULES)
+        m.binding_last = None
 
     def _end(self, src: SourceState, srv: ServerState, ts: float, raw: str) -> None:
         """The server went idle, stopped or died: its ENDING_RULES clear now, ``raw`` their evidence."""
@@ -403,6 +422,7 @@ class Rules:
         conds = m.conditions = self.conditions(src, srv, e, ts)
         if ts is None:
             return
+        m.last_line = (ts, raw)  # what a silence after it names (Rules._silence)
         # binding-time share and queued time (log time until the next sample, capped at max_gap)
         c_mamba, c_kv, c_req = conds
         last = m.binding_last

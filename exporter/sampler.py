@@ -35,14 +35,15 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 from parsers import events as ev
-from parsers import message_line, parse_line, read_header
-from parsers.clock import bucket_of, sglang_ts
+from parsers import message_line, parse_line
+from parsers.clock import bucket_of, rfc3339_epoch, sglang_ts
+from parsers.header import Stage
+from parsers.header.prefix import SGLANG_HEADER_RE, sglang_tags
 from parsers.numbers import is_count
-from parsers.prefix import SGLANG_HEADER_RE, sglang_tags
 from parsers.shapes import LineShapes
 
 from .scan import ScanResult
-from .state import BATCH_GAUGES, DEFAULT_MAX_DP_RANKS, ServerState, SourceState
+from .state import BATCH_GAUGES, DEFAULT_MAX_DP_RANKS, DP_RANK_LEN, NEVER, ServerState, Silence, SourceState
 
 _G0 = itemgetter(0)
 _BATCH_HEADS = ("Decode batch", "Prefill batch")
@@ -68,7 +69,7 @@ class Pending:
     held: Held | None = None
 
 
-Sample = Pending | str | tuple[str, str, float]  # what SourceSampling.due holds
+Sample = Pending | str | tuple[str, str, float] | Silence  # what SourceSampling.due holds
 
 
 @dataclass(slots=True)
@@ -85,11 +86,13 @@ class SourceSampling:
     """The sampler's part of one source: learned line shapes, servers, when it was last fed."""
 
     shapes: LineShapes = field(default_factory=LineShapes)
+    stage: Stage = field(default_factory=Stage)  # the header stage: its envelope, learned templates
     servers: dict[str, ServerSampling] = field(default_factory=dict)
     pending_count: int = 0  # nonzero while some server holds pending batch lines
     fed_at: float = 0.0  # time.monotonic() of the last line fed
-    # the samples made and not applied yet, in log order: pending lines, lines of a run, and
-    # (dp rank, gauge key, value) fields a sample holds (the pipeline applies them: Pipeline._play)
+    # the samples made and not applied yet, in log order: pending lines, lines of a run,
+    # (dp rank, gauge key, value) fields a sample holds, and a Silence after the samples it follows
+    # (the pipeline applies them: Pipeline._play)
     due: list[Sample] = field(default_factory=list)
 
     def server(self, dp: str) -> ServerSampling:
@@ -97,6 +100,16 @@ class SourceSampling:
         if sv is None:
             sv = self.servers[dp] = ServerSampling(dp)
         return sv
+
+    def scan_spec(self) -> tuple | None:
+        """What the bulk scanner reads a run of this source's lines with: its current decode and
+        prefill shapes, and the header templates of its envelope when it is not SGLang's default
+        header (``exporter/scan.py``); None until both shapes are learned."""
+        sp = self.shapes.scan_spec()
+        if sp is None:
+            return None
+        envs = self.stage.scanner()
+        return (*sp, envs) if envs else sp
 
 
 def _is_vllm_access(line: str) -> bool:
@@ -138,7 +151,7 @@ class Sampler:
             src.count(ev.IGNORED)
             return ev.IGNORED
         if src.engine != ev.VLLM:
-            h = read_header(line, src.engine, src.year)
+            h = ss.stage.peel(line, src.engine, src.year)
             msg = h.msg
             if msg[:1] in "DP" and h.engine != ev.VLLM and (h.ts is not None or h.tod is None) and msg.startswith(_BATCH_HEADS):
                 # a batch line in any other format (a logging config's header, JSON, logfmt, a
@@ -148,7 +161,7 @@ class Sampler:
                 if r is not None and type(r) is not ev.Unrecognized:
                     src.detect(ev.SGLANG)
                     ts = h.ts
-                    bucket = bucket_of(ts) if ts is not None else None
+                    bucket = h.bucket or (bucket_of(ts) if ts is not None else None)
                     return self._pend(
                         src, ss, line, msg[0], ts, bucket, h.dp_rank, h.tp_rank, h.pp_rank, r[0], r[1], ss.shapes.checked, None
                     )
@@ -206,7 +219,10 @@ class Sampler:
             if h is None:
                 return None
             ymdhm, sec, _, _ = h.groups()
-            src.count(ev.IGNORED, 1, None, sglang_ts(ymdhm, sec, None))
+            ts = sglang_ts(ymdhm, sec, None)
+            if ts > src.quiet_until:
+                self.hush(src, ss)
+            src.count(ev.IGNORED, 1, None, ts)
             return ev.IGNORED
         return None
 
@@ -259,6 +275,8 @@ class Sampler:
         attrs: frozenset[str] | None,
         parsed: ev.Line | None,
     ) -> str:
+        if ts is not None and ts > src.quiet_until:
+            self.hush(src, ss)
         srv = src.count_batch(c == "D", ts, dp, tp, pp, new, cached)
         if srv is None:  # a DP rank beyond the limit, a TP rank that does not speak: counted only
             return ev.PARSED
@@ -286,9 +304,9 @@ class Sampler:
     def parsed(src: SourceState, ss: SourceSampling, x: Pending | str) -> ev.Line:
         """A sample's line parsed (a pending line at most once; a line of a run), by the source's shapes."""
         if type(x) is str:
-            return parse_line(x, src.engine, src.year, ss.shapes)
+            return parse_line(x, src.engine, src.year, ss.shapes, ss.stage)
         if x.parsed is None:
-            x.parsed = parse_line(x.raw, src.engine, src.year, ss.shapes)
+            x.parsed = parse_line(x.raw, src.engine, src.year, ss.shapes, ss.stage)
         return x.parsed
 
     @classmethod
@@ -338,29 +356,79 @@ class Sampler:
                 self._close(ss, sv)
         ss.pending_count = 0
 
+    def hush(self, src: SourceState, ss: SourceSampling, basis: str = "log") -> None:
+        """The source's batch lines stopped longer than its quiet_seconds ago (docs/rules.md#silence): its
+        pending lines are due (every one is the last of its bucket: no later batch line can fall in it), then
+        a :class:`Silence` as of its newest batch line, which the pipeline applies after them. ``log``: a line
+        showed it (called before that line is counted), so the source looks no more until its next batch
+        line; ``wall``: serve's tick, and a line that later shows the same gap still gives the log's basis."""
+        self.commit(ss)
+        ss.due.append(Silence(src.batch_ts, basis))  # type: ignore[arg-type]
+        if basis == "log":
+            src.quiet_until = NEVER
+
+    @staticmethod
+    def _may_hush(src: SourceState, r: ScanResult, top_ts: float | None) -> bool:
+        """Whether a line of the run may show a silence (conservatively, from its 10-s buckets: the line path,
+        line by line, then decides exactly). The gap between two batch lines is under the later bucket's end
+        minus the earlier bucket's start, which busy logs keep to 20 s; lines in log order. ``top_ts``: the
+        time of the run's newest line (its header's, or its envelope's: ``Sampler.run``)."""
+        q = src.quiet_seconds
+        if q == NEVER or top_ts is None:
+            return False
+        lo = src.batch_ts if src.quiet_until != NEVER else None  # the newest batch line's time (a lower bound)
+        for b in sorted({k[2] for k in r.first}):
+            t = sglang_ts(b[:-1], b[-1] + "0", None)
+            if lo is not None and t + 10.0 - lo > q:
+                return True
+            if lo is None or t > lo:
+                lo = t
+        return lo is not None and top_ts - lo > q
+
     # ------------------------------------------------------------------------------------
-    def run(self, src: SourceState, ss: SourceSampling, line: Callable[[int], str], lo: int, r: ScanResult) -> bool:
+    def run(self, src: SourceState, ss: SourceSampling, line: Callable[[int], str], lo: int, r: ScanResult, peeled: bool = False) -> bool:
         """Take the run from ``lo`` to the scanner's stop from its aggregates: counted, its samples
         due, its last lines pending; the same state as taking its lines one by one. ``line(i)`` is
-        the line at index (or offset) ``i``. Returns False, having changed nothing, when the run
-        must be fed line by line to keep its order: two ranks of one DP group in it, or ranks
-        beyond --max-dp-ranks."""
+        the line at index (or offset) ``i``; ``peeled``: the scanner read the lines with the header
+        templates of the source's stage (:func:`_peeled_run`). Returns False, having changed
+        nothing, when the run must be fed line by line to keep its order: two ranks of one DP group
+        in it, or ranks beyond --max-dp-ranks."""
+        decoded: dict[str, tuple[str, int | None, int | None]] = {}
+        if peeled:
+            got = _peeled_run(ss.stage, r, line)
+            if got is None:
+                return False
+            r, decoded, top_ts = got
+        else:
+            top_ts = sglang_ts(*r.top) if r.top is not None else None
         hi, counts, first, last = r.stop, r.counts, r.first, r.last
+        if self._may_hush(src, r, top_ts):
+            return False  # line by line: the silence falls between two of its lines
         ranks: dict[str, tuple[str, tuple[int, int] | None]] = {}
         dps: dict[str, tuple[int, int] | None] = {}
         for _, tags in counts:
             if tags not in ranks:
-                dp, tp, pp = sglang_tags(tags) if tags else ("0", None, None)
+                dp, tp, pp = decoded[tags] if peeled else sglang_tags(tags) if tags else ("0", None, None)
                 rank = None if tp is None and pp is None else (pp or 0, tp or 0)
                 if dp in dps and dps[dp] != rank:
                     return False
                 dps[dp] = rank
                 ranks[tags] = (dp, rank)
         unknown = sum(1 for dp in dps if dp not in src.servers)
-        if unknown and len(src.servers) + unknown > (src.max_dp_ranks or DEFAULT_MAX_DP_RANKS):
-            return False  # line by line: the lines of ranks beyond the limit are counted and dropped
+        if unknown and (
+            len(src.servers) + unknown > (src.max_dp_ranks or DEFAULT_MAX_DP_RANKS) or any(len(dp) > DP_RANK_LEN for dp in dps)
+        ):
+            return False  # line by line: the lines of ranks beyond the limit (or the label's bound) are counted and dropped
         n_batch = sum(counts.values())
-        src.count_run(n_batch, r.info, sglang_ts(*r.top))
+        newest = None
+        if n_batch:  # the newest batch line's time (the silence rule's clock)
+            raw = line(max(last.values()))
+            if peeled:
+                newest = ss.stage.read(raw, ev.SGLANG, src.year).ts
+            else:
+                h = SGLANG_HEADER_RE.match(raw)
+                newest = sglang_ts(h[1], h[2], h[3]) if h is not None else None
+        src.count_run(n_batch, r.info, top_ts, newest)
         if n_batch:
             speaking: dict[str, tuple[ServerState, ServerSampling]] = {}
             for tags, (dp, rank) in ranks.items():
@@ -466,13 +534,82 @@ class Sampler:
             if type(p) is tuple:
                 g[_GAUGE_ATTRS[p[0]]] = p[1]
                 continue
-            e = (p.parsed or parse_line(p.raw, src.engine, src.year, ss.shapes)).event
+            e = (p.parsed or parse_line(p.raw, src.engine, src.year, ss.shapes, ss.stage)).event
             if type(e) is ev.BatchStats:
                 for attr, name in BATCH_GAUGES:
                     v = getattr(e, attr)
                     if v is not None:
                         g[name] = float(v)
         return g
+
+
+def _peeled_run(stage: Stage, r: ScanResult, line: Callable[[int], str]) -> tuple[ScanResult, dict, float | None] | None:
+    """A run the scanner read with the stage's header templates, in the terms of a default run: its
+    groups keyed by one tags text per (dp, tp, pp) (two templates, or two spellings, of one rank
+    are one server), its buckets the configured zone's when the times carry a zone, and the time of
+    its newest line. Returns (the run, tags -> (dp, tp, pp), that time)."""
+    try:
+        return _peeled(stage, r, line)
+    except (ValueError, OverflowError):
+        return None  # a time the clock cannot read (month 38): the line path decides those lines
+
+
+def _peeled(stage: Stage, r: ScanResult, line: Callable[[int], str]) -> tuple[ScanResult, dict, float | None]:
+    where: dict[str, int] = {}
+    for (_, tags, _), i in r.first.items():
+        where.setdefault(tags, i)
+    canon: dict[str, str] = {}
+    decoded: dict[str, tuple[str, int | None, int | None]] = {}
+    by_rank: dict[tuple, str] = {}
+    for tags, i in where.items():
+        rk = stage.scan_ranks(tags, line(i))
+        c = canon[tags] = by_rank.setdefault(rk, tags)
+        decoded[c] = rk
+    zone = stage.scan_zone()
+    buckets = stage.scan_buckets  # kept from run to run: a run's buckets are mostly the last run's
+
+    def bucket(b: str) -> str:
+        if not zone:
+            return b
+        v = buckets.get(b)
+        if v is None:
+            if len(buckets) > 1024:  # a run holds a few hundred buckets
+                buckets.clear()
+            z = zone if zone == "Z" or ":" in zone else zone[:3] + ":" + zone[3:]
+            v = buckets[b] = bucket_of(rfc3339_epoch(f"{b[:10]}T{b[11:16]}:{b[16]}0{z}"))
+        return v
+
+    same_buckets = not zone
+    if zone and r.first:
+        # the zone written is the configured one's offset at both ends of the run (UTC logs read
+        # in UTC): every bucket between is its own text (a run spans minutes, not a change of zone)
+        lo, hi = min(b for _, _, b in r.first), max(b for _, _, b in r.first)
+        same_buckets = bucket(lo) == lo and bucket(hi) == hi
+    if same_buckets and all(c == t for t, c in canon.items()):
+        return r, decoded, stage.top_ts(r.top) if r.top is not None else None  # the usual run: its groups as they are
+
+    counts: dict[tuple[str, str], int] = {}
+    for (k, t), n in r.counts.items():
+        key = (k, canon[t])
+        counts[key] = counts.get(key, 0) + n
+    sums = []
+    for d in (r.new_sums, r.cached_sums):
+        out: dict[str, int] = {}
+        for t, v in d.items():
+            out[canon[t]] = out.get(canon[t], 0) + v
+        sums.append(out)
+    first: dict[tuple[str, str, str], int] = {}
+    last: dict[tuple[str, str, str], int] = {}
+    for (k, t, b), i in r.first.items():
+        key = (k, canon[t], bucket(b))
+        if key not in first or i < first[key]:
+            first[key] = i
+    for (k, t, b), i in r.last.items():
+        key = (k, canon[t], bucket(b))
+        if key not in last or i > last[key]:
+            last[key] = i
+    top_ts = stage.top_ts(r.top) if r.top is not None else None
+    return r._replace(counts=counts, new_sums=sums[0], cached_sums=sums[1], first=first, last=last), decoded, top_ts
 
 
 __all__ = ["Pending", "Sample", "Sampler", "SourceSampling"]

@@ -29,16 +29,20 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import NamedTuple
 
+from parsers.header import preamble
+from parsers.header.templates import JSTR, MAX_LOGFMT, QSTR, hole_pattern, time_pattern
 from parsers.numbers import MAX_COUNT_DIGITS
 from parsers.shapes import LINE_HEADER, VALUE_PATTERNS, LineShapes
 
 # (head, keys, i_new, i_cached[, value checks: one VALUE_PATTERNS code per key, '-' if absent])
 Template = tuple
-Spec = tuple[Template, Template]  # (decode, prefill)
+# (decode, prefill[, envelopes]): envelopes, when given, are the header templates of the source's
+# stage (parsers.header.templates: (checks, items) each), and only lines in one of them are read
+Spec = tuple
 
 
 class ScanResult(NamedTuple):
@@ -74,27 +78,33 @@ def spec(shapes: LineShapes) -> Spec | None:
 _REGEXES: dict[Spec, re.Pattern[str]] = {}
 
 
+def _body(t: Template, mode: str = "E") -> str:
+    """A batch message of template ``t`` (its head without the first letter, which the caller's
+    group holds); ``mode`` ``'J'`` / ``'Q'``: inside a JSON / logfmt string (no quote or backslash
+    in a value, nor a control character in JSON's), and one escaped newline may follow it (the
+    record's message loses it)."""
+    head, keys, i_new, i_cached = t[:4]
+    codes = t[4] if len(t) > 4 else "-" * len(keys)
+    vals = []
+    for i, k in enumerate(keys):
+        if i in (i_new, i_cached):
+            v = f"(?P<new>[0-9]{{1,{MAX_COUNT_DIGITS}}})" if i == i_new else f"(?P<cached>[0-9]{{1,{MAX_COUNT_DIGITS}}})"
+        else:
+            v = VALUE_PATTERNS[codes[i]]
+            if mode != "E" and codes[i] == "-":
+                v = r'[^,\n"\\\x00-\x1f]*' if mode == "J" else r'[^,\n"\\]*'
+        vals.append(re.escape(k) + ": " + v)
+    return re.escape(head[1:]) + ", ".join(vals) + ("(?:, )?" if mode == "E" else r"(?:, )?(?:\\n)?")
+
+
 def _regex(sp: Spec) -> re.Pattern[str]:
     """One whole-line regex for the spec: the line templates' header, then a decode body, a prefill
     body or ``INFO:``. Groups: ymdhm, sec, ms, tags, 'D', 'P', new, cached, 'I'. (The header's
     ``\\d`` is ``[0-9]`` for the Latin-1 lines that reach it, as in the C scanner.)"""
     rx = _REGEXES.get(sp)
     if rx is None:
-
-        def body(t: Template) -> str:
-            head, keys, i_new, i_cached = t[:4]
-            codes = t[4] if len(t) > 4 else "-" * len(keys)
-            vals = []
-            for i, k in enumerate(keys):
-                if i in (i_new, i_cached):
-                    v = f"(?P<new>[0-9]{{1,{MAX_COUNT_DIGITS}}})" if i == i_new else f"(?P<cached>[0-9]{{1,{MAX_COUNT_DIGITS}}})"
-                else:
-                    v = VALUE_PATTERNS[codes[i]]
-                vals.append(re.escape(k) + ": " + v)
-            return re.escape(head[1:]) + ", ".join(vals) + "(?:, )?"
-
         d, p = sp
-        pattern = rf"{LINE_HEADER}(?:(D){body(d)}|(P){body(p)}|(I)NFO:[^\n]*)"
+        pattern = rf"{LINE_HEADER}(?:(D){_body(d)}|(P){_body(p)}|(I)NFO:[^\n]*)"
         if "(?P<new>" not in pattern:
             pattern += "(?P<new>)?"
         if "(?P<cached>" not in pattern:
@@ -106,10 +116,108 @@ def _regex(sp: Spec) -> re.Pattern[str]:
     return rx
 
 
+_REST = {"E": r"[^\n]*", "J": JSTR, "Q": QSTR}  # an INFO: message to its end
+
+
+def _env_regex(d: Template, p: Template, items: tuple) -> re.Pattern[str]:
+    """The whole-line regex of a header template around a batch or uvicorn message. Groups: td,
+    thm, tsec, tf (the line's time), tags (from its first rank item to its last), D, P, new,
+    cached, I."""
+    ranks = [i for i, it in enumerate(items) if it[0] in "GR"]
+    lo, hi = (ranks[0], ranks[-1]) if ranks else (-1, -1)
+    parts = [] if ranks else ["(?P<tags>)"]
+    mode = "E"
+    for i, it in enumerate(items):
+        if i == lo:
+            parts.append("(?P<tags>")
+        op = it[0]
+        if op == "L":
+            parts.append(re.escape(it[1]))
+        elif op == "T":
+            parts.append(time_pattern(it, bool(it[5]), ("td", "thm", "tsec", "tf") if it[5] else None))
+        elif op in "GRS":
+            parts.append(hole_pattern(it))
+        elif op == "M":
+            mode = it[1]
+        elif op == "B":
+            parts.append(f"(?:(?P<D>D){_body(d, mode)}|(?P<P>P){_body(p, mode)}|(?P<I>I)NFO:{_REST[mode]})")
+        if i == hi:
+            parts.append(")")
+    pattern = "".join(parts)
+    if "(?P<new>" not in pattern:
+        pattern += "(?P<new>)?"
+    if "(?P<cached>" not in pattern:
+        pattern += "(?P<cached>)?"
+    return re.compile(pattern)
+
+
+def _env_regexes(sp: Spec) -> list[tuple[re.Pattern[str], str]]:
+    rx = _REGEXES.get(sp)
+    if rx is None:
+        d, p, envs = sp
+        rx = [(_env_regex(d, p, items), checks) for checks, items in envs]
+        if len(_REGEXES) > 16:
+            _REGEXES.pop(next(iter(_REGEXES)))
+        _REGEXES[sp] = rx  # type: ignore[assignment]
+    return rx  # type: ignore[return-value]
+
+
+def _match_env(rxs: list[tuple[re.Pattern[str], str]], line: str) -> tuple[int, re.Match] | None:
+    """The first template in order that reads ``line`` (its index and match), as the C scanner
+    tries them."""
+    if "\r" in line or "\x1b" in line:
+        return None
+    for k in range(len(rxs)):
+        rx, checks = rxs[k]
+        m = rx.fullmatch(line)
+        if m is None:
+            continue
+        if checks == "l" and len(line) > MAX_LOGFMT:
+            continue
+        if checks == "p" and m.start("D" if m.group("D") else "P" if m.group("P") else "I") > preamble.MAX_PREAMBLE:
+            continue
+        return k, m
+    return None
+
+
+# what a line the scanner takes says: (ymdhm, sec, fraction, tags, 'D'/'P'/None, new, cached, is INFO)
+Read = tuple[str, str, "str | None", str, "str | None", "str | None", "str | None", bool]
+
+
+def _default_reader(sp: Spec) -> Callable[[str], Read | None]:
+    """A line in SGLang's default header, read by one ``fullmatch`` of the spec's regex."""
+    fullmatch = _regex(sp).fullmatch
+
+    def read(line: str) -> Read | None:
+        m = fullmatch(line)
+        if m is None:
+            return None
+        ymdhm, sec, ms, tags, d, p, new, cached, info = m.group(1, 2, 3, 4, 5, 6, "new", "cached", 9)
+        return ymdhm, sec, ms, tags, d or p, new, cached, bool(info)
+
+    return read
+
+
+def _envelope_reader(sp: Spec) -> Callable[[str], Read | None]:
+    """A line in one of the spec's header templates: its time item's time, its tags the template's
+    index and the text of its rank items."""
+    rxs = _env_regexes(sp)
+
+    def read(line: str) -> Read | None:
+        hit = _match_env(rxs, line)
+        if hit is None:
+            return None
+        k, m = hit
+        td, thm, tsec, tf, tags, d, p, new, cached, info = m.group("td", "thm", "tsec", "tf", "tags", "D", "P", "new", "cached", "I")
+        return f"{td} {thm}", tsec, tf, chr(48 + k) + tags, d or p, new, cached, bool(info)
+
+    return read
+
+
 def _scan_items(items: Iterator[tuple[int, str]], end: int, sp: Spec) -> ScanResult:
     """The reference implementation: one ``fullmatch`` per ``(index, line)``; ``end`` is the stop
     value when every item is taken."""
-    fullmatch = _regex(sp).fullmatch
+    read = _envelope_reader(sp) if len(sp) == 3 else _default_reader(sp)
     counts: dict[tuple[str, str], int] = {}
     new_sums: dict[str, int] = {}
     cached_sums: dict[str, int] = {}
@@ -123,16 +231,15 @@ def _scan_items(items: Iterator[tuple[int, str]], end: int, sp: Spec) -> ScanRes
         if not line.isascii() and max(line) > "\xff":
             stop = i
             break
-        m = fullmatch(line)
-        if m is None:
+        r = read(line)
+        if r is None:
             stop = i
             break
-        ymdhm, sec, ms, tags, d, p, new, cached, info = m.group(1, 2, 3, 4, 5, 6, "new", "cached", 9)
+        ymdhm, sec, ms, tags, kind, new, cached, info = r
         if info:
             n_info += 1
         else:
-            kind = d or p
-            if p:
+            if kind == "P":
                 a, b = int(new or 0), int(cached or 0)
                 if total_new + a > _INT64_MAX or total_cached + b > _INT64_MAX:
                     stop = i  # as the C scanner, whose sums are 64-bit

@@ -24,7 +24,8 @@ class SelfCollector(Collector):
     configured paths (see exporter.watch); ``web`` the ReloadingWebConfig when a file is given;
     ``over_limit()`` -> container logs not tailed because of ``--kubernetes-max-sources``;
     ``http()`` -> the listeners' counters (exporter.connections.Stats: ``errors`` and ``dropped``
-    by label value, ``open``)."""
+    by label value, ``open``); ``format_changes()`` -> {source: times its header stage decided
+    the format again}."""
 
     def __init__(
         self,
@@ -35,6 +36,7 @@ class SelfCollector(Collector):
         web=None,
         over_limit: Callable[[], int] | None = None,
         http: Callable[[], Iterable] | None = None,
+        format_changes: Callable[[], dict[str, int]] | None = None,
     ) -> None:
         self.http = http
         self.sources = sources
@@ -42,6 +44,7 @@ class SelfCollector(Collector):
         self.missing = missing
         self.web = web
         self.over_limit = over_limit
+        self.format_changes = format_changes
 
     def collect(self) -> Iterator:
         def fam(m: C.Metric, value: float | None = None) -> Family:
@@ -56,7 +59,8 @@ class SelfCollector(Collector):
         yield build
         read, lag, rot, trunc = fam(C.READ_BYTES), fam(C.READ_LAG_BYTES), fam(C.ROTATIONS), fam(C.TRUNCATIONS)
         open_files, overlong, mtime, up = fam(C.OPEN_FILES), fam(C.OVERLONG_LINES), fam(C.FILE_MODIFIED), fam(C.SOURCE_UP)
-        errors, recovered = fam(C.SOURCE_ERRORS), fam(C.RECOVERED_LINES)
+        errors, recovered, changes = fam(C.SOURCE_ERRORS), fam(C.RECOVERED_LINES), fam(C.LOG_FORMAT_CHANGES)
+        changed = self.format_changes() if self.format_changes is not None else {}
 
         agg: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         mt: dict[str, float] = {}
@@ -87,9 +91,10 @@ class SelfCollector(Collector):
             errors.add_metric([name], a["errors"])
             up.add_metric([name], a["up"])
             recovered.add_metric([name], a["recovered"])
+            changes.add_metric([name], changed.get(name, 0))
             if name in mt:
                 mtime.add_metric([name], mt[name])
-        yield from (read, lag, rot, trunc, open_files, overlong, errors, mtime, up, recovered)
+        yield from (read, lag, rot, trunc, open_files, overlong, changes, errors, mtime, up, recovered)
         pos = self.positions
         yield fam(C.POSITIONS_WRITE_ERRORS, value=pos.write_errors if pos else 0)
         yield fam(C.POSITIONS_CORRUPT, value=pos.corrupt if pos else 0)

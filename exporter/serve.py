@@ -111,6 +111,7 @@ class Service:
                 web=self.web if self.web is not None and self.web.path else None,
                 over_limit=(lambda: self.pods.over_limit) if self.pods else None,
                 http=lambda: [srv.stats for srv in self.servers],
+                format_changes=self.pipe.format_changes,
             )
         )
         ProcessCollector(registry=self.registry)
@@ -135,13 +136,27 @@ class Service:
         self._stopping = threading.Event()
 
     def _tick(self) -> None:
-        """The ingest tick: once a second the pipeline samples what quiet sources still hold (the
-        rules run here, on the ingest side, never in a scrape)."""
+        """The ingest tick: once a second the pipeline samples what quiet sources still hold, and a serving
+        SGLang source whose log, read to its end, stayed silent for quiet_seconds goes idle (docs/rules.md#silence;
+        the rules run here, on the ingest side, never in a scrape)."""
         while not self._stopping.wait(1.0):
             try:
-                self.pipe.tick()
+                read = self.caught_up()  # before the pipeline's lock: the tailers are asked without it
+                self.pipe.tick(caught_up=read.__contains__)
             except Exception:  # pragma: no cover - a bug; keep serving what we have
                 log.exception("ingest tick failed")
+
+    def caught_up(self) -> set[str]:
+        """The sources every byte of whose files was read (each tailer open, nothing left to read): only for
+        those can the wall clock tell that the server wrote nothing. stdin is read as it comes."""
+        behind, seen = set(), set()
+        for t in self.manager.snapshot():
+            seen.add(t.source)
+            if t.state != "open" or t.lag() > 0:
+                behind.add(t.source)
+        if self.stdin_src is not None:
+            seen.add(self.stdin_src.source)
+        return seen - behind
 
     @property
     def server(self):

@@ -116,6 +116,7 @@ def capture(pipe: Pipeline, source: str) -> dict | None:
             "life": src.life,
             "life_since": src.life_since,
             "life_cause": src.life_cause,
+            "batch_ts": src.batch_ts,
             "servers": servers,
         }
 
@@ -188,6 +189,8 @@ def restore(pipe: Pipeline, source: str, snap: object) -> None:
     life_since = None if life_since is None else _num(life_since)
     cause = snap.get("life_cause")
     cause = None if cause is None else _str(cause)[:64]
+    batch_ts = snap.get("batch_ts")
+    batch_ts = None if batch_ts is None else _num(batch_ts)
     with pipe.lock:
         src: SourceState = pipe.source(source)
         if src.servers or src.config:
@@ -201,5 +204,6 @@ def restore(pipe: Pipeline, source: str, snap: object) -> None:
         src.runtime_seen = bool(snap.get("runtime_seen", False))
         src.unified_memory = unified
         src.life, src.life_since, src.life_cause = life, life_since, cause
+        src.batch_at(batch_ts)  # the silence is measured from the last batch line before the restart
         src.servers = restored
         src.changed()  # what the facts read came from the snapshot

@@ -27,6 +27,7 @@ Semantics worth knowing:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -82,9 +83,34 @@ def _is_boot(e: object) -> bool:
 SERVER_STATES = ("starting", "serving", "idle", "stalled", "stopped", "dead")
 ENDED = ("stopped", "dead")
 # deaths that are the consequence of a stop when a shutdown was logged first: vLLM's EngineDeadError (the API
-# server sees its engine core stopped), SGLang's "SIGQUIT received ... one child failed" (a child killed on the
-# way out); a death of its own (a fatal error, "Scheduler hit an exception") is one even during a shutdown
-CONSEQUENCES = ("engine_dead", "child_failed")
+# server sees its engine core stopped) and "Process X (PID: N) died with exit code N" (a process killed on the
+# way out), SGLang's "SIGQUIT received ... one child failed" (a child killed on the way out); a death of its own (a fatal error, "Scheduler hit an exception") is one even during a shutdown
+DP_RANK_LEN = contract.LABEL["dp_rank"].max_len
+CONSEQUENCES = ("engine_dead", "child_failed", "process_died")
+
+
+# an SGLang source is silent when no batch line came for longer than the engine's cadence allows (docs/rules.md#silence):
+# the state's basis says what set it (hybrid_cache_server_state_basis): a line of the server; the log's own time
+# (a later line, of any kind, more than quiet_seconds after the last batch line); or, in serve only, the wall clock
+# (the caught-up log wrote nothing for quiet_seconds: the one documented exception to log time)
+STATE_BASES = ("logged", "derived", "wall_clock")
+# the default bound (RulesConfig.quiet_seconds): SGLang prints a prefill line for every prefill batch and a decode
+# line every --decode-log-interval decode steps (40 by default; 40 steps of a slow 0.5 s are 20 s), and nothing
+# while idle: a minute without a batch line is three such intervals
+QUIET_SECONDS = 60.0
+SILENT = {"log": "silent", "wall": "silent_wall"}  # Silence.basis -> SourceState.life_cause of the idle state
+NEVER = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class Silence:
+    """Not a line: the source's batch lines stopped. ``since`` is the log time of its last batch line; ``basis``
+    ``log`` (a later line showed the gap) or ``wall`` (serve: its caught-up log wrote nothing for quiet_seconds).
+    The sampler queues it among the samples, in log order (after the lines it follows), and the pipeline hands it
+    to :meth:`SourceState.silence` and then to the observers (the rules end the findings a sample would end)."""
+
+    since: float
+    basis: str
 
 
 def _gauge_setter(gauges: tuple[tuple[str, str], ...]) -> Callable[[ServerState, ev.BatchStats], None]:
@@ -199,6 +225,12 @@ class SourceState:
     life_since: float | None = None  # log time the source entered ``life``
     life_cause: str | None = None  # the bounded cause of a stop or a death (ev.Lifecycle.cause)
     deaths: int = 0  # transitions into 'dead' (hybrid_cache_server_deaths_total)
+    # silence (docs/rules.md#silence): the log time of the newest SGLang batch line, how long a serving source may
+    # go without one (the rules' quiet_seconds; NEVER: off), and the log time past which a line shows the silence
+    # (batch_ts + quiet_seconds; NEVER once that was looked at for this batch_ts): the hot path's one comparison
+    batch_ts: float | None = None
+    quiet_seconds: float = NEVER
+    quiet_until: float = NEVER
     generation: int = 0  # of what the log said: bumped by whatever may change the facts (see changed)
     # provenance (exporter/provenance.py): what each rank said this boot, the proofs of the
     # configuration ('config/<key>', 'version'), where the lines came from ((first line, file name))
@@ -233,14 +265,41 @@ class SourceState:
             self.deaths += 1
         return True
 
+    def silence(self, x: Silence) -> bool:
+        """A serving source whose batch lines stopped goes ``idle`` as of its last batch line (its cause
+        ``silent`` or ``silent_wall``); True when it did (the rules then end its findings). A source that went
+        idle by the wall clock and whose log then shows the same gap takes the log's basis: serve ends where
+        replay of the same lines ends. Any other state is left as it is (a shutdown, a death, a new boot, or
+        an idle the log said)."""
+        if self.life == "serving":
+            self.set_life("idle", x.since, SILENT[x.basis])
+            return True
+        if x.basis == "log" and self.life == "idle" and self.life_cause == "silent_wall" and self.life_since == x.since:
+            self.life_cause = "silent"
+        return False
+
+    @property
+    def basis(self) -> str:
+        """What set the current state (STATE_BASES): a line, or a silence seen by the log's time or the wall clock."""
+        cause = self.life_cause
+        return "derived" if cause == "silent" else "wall_clock" if cause == "silent_wall" else "logged"
+
+    def batch_at(self, ts: float | None) -> None:
+        """An SGLang batch line at ``ts`` was counted: the silence is measured from the newest one."""
+        if ts is not None:
+            b = self.batch_ts
+            if b is None or ts > b:
+                self.batch_ts = ts
+                self.quiet_until = ts + self.quiet_seconds
+
     def admits(self, dp_rank: str) -> bool:
         """Whether lines of ``dp_rank`` are stored: the rank is known, or fewer than the limit are.
         The label values come from log text (``DP<n>`` tags, vLLM engine indices), so without a
         bound a log could create any number of series; lines beyond it are counted in
         ``dp_dropped`` (``hybrid_cache_exporter_dp_rank_limit_lines_total``) and dropped."""
-        if dp_rank in self.servers or len(self.servers) < (self.max_dp_ranks or DEFAULT_MAX_DP_RANKS):
+        if dp_rank in self.servers or (len(self.servers) < (self.max_dp_ranks or DEFAULT_MAX_DP_RANKS) and len(dp_rank) <= DP_RANK_LEN):
             return True
-        self.dp_dropped += 1
+        self.dp_dropped += 1  # (a DP tag longer than the label allows is no rank either: contract.LABELS)
         return False
 
     def server(self, dp_rank: str) -> ServerState:
@@ -288,8 +347,13 @@ class SourceState:
         line, the log clock, its server's batch counters. Returns the server, or None when the line
         is not stored (a DP rank beyond --max-dp-ranks, a TP rank that does not speak)."""
         self.lines[ev.PARSED] += 1
-        if ts is not None and (self.last_ts is None or ts > self.last_ts):
-            self.last_ts = ts
+        if ts is not None:
+            if self.last_ts is None or ts > self.last_ts:
+                self.last_ts = ts
+            b = self.batch_ts
+            if b is None or ts > b:
+                self.batch_ts = ts
+                self.quiet_until = ts + self.quiet_seconds
         self.runtime_seen = True
         srv = self.servers.get(dp)
         if srv is None:
@@ -301,10 +365,10 @@ class SourceState:
         srv.count_batches(decode, 1.0, new, cached)
         return srv
 
-    def count_run(self, batch: int, ignored: int, ts: float) -> None:
+    def count_run(self, batch: int, ignored: int, ts: float, batch_ts: float | None = None) -> None:
         """Count a run of lines the bulk scanner walked: ``batch`` batch lines (their servers' batch
         counters are counted by ``ServerState.count_batches``) and ``ignored`` uvicorn lines; ``ts``
-        the newest time in the run."""
+        the newest time in the run, ``batch_ts`` its newest batch line's."""
         lines = self.lines
         lines[ev.PARSED] += batch
         lines[ev.IGNORED] += ignored
@@ -312,6 +376,7 @@ class SourceState:
             self.last_ts = ts
         if batch:
             self.runtime_seen = True
+            self.batch_at(batch_ts)
 
     def sample(self, line: ev.Line) -> ServerState | None:
         """Fold a sample into the state: a batch line the sampler counted when it arrived
@@ -468,6 +533,7 @@ class SourceState:
         self.restarts += 1
         self.generation += 1
         self.life = None
+        self.batch_ts, self.quiet_until = None, NEVER  # the new boot's silence is measured from its own batch lines
         self.runtime_seen = False
         self.config.clear()
         self.version = None

@@ -268,7 +268,7 @@ class Lifecycle:
     ``dead`` (the engine died: ``EngineCore encountered a fatal error.``, ``EngineDeadError``,
     ``Engine core initialization failed``). ``cause`` is a bounded word for the report (never a label
     taken from the line): ``signal``, ``api_server``, ``uvicorn``, ``fatal_error``, ``engine_dead``,
-    ``init_failed``; SGLang's (docs/formats/sglang.md#death-and-shutdown): ``scheduler_error``,
+    ``init_failed``, ``process_died`` (``Process RustFrontend (PID: N) died with exit code N``); SGLang's (docs/formats/sglang.md#death-and-shutdown): ``scheduler_error``,
     ``tokenizer_error``, ``detokenizer_error`` (``<Name> hit an exception``), ``child_failed`` (``SIGQUIT
     received``, ``Subprocess ... crashed``)."""
 

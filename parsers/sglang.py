@@ -659,7 +659,7 @@ def _dispatch(msg: str) -> Result:
 
 
 # Where an SGLang message begins: the starts ``_dispatch`` tests (each ``msg.startswith`` there),
-# the labelled ReplaySSM line and the pool-exhaustion messages. ``parsers.preamble`` asks
+# the labelled ReplaySSM line and the pool-exhaustion messages. ``parsers.header.preamble`` asks
 # :func:`starts_message` to find a message behind a header it does not know (a logging config's,
 # a pasted bug report's); tests/parsers/test_preamble.py checks that every start ``_dispatch``
 # tests is here.
@@ -701,6 +701,31 @@ _REPLAY_LABELLED_RE = re.compile(r"\w+ ReplaySSM ring buffers")
 def starts_message(msg: str, pos: int = 0) -> bool:
     """Whether an SGLang message this parser reads may begin at ``msg[pos]``."""
     return msg.startswith(MESSAGE_STARTS, pos) or (msg[pos : pos + 1].isupper() and _REPLAY_LABELLED_RE.match(msg, pos) is not None)
+
+
+# The messages a writer or a terminal may cut (startup facts and retractions), each as the pattern of its text
+# from its first character: a line is such a message cut short when its message is a proper prefix of one
+# (``regex``'s partial match, parsers/cuts.py), the proof the joiner asks before it holds a line. None begins
+# with free text, so no other writer's line is the prefix of one; a labelled pool's message (``MiniMax MSA-v1 main
+# NVFP4 KV Cache is allocated. ...``) is read from its marker on (``LABELLED_MARKERS``).
+LABELLED_MARKERS = ("KV Cache ", "ReplaySSM ring buffers")
+PREFIX_GRAMMARS: tuple[str, ...] = (
+    _MAMBA_RE.pattern,
+    _KV_RE.pattern.replace("(?:(.+?) )?", "", 1),
+    _POST_KV_RE.pattern,
+    _POST_SWA_RE.pattern,
+    _POST_CAP_RE.pattern,
+    _SWAKV_RE.pattern,
+    "(?i:" + _SLIDING_RE.pattern + ")",
+    _CAP_RE.pattern,
+    _CAP_PR_RE.pattern,
+    _REDUCED_RE.pattern,
+    _REPLAY_HEAD_RE.pattern.replace(r"(?:\w+ )?", "", 1) + rf"(?: \w+={_F} ?GB,?)+",
+    r"max_total_num_tokens=\d+(?:, \w+=-?\d+(?:\.\d+)?(?: ?GB)?)*",
+    r"Load weight end\. (?:[\w ]{1,24}=[^,\s]+(?: [A-Za-z]{1,3})?, )*(?:avail mem|mem usage)=",
+    r"server_args=(?:ServerArgs\(|\{).*[)}]",
+    _RETRACT_RE.pattern,
+)
 
 
 def parse_message(msg: str) -> Result:

@@ -24,9 +24,9 @@ from dataclasses import MISSING, fields
 
 from . import events as ev
 from .clock import sglang_ts
+from .header.prefix import sglang_tags
 from .headers import sglang_header
 from .numbers import MAX_COUNT, NONNEGATIVE_FIELDS, RATIO_FIELDS, bad_value, count_fields, is_count
-from .prefix import sglang_tags
 from .sglang import BATCH_HEAD_RE, BATCH_KEYS, HISPARSE_KEYS, MAX_LINE, graph_flag, parse_message
 
 _NO_TAGS: tuple[str, int | None, int | None] = ("0", None, None)  # dp, tp, pp of an untagged header
@@ -78,7 +78,7 @@ class Shape:
     ``sample``: the whole-line regex with the parser's header pattern and the function that builds
     the parsed Line from its groups (built on first use, for the samples)."""
 
-    __slots__ = ("body", "plan", "i_new", "i_cached", "line", "line_new", "line_cached", "attrs", "scan", "_sample")
+    __slots__ = ("body", "plan", "i_new", "i_cached", "line", "line_new", "line_cached", "attrs", "scan", "_sample", "_peeled")
 
     def __init__(self, head: str, keys: tuple[str, ...], plan: list) -> None:
         attrs = [p[0] if p else None for p in plan]
@@ -94,6 +94,7 @@ class Shape:
         self.attrs = frozenset(a for a in attrs if a is not None)
         self.scan: ScanShape = (head, keys, self.i_new, self.i_cached, codes)
         self._sample: tuple[Callable[[str], re.Match | None], Build] | None = None
+        self._peeled: tuple[Callable[[str], re.Match | None], Callable] | None = None
 
     def sample(self) -> tuple[Callable[[str], re.Match | None], Build]:
         """The ``fullmatch`` of the whole-line regex (split_header's header pattern in front of the
@@ -106,12 +107,35 @@ class Shape:
             c = self._sample = (whole.fullmatch, _builder("prefill" if head[0] == "P" else "decode", steps))
         return c
 
+    def in_record(self, mode: str) -> tuple[str, int, Callable]:
+        """The shape's message inside a header template's message region (``mode`` as the
+        template's ``M`` item: ``'E'`` the rest of the line, ``'J'`` / ``'Q'`` a JSON / logfmt
+        string): its regex, its number of groups and the builder ``build(g, ts, dp, tp, pp)``
+        (:meth:`parsers.header.Stage.batch_line`)."""
+        head, keys = self.scan[0], self.scan[1]
+        free = {"E": "[^,:]", "J": r'[^,:"\\\x00-\x1f]', "Q": r'[^,:"\\]'}[mode]
+        body, steps = _sample_body(keys, self.plan, free)
+        if mode != "E":
+            body += r"(?:\\n)?"  # a record's message loses its newline
+        return re.escape(head) + body, len(steps), _builder("prefill" if head[0] == "P" else "decode", steps, True)
+
+    def peeled(self) -> tuple[Callable[[str], re.Match | None], Callable]:
+        """The sample's form for a message whose header the header stage read: the ``fullmatch`` of
+        the message alone and a builder that takes the time and ranks (``build(g, ts, dp, tp, pp)``)."""
+        c = self._peeled
+        if c is None:
+            head, keys = self.scan[0], self.scan[1]
+            body, steps = _sample_body(keys, self.plan)
+            rx = re.compile(re.escape(head) + body)
+            c = self._peeled = (rx.fullmatch, _builder("prefill" if head[0] == "P" else "decode", steps, True))
+        return c
+
 
 # prefix.SGLANG_HEADER_RE, written the way the regex engine runs fastest (headers.sglang_header)
 _SAMPLE_HEADER = sglang_header(fast=True)
 
 
-def _sample_body(keys: tuple[str, ...], plan: tuple) -> tuple[str, Steps]:
+def _sample_body(keys: tuple[str, ...], plan: tuple, free: str = "[^,:]") -> tuple[str, Steps]:
     """The keys-and-values part of a shape's regex for the samples, and the steps that read its
     groups (numbered after the header's four).
 
@@ -121,21 +145,23 @@ def _sample_body(keys: tuple[str, ...], plan: tuple) -> tuple[str, Steps]:
     others must not (``est. x: cuda graph: True`` is a graph flag for the generic split,
     ``#mamba-slot: 3/48: 2`` an unknown key), and the values of unknown keys are not captured.
     ``[^,]`` rather than the scanner's ``[^,\n]``: a single excluded character is the regex
-    engine's fastest loop, and a newline converts the same on both paths."""
+    engine's fastest loop, and a newline converts the same on both paths. ``free``: the class of
+    the characters of a value no pattern checks (inside a record's string: no quote, backslash or
+    control character either, :meth:`Shape.in_record`)."""
     parts, steps = [], []
     for k, spec in zip(keys, plan, strict=True):
         if spec is None:
-            parts.append(re.escape(k) + r": [^,:]*")
+            parts.append(re.escape(k) + f": {free}*")
             continue
         attr, conv = spec
         code = value_code(spec)
-        parts.append(re.escape(k) + (f": ({VALUE_PATTERNS[code]})" if code != "-" else r": ([^,:]*)"))
+        parts.append(re.escape(k) + (f": ({VALUE_PATTERNS[code]})" if code != "-" else f": ({free}*)"))
         steps.append((4 + len(steps), attr, conv))
     return ", ".join(parts) + r"(?:, )?", tuple(steps)
 
 
 @functools.lru_cache(maxsize=256)  # one per shape, shared by the sources that print it (2,000 files: 2 s of exec)
-def _builder(kind: str, steps: Steps) -> Build:
+def _builder(kind: str, steps: Steps, peeled: bool = False) -> Build:
     """The function that turns the match groups of a line of one learned shape into its parsed
     Line, or None when a value does not convert or a count is out of range
     (``numbers.is_count``): the generic parser decides such a line, as it does any line the shape
@@ -178,7 +204,11 @@ def _builder(kind: str, steps: Steps) -> Build:
 
     A key printed twice sets its field from the last one, as the generic split does, and the
     earlier value is still converted (an odd value there sends the line to the generic path too).
-    tests/pipeline/test_sample_cost.py compares every Line built here with the generic parse."""
+    tests/pipeline/test_sample_cost.py compares every Line built here with the generic parse.
+
+    ``peeled``: the groups are the message's alone (the header stage read the header) and the
+    function is ``build(g, ts, dp, tp, pp)``."""
+    shift = 4 if peeled else 0
     ns: dict[str, object] = {"BatchStats": ev.BatchStats, "Line": ev.Line, "new": object.__new__, "MAX_COUNT": MAX_COUNT}
     ns.update(is_count=is_count, sglang_tags=sglang_tags, sglang_ts=sglang_ts, NO_TAGS=_NO_TAGS)
     value: dict[str, tuple[str, Callable]] = {}  # attribute -> the expression of its (last) value, converter
@@ -191,7 +221,8 @@ def _builder(kind: str, steps: Steps) -> Build:
         if attr in value:
             body.append(f"        {value[attr][0]}  # overwritten below, still converted")
         # the graph flag's test (graph_flag) is written in: calling it cost as much as the test
-        value[attr] = (f"g[{i}].strip() == 'True'" if conv is graph_flag else f"{name}(g[{i}])", conv)
+        j = i - shift
+        value[attr] = (f"g[{j}].strip() == 'True'" if conv is graph_flag else f"{name}(g[{j}])", conv)
     given = {a: expr for a, (expr, _) in value.items()}
     body += _assign("e", ev.BatchStats, {"kind": repr(kind), **given}, ns, "        ")
     body += ["    except ValueError:", "        return None"]
@@ -199,11 +230,14 @@ def _builder(kind: str, steps: Steps) -> Build:
     counts = [f"0 <= e.{a} <= MAX_COUNT" if value[a][1] is int else f"is_count(e.{a})" for a in count_fields("BatchStats") if a in value]
     if counts:
         body += [f"    if not ({' and '.join(counts)}):", "        return None"]
-    body.append("    dp, tp, pp = sglang_tags(g[3]) if g[3] else NO_TAGS")
-    line = {"outcome": repr(ev.PARSED), "engine": repr(ev.SGLANG), "ts": "sglang_ts(g[0], g[1], g[2])"}
+    if not peeled:
+        body.append("    dp, tp, pp = sglang_tags(g[3]) if g[3] else NO_TAGS")
+    line = {"outcome": repr(ev.PARSED), "engine": repr(ev.SGLANG), "ts": "ts" if peeled else "sglang_ts(g[0], g[1], g[2])"}
     line.update(dp_rank="dp", tp_rank="tp", pp_rank="pp", event="e")
     body += ["    x = new(Line)", *_assign("x", ev.Line, line, ns, "    "), "    return x"]
-    exec("\n".join(["def build(g):", *body]), ns)  # our own text, from the steps and the dataclasses' fields
+    exec(
+        "\n".join(["def build(g, ts, dp, tp, pp):" if peeled else "def build(g):", *body]), ns
+    )  # our own text, from the steps and the dataclasses' fields
     return ns["build"]  # type: ignore[return-value]
 
 
@@ -305,6 +339,25 @@ class LineShapes:
         if m is None:
             return None
         return build(m.groups())
+
+    def batch_message(self, msg: str, ts: float | None, dp: str, tp: int | None, pp: int | None) -> ev.Line | None:
+        """The parsed Line of a batch message of the current shape of its kind whose header the
+        header stage read (time and ranks given), in one ``fullmatch``; None as for :meth:`batch_line`.
+        The same Line as ``message_line`` of the header gives for an SGLang source."""
+        t = self.current.get(msg[:1])
+        if t is None or ts is None or len(msg) > MAX_LINE or "\r" in msg or "\x1b" in msg:
+            return None
+        fullmatch, build = t._peeled or t.peeled()
+        m = fullmatch(msg)
+        if m is None:
+            return None
+        return build(m.groups(), ts, dp, tp, pp)
+
+    def whole(self, msg: str) -> bool:
+        """Whether a batch message has the current shape of its kind: every field of the batch lines
+        the source printed, in their order (a line read without its newline is whole so)."""
+        t = self.current.get(msg[:1])
+        return t is not None and t.body.fullmatch(msg) is not None
 
     def check_batch(self, msg: str) -> tuple[int | None, int | None] | ev.Unrecognized | None:
         """Validate a ``Prefill batch`` / ``Decode batch`` message without building its event.

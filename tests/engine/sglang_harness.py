@@ -16,13 +16,10 @@ SGLang's scheduler, memory pools, radix cache and logging run unpatched; what is
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
 import subprocess
-import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +27,6 @@ import harness as h
 
 VERSION = "0.5.23"
 FIXTURES = h.ROOT / "fixtures" / "engine" / f"sglang-cpu-{VERSION}"
-BOOT_TIMEOUT = float(os.environ.get("HCE_ENGINE_BOOT_TIMEOUT", "300"))
 READY = "The server is fired up and ready to roll!"
 
 
@@ -56,6 +52,7 @@ class Engine(h.Engine):
 
     served_name: str = "tiny"
     decode_log_interval: int = 4
+    ENGINE = "SGLang"
 
     def command(self) -> list[str]:
         return [
@@ -88,20 +85,9 @@ class Engine(h.Engine):
         env.update(SGLANG_USE_CPU_ENGINE="1")
         return env
 
-    def wait_ready(self, timeout: float = BOOT_TIMEOUT) -> None:
-        """Until this boot logs that it is ready and ``/health`` answers."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"SGLang exited with {self.proc.returncode} during boot:\n{h.tail(self.log)}")
-            if READY in self.this_boot():
-                with contextlib.suppress(OSError), urllib.request.urlopen(self.base + "/health", timeout=5) as r:
-                    if r.status == 200:
-                        self.boot_seconds = time.monotonic() - self.started_at
-                        return
-            time.sleep(0.3)
-        self.stop()
-        raise AssertionError(f"SGLang did not say {READY!r} within {timeout:.0f} s:\n{h.tail(self.log)}")
+    def ready(self) -> bool:
+        """This boot logged that it is ready, and ``/health`` answers."""
+        return READY in self.this_boot() and super().ready()
 
     def terminate(self) -> None:
         """SIGTERM to the server process, what a container runtime sends its first process: SGLang drains and stops

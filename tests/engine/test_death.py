@@ -35,8 +35,8 @@ def run(engine_py, workdir) -> Run:
     log, side, eng = c.scenario(model, workdir, SOURCE, served_name="tiny-qwen3-next-hd32", logging="prefix")
     try:
         e_ready, v_ready = c.boot(side, eng, SOURCE)
-        ld = h.Load(eng.base, eng.served_name, n=1, concurrency=1, max_tokens=16, max_seconds=120).start().join()
-        e_dead = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "dead", 60, "the dead state")
+        with h.Load(eng.base, eng.served_name, 1, max_tokens=16, bound=c.LOAD_BOUND) as ld:
+            e_dead = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "dead", c.LOAD_BOUND, "the dead state")
         c.wait_log(log, r"Application shutdown complete|Finished server process", 60)
         e_dead = side.caught_up()
         status = None if not ld.errors else 500 if "500" in ld.errors[0] else None

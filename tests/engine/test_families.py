@@ -16,13 +16,12 @@ import harness as h
 import pytest
 
 SOURCE = "nemotron-h"
-N = 12  # requests, 4 at a time
 
 
 @pytest.fixture(scope="module")
 def run(engine_py, workdir) -> c.Served:
     model = h.build_model("nemotron_h", workdir / "models" / "tiny-nemotron-h")
-    return c.serve_load_stop(model, workdir, SOURCE, n=N, served_name="tiny-nemotron-h")
+    return c.serve_load_stop(model, workdir, SOURCE, served_name="tiny-nemotron-h")
 
 
 def test_capacity_equals_log_and_cache_config_info(run):
@@ -35,7 +34,7 @@ def test_plan_reproduces_the_engine(run, workdir):
 
 
 def test_served_and_stopped(run):
-    c.assert_served_and_stopped(run, SOURCE, N)
+    c.assert_served_and_stopped(run, SOURCE)
 
 
 # --------------------------------------------------------------------------------------------
@@ -60,6 +59,7 @@ class Booted:
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
 def booted(request, engine_py, workdir) -> Booted:
     family, source = request.param, FAMILIES[request.param]
+    h.SCENARIO = source  # the waits of this boot (conftest.py names a module's by its SOURCE)
     model = h.build_model(family, workdir / "models" / f"tiny-{source}")
     log, side, eng = c.scenario(model, workdir, source, served_name=f"tiny-{source}")
     try:

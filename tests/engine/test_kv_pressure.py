@@ -23,24 +23,55 @@ SOURCE = "kv-pressure"
 # the pool is the same on every CPU (blocks of 384 tokens; left to auto the state is bf16 on a CPU without
 # AVX512-BF16, blocks of 256). A prompt of 400 words is 1,188 tokens: 4 attention blocks and 3 state blocks, 7 of
 # the 15 usable blocks, so two requests run at 93 % (86.7 % while one is still in its prefill) and the others wait.
-# The first 16 requests generate 300 tokens and stay within their 4 attention blocks, so the pool stays full for
-# as long as they run; the last 4 generate 700 and need a fifth, so two of them cannot both grow and vLLM preempts.
+# Short requests (300 tokens at most) stay within their 4 attention blocks, so the pool stays full for as long as
+# they run; long ones generate 700 and need a fifth, so two of them cannot both grow and vLLM preempts.
 # The earlier load (200-word prompts, 600 tokens each, 20 blocks) grew every request by two blocks in lockstep: the
 # pool went 79 → 95 → 100 % → one preempted (37 %) in each round, was at 90 % or more for 2 stats lines at a time,
 # and kv_bound (3 samples over 9 s, one contrary sample tolerated) never fired on an AVX2 CPU (2026-12-03).
 BLOCKS = 16
 CONCURRENCY = 8
-REQUESTS, LONG = 20, 4
 ARGS = ("--num-gpu-blocks-override", str(BLOCKS), "--no-enable-prefix-caching", "--mamba-ssm-cache-dtype", "float32")
+# The load runs in two phases, each until it has shown what it is for: requests that stay within their blocks until
+# kv_bound fires, then requests that outgrow them until vLLM preempts. The prompts are the first 20 of the seeds below,
+# whose lengths (1,094-1,219 tokens) keep the geometry: a short request ends within its 4 attention blocks (1,219 +
+# 300 < 1,536), a long one needs a fifth (1,140 + 700 > 1,536) and no sixth (1,191 + 700 < 1,920). Other seeds give
+# up to 1,245 tokens, which a short request would outgrow: the load cycles through these 20.
+SHORT_PROMPTS, LONG_PROMPTS = range(16), range(16, 20)
+# The lengths are the scenario's geometry, the same at every pace (harness.paced): a short request no longer than its
+# 4 blocks hold, and long enough to hold them while others wait. At the fast pace (4 tokens) vLLM ran one request at
+# a time: 80 stats lines in 240 s, 77 of them at 40-47 % with 5-6 waiting, and kv_bound rightly did not fire.
+SHORT_TOKENS = 300
+LONG_TOKENS = 700  # into the fifth block, not the sixth
 
 
-def prompt(i: int) -> str:
-    rnd = random.Random(1000 + i)
+def words(seed: int) -> str:
+    rnd = random.Random(1000 + seed)
     return " ".join(rnd.choice(["alpha", "beta", "gamma", "delta", "mamba", "state", "pool", "cache"]) for _ in range(400))
 
 
-def max_tokens(i: int) -> int:
-    return 300 if i < REQUESTS - LONG else 700
+@dataclass
+class Phases:
+    """The load's requests: short until :meth:`outgrow`, then long."""
+
+    long: bool = False
+
+    def prompt(self, i: int) -> str:
+        return words(LONG_PROMPTS[i % len(LONG_PROMPTS)] if self.long else SHORT_PROMPTS[i % len(SHORT_PROMPTS)])
+
+    def max_tokens(self, i: int) -> int:
+        return LONG_TOKENS if self.long else SHORT_TOKENS
+
+    def outgrow(self) -> None:
+        self.long = True
+
+
+def full(m: h.Moment) -> bool:
+    """The moment's stats line shows the pool at 90 % or more with requests waiting."""
+    return float(m.marker.match.group("kv")) >= 90.0 and int(m.marker.match.group("waiting")) > 0
+
+
+def fired(m: h.Moment) -> bool:
+    return "kv_bound" in c.findings_on(m.reads["exporter"], SOURCE)
 
 
 @dataclass
@@ -51,7 +82,7 @@ class Run:
     fired: str  # the exposition while kv_bound fired
     end_vllm: str
     end_exposition: str
-    recorder: c.Recorder
+    recorder: h.Recorder
 
 
 @pytest.fixture(scope="module")
@@ -59,22 +90,33 @@ def run(qwen, workdir) -> Run:
     log, side, eng = c.scenario(qwen, workdir, SOURCE, *ARGS)
     try:
         e0, v0 = c.boot(side, eng, SOURCE)
-        load = h.Load(eng.base, eng.served_name, n=REQUESTS, concurrency=CONCURRENCY, prompt=prompt, max_tokens=max_tokens, max_seconds=300)
-        load.start()
-        rec = c.Recorder(eng, side, load)
-        fired = ""
-        while load.running():
-            m = rec.take()
-            if m is not None and "kv_bound" in c.findings_on(m.exporter, SOURCE) and not fired:
-                fired = m.exporter
-            c.time.sleep(1.3)
-        load.join()
-        c.wait_log(log, c.IDLE_LINE, 4 * h.STATS_INTERVAL + 30, after=h.read(log).rfind("Avg prompt"))
+        phases = Phases()
+        with h.Load(
+            eng.base, eng.served_name, CONCURRENCY, prompt=phases.prompt, max_tokens=phases.max_tokens, bound=2 * c.LOAD_BOUND
+        ) as load:
+            rec = c.recorder(eng, side, load)
+            rec.until(
+                lambda r: any(map(fired, r.moments)) and any(map(full, r.moments)),
+                c.LOAD_BOUND,
+                "kv_bound firing, and a stats line with the pool >= 90 % and requests waiting",
+                lambda: (
+                    f"{rec.summary()}; {len(rec.distinct(full))} full with requests waiting, {sum(map(fired, rec.moments))} firing; {load}"
+                ),
+            )
+            phases.outgrow()
+            h.drive_until(
+                lambda: h.value(eng.metrics(), "vllm:num_preemptions_total") > 0,
+                c.LOAD_BOUND,
+                lambda: f"{h.value(eng.metrics(), 'vllm:num_preemptions_total'):.0f} preemptions; {c.last_stats(h.read(log))}; {load}",
+                "a preemption (vllm:num_preemptions_total) under requests that outgrow their blocks",
+                every=1.0,
+            )
+        c.wait_idle(log)
         v_end = eng.metrics()
         e_end = side.caught_up()
         eng.stop()
         h.save_fixture(log, SOURCE, workdir)
-        return Run(h.read(log), e0, v0, fired, v_end, e_end, rec)
+        return Run(h.read(log), e0, v0, next(m for m in rec.moments if fired(m)).reads["exporter"], v_end, e_end, rec)
     finally:
         eng.stop()
         side.stop()
@@ -88,9 +130,8 @@ def test_capacity_and_plan_with_a_block_override(run, qwen):
 
 
 def test_kv_bound_fires_under_pressure(run):
-    assert run.fired, "kv_bound never fired while the pool was full and requests waited"
-    full = [m for m in run.recorder.moments if float(m.line.group("kv")) >= 90.0 and int(m.line.group("waiting")) > 0]
-    assert full, "no stats line showed the pool full with requests waiting"
+    assert "kv_bound" in c.findings_on(run.fired, SOURCE), "kv_bound never fired while the pool was full and requests waited"
+    assert any(map(full, run.recorder.moments)), "no stats line showed the pool full with requests waiting"
     recos = {lab["flag"] for lab, _ in h.samples(run.fired, "hybrid_cache_recommendation_info", source=SOURCE, rule="kv_bound")}
     assert recos, "kv_bound fired with no recommendation"
 

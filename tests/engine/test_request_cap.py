@@ -24,6 +24,18 @@ import pytest
 SOURCE = "request-cap"
 CAP = 2
 CONCURRENCY = 8
+MAX_TOKENS = h.paced(64)
+BUSY_AFTER_ROTATION = 2  # stats lines with requests running written into the truncated file
+# the rules' sustain window (harness.RULES_YAML) and one stats interval: a second boot whose load has run this long in
+# log time without request_cap_bound is one where the finding had its chance
+WINDOW = h.FOR_SECONDS + h.STATS_INTERVAL
+
+
+def window_of_load(text: str, after: int) -> bool:
+    """The stats lines from ``after`` on show requests running over :data:`WINDOW` s of log time, in the rules'
+    ``min_samples`` lines or more."""
+    busy = [t for t, m in c.stats_times(text[after:], time.localtime().tm_year) if int(m.group("running")) > 0]
+    return len(busy) >= h.MIN_SAMPLES and busy[-1] - busy[0] >= WINDOW
 
 
 @dataclass
@@ -53,22 +65,32 @@ def run(qwen, workdir) -> Run:
     eng2 = None
     try:
         e1, v1 = c.boot(side, eng, SOURCE)
-        load = h.Load(eng.base, eng.served_name, n=2000, concurrency=CONCURRENCY, max_tokens=64, max_seconds=45).start()
-        fired = c.wait_exporter(side, lambda e: "request_cap_bound" in c.findings_on(e, SOURCE), 90, "request_cap_bound to fire")
-        # copytruncate right after a stats line, so that no stats line falls in logrotate's own window between
-        # its copy and its truncation (lines written there are lost to both files: logrotate's limitation)
-        n = len(h.stats_lines(h.read(log)))
-        deadline = time.monotonic() + 30
-        while len(h.stats_lines(h.read(log))) == n and time.monotonic() < deadline:
-            time.sleep(0.05)
-        rotated = c.copytruncate(log, workdir)
-        load.join()
+        with h.Load(eng.base, eng.served_name, CONCURRENCY, max_tokens=MAX_TOKENS, bound=c.LOAD_BOUND):
+            fired = c.wait_exporter(
+                side, lambda e: "request_cap_bound" in c.findings_on(e, SOURCE), c.LOAD_BOUND, "request_cap_bound to fire"
+            )
+            # copytruncate right after a stats line, so that no stats line falls in logrotate's own window between
+            # its copy and its truncation (lines written there are lost to both files: logrotate's limitation)
+            n = len(h.stats_lines(h.read(log)))
+            h.drive_until(
+                lambda: len(h.stats_lines(h.read(log))) > n,
+                4 * h.STATS_INTERVAL,
+                lambda: c.last_stats(h.read(log)),
+                "a stats line",
+                every=0.05,
+            )
+            rotated = c.copytruncate(log, workdir)
+            # vLLM writes on under the load into the truncated file, and the finding stays firing through it
+            c.wait_busy(log, BUSY_AFTER_ROTATION)
+            c.wait_exporter(
+                side, lambda e: "request_cap_bound" in c.findings_on(e, SOURCE), 20, "request_cap_bound firing after the rotation"
+            )
         reco = [lab for lab, _ in h.samples(fired, "hybrid_cache_recommendation_info", source=SOURCE, rule="request_cap_bound")]
         seqs = [lab for lab in reco if lab["flag"] == "--max-num-seqs"]
         assert seqs, f"request_cap_bound recommends {reco}, not --max-num-seqs"
         recommended = int(seqs[0]["value"])
-        c.wait_log(log, c.IDLE_LINE, 4 * h.STATS_INTERVAL + 30)
-        time.sleep(2 * h.STATS_INTERVAL)
+        c.wait_idle(log)
+        h.quiet_for(log, 2 * h.STATS_INTERVAL, 60, "the log quiet for two stats intervals after the idle line")
         e_idle = side.caught_up()
         rep = subprocess.run(
             [str(h.EXE), "report", "--rules-config", str(side.rules), str(rotated), str(log)], capture_output=True, text=True, timeout=120
@@ -80,11 +102,19 @@ def run(qwen, workdir) -> Run:
         eng2 = h.Engine(qwen, log, args=("--max-model-len", "2048", "--max-num-seqs", str(recommended)))
         e2 = c.restart(side, eng2, SOURCE, "kv_capacity_tokens", 30)
         v2 = eng2.metrics()
-        h.Load(
-            eng2.base, eng2.served_name, n=3 * recommended, concurrency=min(CONCURRENCY, recommended), max_tokens=64, max_seconds=60
-        ).start().join()
-        c.wait_log(log, c.IDLE_LINE, 4 * h.STATS_INTERVAL + 30, after=h.read(log).rfind("non-default args"))
-        e2_load = side.caught_up()
+        # the same load, long enough for request_cap_bound to fire were it going to: stats lines with requests
+        # running over the rule's window and one interval more, read by the sidecar while the load runs
+        boot2 = h.read(log).rfind("non-default args")
+        with h.Load(eng2.base, eng2.served_name, min(CONCURRENCY, recommended), max_tokens=MAX_TOKENS, bound=c.LOAD_BOUND):
+            h.drive_until(
+                lambda: window_of_load(h.read(log), boot2),
+                c.LOAD_BOUND,
+                lambda: c.last_stats(h.read(log)[boot2:]),
+                f"stats lines with requests running over {WINDOW:.0f} s of log time (the rule's window and one interval)",
+                every=1.0,
+            )
+            e2_load = c.wait_exporter(side, lambda e: c.exp(e, "running_requests", SOURCE) > 0, 20, "the sidecar at a busy line of boot 2")
+        c.wait_idle(log)
         eng2.stop()
         e_end = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "stopped", 30, "boot 2 stopped")
         reps = c.reports([rotated, log], side.rules)

@@ -14,7 +14,6 @@ import harness as h
 import pytest
 import sglang_checks as sc
 import sglang_harness as sh
-from driving import OpenLoad
 
 SOURCE = "sglang-death"
 
@@ -35,7 +34,7 @@ def run(sglang_lfm2, workdir) -> Run:
     load = None
     try:
         eng.start()
-        load = OpenLoad(eng.base, eng.served_name, concurrency=4, max_tokens=64, max_seconds=300).start()
+        load = h.Load(eng.base, eng.served_name, 4, max_tokens=64, bound=300).start()
         sc.wait_lines(eng, 3, 120, "with requests running", lambda m: int(m["running"]) > 0)
         serving = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "serving", 30, "the serving state")
         os.kill(eng.scheduler_pid(), signal.SIGKILL)

@@ -8,10 +8,17 @@ project's rules. While SGLang writes, the real ``logrotate`` copytruncates the l
 exporter's gauges equal the newest batch line and SGLang's own /metrics. The first flag the exporter recommends for
 ``mamba_bound`` is applied in boot 2, appended to the same file; ``report`` of the whole log (the rotated copy and the
 live file) compares what the exporter predicted with what SGLang then logged.
+
+Between the boots, idle clears (issue 32): once its last request ends SGLang prints no line at all (no idle batch
+line, nothing periodic), so the sidecar, its log read to the end, sees ``quiet_seconds`` of wall time pass without a
+batch line and shows the source idle as of its last batch line (basis ``wall_clock``), ``mamba_bound`` ended and
+``mamba_capped`` kept. A scrape of SGLang's /metrics then writes one access line, whose time shows the same silence in
+the log's own time: the basis becomes ``derived``, and ``report`` of the file says the same.
 """
 
 from __future__ import annotations
 
+import calendar
 import json
 import time
 import urllib.request
@@ -23,7 +30,6 @@ import harness as h
 import pytest
 import sglang_checks as sc
 import sglang_harness as sh
-from driving import OpenLoad, drive_until
 from prom import Prometheus
 
 SOURCE = "sglang-mamba"
@@ -39,6 +45,23 @@ def max_tokens(i: int) -> int:
 ARGS = ("--max-mamba-cache-size", str(SLOTS), "--max-total-tokens", str(KV_TOKENS))
 DECODE_LOG_INTERVAL = 8
 ALERTS = {"HybridCacheMambaBound", "HybridCacheMambaCappedAtStartup"}
+QUIET = 30.0  # the suite's quiet_seconds (sglang_checks.RULES_YAML)
+MOMENTS = 5  # consistent moments, each at a different batch line with requests running
+# boot 2 runs the same clients for the rule's window and one more sample of log time, in 3 samples or more
+WINDOW = sc.FOR_SECONDS + sc.SAMPLE_SECONDS
+
+
+def all_running(m) -> bool:
+    return int(m["running"]) == CLIENTS
+
+
+def every_client(text: str) -> list:
+    return [m for m in sh.batch_lines(text) if all_running(m)]
+
+
+def window_of_load(text: str) -> bool:
+    times = [sc.log_time(m) for m in every_client(text)]
+    return len({int(t // sc.SAMPLE_SECONDS) for t in times}) >= 3 and times[-1] - times[0] >= WINDOW
 
 
 @dataclass
@@ -49,9 +72,16 @@ class Run:
     boot1_sglang: str
     fired: str  # the sidecar when mamba_bound fired
     firing: set  # the alerts Prometheus fired
-    recorder: sc.Recorder
+    recorder: h.Recorder
     flag: str
     value: str
+    idle: str  # the sidecar once its log was silent for quiet_seconds after the load
+    idle_log: str  # after one access line showed the silence in log time
+    idle_report: dict  # report --json of the log then
+    idle_page: str
+    last_batch: str  # the log's last batch line before the silence
+    idle_text: str  # the log when the sidecar showed the source idle
+    poke: str  # the access line that showed it
     stopped1: str
     boot2: str
     boot2_sglang: str
@@ -80,7 +110,7 @@ def run(sglang_lfm2, workdir) -> Run:
         eng.start()
         e1 = c.wait_exporter(side, lambda e: c.exp(e, "mamba_capacity_slots", SOURCE) is not None, 30, "boot 1's capacity lines")
         sg1 = eng.metrics()
-        load = OpenLoad(eng.base, eng.served_name, concurrency=CLIENTS, max_tokens=max_tokens, max_seconds=900).start()
+        load = h.Load(eng.base, eng.served_name, CLIENTS, max_tokens=max_tokens, bound=900).start()
 
         def seen() -> str:
             lines = sh.batch_lines(eng.this_boot())
@@ -90,29 +120,54 @@ def run(sglang_lfm2, workdir) -> Run:
             e = side.caught_up()
             return e if "mamba_bound" in c.findings_on(e, SOURCE) else None
 
-        fired = drive_until(
-            bound,
-            300,
-            "mamba_bound to fire (its window and one more sample)",
-            seen,
+        fired = h.drive_until(bound, 300, seen, "mamba_bound to fire (its window and one more sample)")
+        firing = h.drive_until(
+            lambda: prom.firing() >= ALERTS and prom.firing(), 60, lambda: str(prom.alerts()), f"{ALERTS} firing in Prometheus"
         )
-        firing = drive_until(
-            lambda: prom.firing() >= ALERTS and prom.firing(), 60, f"{ALERTS} firing in Prometheus", lambda: str(prom.alerts())
-        )
-        rec = sc.Recorder(eng, side)
-        drive_until(
-            lambda: rec.take() and len(rec.busy()) >= 5,
-            180,
-            "5 consistent moments with requests running",
-            lambda: f"{len(rec.moments)} of {rec.tried}",
-        )
+        rec = sc.recorder(eng, side)
+        rec.record(MOMENTS, 180, sc.busy, f"{MOMENTS} consistent moments at batch lines with requests running", every=0.5)
         # copytruncate right after a batch line, so that none falls in logrotate's own window between its copy and
         # its truncation (a line written there is lost to both files: logrotate's limitation, not the reader's)
         n = len(sh.batch_lines(h.read(log)))
-        drive_until(lambda: len(sh.batch_lines(h.read(log))) > n, 60, "a batch line", seen, every=0.02)
+        h.drive_until(lambda: len(sh.batch_lines(h.read(log))) > n, 60, seen, "a batch line", every=0.02)
         rotated = c.copytruncate(log, workdir)
-        drive_until(lambda: len(sh.batch_lines(h.read(log))) >= 3, 120, "3 batch lines after the copytruncate", seen)
+        h.drive_until(lambda: len(sh.batch_lines(h.read(log))) >= 3, 120, seen, "3 batch lines after the copytruncate")
         load.stop().join()
+        # idle clears: SGLang writes nothing now; the sidecar's wall clock tells within quiet_seconds and a tick
+        ended = {"mamba_bound", "kv_bound", "request_cap_bound", "retraction_storm"}
+
+        def quiet() -> str:
+            e = side.caught_up()
+            st = [lab["state"] for lab, v in h.samples(e, "hybrid_cache_server_state", source=SOURCE) if v == 1.0]
+            basis = [lab["basis"] for lab, v in h.samples(e, "hybrid_cache_server_state_basis", source=SOURCE) if v == 1.0]
+            tail = h.read(log).rstrip("\n").rsplit("\n", 1)[-1]
+            return f"state {st}, basis {basis}, findings {c.findings_on(e, SOURCE)}; the log's last line {tail!r}"
+
+        def idle_now() -> str | None:
+            e = side.caught_up()
+            return e if c.state_of(e, SOURCE) == "idle" and not (c.findings_on(e, SOURCE) & ended) else None
+
+        idle = h.drive_until(idle_now, QUIET + 60, quiet, f"the source idle, {sorted(ended)} ended ({QUIET:g} s of silence)")
+        idle_text = h.read(log)
+        last_batch = sh.batch_lines(idle_text)[-1].group(0)
+
+        def poked() -> str | None:
+            """A scrape of SGLang's /metrics: one access line; the newest, once it is more than quiet_seconds after
+            the last batch line by the log's own clock (the wall clock may have told a second before the header did)."""
+            eng.metrics()
+            lines = [ln for ln in h.read(log)[len(idle_text) :].splitlines() if '"GET /metrics' in ln]
+            return lines[-1] if lines and _header_time(lines[-1]) - _header_time(last_batch) > QUIET else None
+
+        poke = h.drive_until(poked, 30, quiet, "an access line more than quiet_seconds after the last batch line", every=1.0)
+        idle_log = h.drive_until(
+            lambda: (lambda e: e if c.exp(e, "server_state_basis", SOURCE, basis="derived") == 1 else None)(side.caught_up()),
+            30,
+            quiet,
+            "the basis derived after the access line",
+        )
+        idle_report = json.loads(c.reports([rotated, log], side.rules)["json"])
+        with urllib.request.urlopen(side.base + "/", timeout=30) as r:
+            idle_page = r.read().decode()
         reco = [lab for lab, _ in h.samples(fired, "hybrid_cache_recommendation_info", source=SOURCE, rule="mamba_bound")]
         first = [lab for lab in reco if lab["rank"] == "1"]
         assert first, f"mamba_bound fired with no first recommendation: {reco}"
@@ -128,11 +183,16 @@ def run(sglang_lfm2, workdir) -> Run:
         eng2 = sh.Engine(lfm2, log, tuple(args2), served_name="tiny-lfm2", decode_log_interval=DECODE_LOG_INTERVAL)
         e2 = c.restart(side, eng2, SOURCE, "mamba_capacity_slots", 60)
         sg2 = eng2.metrics()
-        load = OpenLoad(eng2.base, eng2.served_name, concurrency=CLIENTS, max_tokens=max_tokens, max_seconds=600).start()
-        # the same clients for as long as boot 1 held its finding's window and one more sample
-        sc.wait_lines(eng2, 1, 120, "with every client running", lambda m: int(m["running"]) == CLIENTS)
-        t0 = time.monotonic()
-        drive_until(lambda: time.monotonic() - t0 > 35, 60, "35 s of load", seen)
+        load = h.Load(eng2.base, eng2.served_name, CLIENTS, max_tokens=max_tokens, bound=600).start()
+        # the same clients for as long as the finding's window and one more sample, in log time
+        sc.wait_lines(eng2, 1, 120, "with every client running", all_running)
+        h.drive_until(
+            lambda: window_of_load(eng2.this_boot()),
+            120,
+            lambda: f"{len(every_client(eng2.this_boot()))} batch lines with every client running",
+            f"batch lines with every client running over {WINDOW} s of log time (the rule's window and one sample)",
+            every=1.0,
+        )
         load.stop().join()
         e2_load = side.caught_up()
         eng2.stop()
@@ -154,6 +214,13 @@ def run(sglang_lfm2, workdir) -> Run:
             rec,
             flag,
             value,
+            idle,
+            idle_log,
+            idle_report,
+            idle_page,
+            last_batch,
+            idle_text,
+            poke,
             e_stop,
             e2,
             sg2,
@@ -213,7 +280,7 @@ def test_no_ssm_dtype_advice_for_an_empty_ssm_state(run):
 
 
 def test_gauges_equal_the_line_and_sglang_at_consistent_moments(run):
-    assert len(run.recorder.busy()) >= 5
+    assert len(run.recorder.distinct(sc.busy)) >= MOMENTS, run.recorder.summary(sc.busy)
     for m in run.recorder.moments:
         sc.assert_gauges_equal_line(m, SOURCE)
         sc.assert_gauges_equal_sglang(m, SOURCE)
@@ -250,6 +317,45 @@ def test_sidecar_counts_every_batch_line_once(run):
     assert c.exp(run.end, "server_restarts_total", SOURCE) == 1
     assert h.value(run.end, "hybrid_cache_exporter_truncations_total", source=SOURCE) >= 1
     c.assert_clean_lines(run.end, SOURCE)
+
+
+def _header_time(line: str) -> float:
+    """A line's header time as naive seconds (differences only: the zone cancels out)."""
+    return calendar.timegm(time.strptime(line[1:20], "%Y-%m-%d %H:%M:%S"))
+
+
+def test_idle_clears_when_sglang_goes_silent(run):
+    """Issue 32, idle clears: SGLang wrote nothing after its last batch line; the sidecar shows the source idle as of
+    that line by the wall clock (its log read to the end), the pool findings ended and mamba_capped (a fact of the boot)
+    kept, and the status page says why. One access line later the log's own time shows it: the basis becomes
+    derived, and replaying the file (``report``) reaches the same state from the lines alone."""
+    assert float(sc.RULES_YAML.split("quiet_seconds:")[1].split()[0]) == QUIET
+    e = run.idle
+    assert c.state_of(e, SOURCE) == "idle"
+    assert c.exp(e, "server_state_basis", SOURCE, basis="wall_clock") == 1, "nothing but the wall clock can tell yet"
+    assert c.findings_on(e, SOURCE) == {"mamba_capped"}
+    # after its last batch line SGLang wrote only the answers of the last requests, within quiet_seconds of it: only
+    # the wall clock could tell the silence; the state is as of the last batch line
+    after = [ln for ln in run.idle_text.split(run.last_batch, 1)[1].splitlines() if ln.startswith("[")]
+    assert all(_header_time(ln) - _header_time(run.last_batch) <= QUIET for ln in after), after
+    since = c.exp(e, "server_state_since_timestamp_seconds", SOURCE)
+    last = after[-1] if after else run.last_batch
+    assert c.exp(e, "last_line_timestamp_seconds", SOURCE) - since == _header_time(last) - _header_time(run.last_batch)
+    # the gauges stay the last batch line's (documented): running as that line printed it
+    assert c.exp(e, "running_requests", SOURCE) == int(sh.batch_lines(run.last_batch)[0]["running"])
+    # the access line, more than quiet_seconds later, proves the silence in log time
+    gap = _header_time(run.poke) - _header_time(run.last_batch)
+    assert gap > QUIET, (run.last_batch, run.poke)
+    e = run.idle_log
+    assert c.state_of(e, SOURCE) == "idle" and c.findings_on(e, SOURCE) == {"mamba_capped"}
+    since = c.exp(e, "server_state_since_timestamp_seconds", SOURCE)
+    assert c.exp(e, "last_line_timestamp_seconds", SOURCE) - since == gap
+    # replay of the same lines: the same state, basis and since, from the log alone
+    (src,) = [x for x in run.idle_report["sources"] if x["source"] == SOURCE]
+    life = src["servers"][0]["status"]["life"]
+    assert (life["state"], life["basis"], life["since"]) == ("idle", "derived", run.last_batch[1:20]), life
+    assert "mamba_bound" not in src["servers"][0]["status"]["headline"]
+    assert f"no batch line for more than {QUIET:g} s" in run.idle_page
 
 
 def test_stopped_not_dead(run):

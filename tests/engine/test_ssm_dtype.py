@@ -14,12 +14,11 @@ import pytest
 
 SOURCE = "ssm-bf16"
 ARGS = ("--mamba-ssm-cache-dtype", "bfloat16")
-N = 8  # requests, 4 at a time
 
 
 @pytest.fixture(scope="module")
 def run(qwen, workdir) -> c.Served:
-    return c.serve_load_stop(qwen, workdir, SOURCE, *ARGS, n=N)
+    return c.serve_load_stop(qwen, workdir, SOURCE, *ARGS)
 
 
 def test_capacity_and_dtype_equal_log_and_cache_config_info(run):
@@ -39,4 +38,4 @@ def test_plan_reproduces_the_engine_asked_and_as_an_avx2_default(run, qwen):
 
 
 def test_served_and_stopped(run):
-    c.assert_served_and_stopped(run, SOURCE, N)
+    c.assert_served_and_stopped(run, SOURCE)

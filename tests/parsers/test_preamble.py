@@ -1,4 +1,4 @@
-"""Any header (parsers/preamble.py) and structured records (parsers/structured.py): the engine's
+"""Any header (parsers/header/preamble.py) and structured records (parsers/header/structured.py): the engine's
 message found by its own text wherever it starts, the time, level and rank tags read from what
 precedes it (docs/formats/README.md#finding-the-message)."""
 

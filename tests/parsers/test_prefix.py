@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from parsers.prefix import rfc3339_epoch, split_header, strip_collector
+from parsers.header.prefix import rfc3339_epoch, split_header, strip_collector
 
 
 def local(s: str) -> float:

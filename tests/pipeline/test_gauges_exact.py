@@ -10,10 +10,11 @@ import random
 import time
 
 import pytest
+from feed_support import use_scanner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pipeline_support import feed_in_chunks
 
-import exporter.pipeline as pipeline_mod
 from exporter import scan as scan_mod
 from exporter.app import new_pipeline
 from exporter.state import BATCH_GAUGES
@@ -121,16 +122,7 @@ def feed(lines: list[str], how: str, seed: int):
     elif how == "text":
         pipe.feed_text("s", "".join(ln + "\n" for ln in lines))
     else:
-        rnd = random.Random(seed)
-        i = 0
-        while i < len(lines):
-            k = rnd.choice([1, 3, 33, 40, 100])
-            chunk = lines[i : i + k]
-            if rnd.random() < 0.5:
-                pipe.feed_lines("s", chunk)
-            else:
-                pipe.feed_text("s", "".join(ln + "\n" for ln in chunk))
-            i += k
+        feed_in_chunks(pipe, random.Random(seed), lines, (1, 3, 33, 40, 100))
     return pipe, seen
 
 
@@ -138,12 +130,7 @@ def feed(lines: list[str], how: str, seed: int):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=logs(), seed=st.integers(0, 1000))
 def test_each_gauge_is_the_last_line_that_carried_its_field(lines, seed, scanner, monkeypatch) -> None:
-    if scanner == "native":
-        monkeypatch.setattr(pipeline_mod, "scan", scan_mod.native.scan)
-        monkeypatch.setattr(pipeline_mod, "scan_text", scan_mod.native.scan_text)
-    else:
-        monkeypatch.setattr(pipeline_mod, "scan", scan_mod.scan_py)
-        monkeypatch.setattr(pipeline_mod, "scan_text", scan_mod.scan_text_py)
+    use_scanner(monkeypatch, scanner)
     want = oracle(lines)
     samples = None
     for how in ("line", "list", "text", "chunks"):

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import glob
 import random
-import subprocess
-import sys
 from pathlib import Path
 
+import feed_support
 import pytest
+from pipeline_support import feed_in_chunks, generated_log
 
 import exporter.pipeline as pipeline_mod
 from exporter import scan as scan_mod
@@ -21,33 +21,16 @@ ROOT = Path(__file__).resolve().parents[2]
 LOGS = sorted(glob.glob(str(ROOT / "fixtures" / "scenarios" / "*.log"))) + [str(ROOT / "fixtures" / "demo" / "sglang-mamba-bound.log")]
 
 
-@pytest.fixture(autouse=True, params=["native", "python"])
+@pytest.fixture(autouse=True, params=feed_support.SCANNERS)
 def scan(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
     """Every test here runs with the C scanner and with the pure-Python one."""
-    if request.param == "native":
-        if scan_mod.native is None:
-            pytest.skip("the C extension exporter._scan is not built")
-        fn, text_fn = scan_mod.native.scan, scan_mod.native.scan_text
-    else:
-        fn, text_fn = scan_mod.scan_py, scan_mod.scan_text_py
-    monkeypatch.setattr(pipeline_mod, "scan", fn)
-    monkeypatch.setattr(pipeline_mod, "scan_text", text_fn)
-    return fn
-
-
-def feed_some(pipe, rnd: random.Random, lines: list[str]) -> None:
-    """Feed a chunk as a list (serve's tailers) or as one block of text (replay), at random."""
-    if rnd.random() < 0.5:
-        pipe.feed_lines("s", lines)
-    else:
-        pipe.feed_text("s", "".join(line + "\n" for line in lines))
+    feed_support.use_scanner(monkeypatch, request.param)
+    return pipeline_mod.scan
 
 
 def bench_log(tmp_path: Path, n: int = 6000) -> str:
     out = tmp_path / "bench.log"
-    subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "gen.py"), "--lines", str(n), "--out", str(out), "--no-truth"], check=True, timeout=120
-    )
+    generated_log(out, n)
     return str(out)
 
 
@@ -59,13 +42,8 @@ def by_line(lines: list[str]) -> bytes:
 
 
 def by_chunks(lines: list[str], seed: int) -> bytes:
-    rnd = random.Random(seed)
     pipe = new_pipeline(None)
-    i = 0
-    while i < len(lines):
-        n = rnd.choice([1, 7, 33, 64, 200, 1000, 5000])
-        feed_some(pipe, rnd, lines[i : i + n])
-        i += n
+    feed_in_chunks(pipe, random.Random(seed), lines)
     return exposition(pipe)
 
 
@@ -150,12 +128,7 @@ def samples_seen(lines: list[str], seed: int | None) -> list[tuple[float, str]]:
         for line in lines:
             pipe.feed("s", line)
     else:
-        rnd = random.Random(seed)
-        i = 0
-        while i < len(lines):
-            n = rnd.choice([1, 5, 40, 77, 300, 2000])
-            feed_some(pipe, rnd, lines[i : i + n])
-            i += n
+        feed_in_chunks(pipe, random.Random(seed), lines, (1, 5, 40, 77, 300, 2000))
     pipe.finish()
     return seen
 

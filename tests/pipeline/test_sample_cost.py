@@ -17,7 +17,7 @@ from exporter.reading import read_lines
 from parsers import events as ev
 from parsers import parse_line
 from parsers import shapes as shapes_mod
-from parsers.prefix import SGLANG_HEADER_RE
+from parsers.header.prefix import SGLANG_HEADER_RE
 
 
 def _quantile_by_loop(u: UsageStats, q: float) -> float | None:

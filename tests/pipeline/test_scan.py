@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
+from pipeline_support import damaged, generated_log
 
 from exporter import scan as scan_mod
 from exporter.app import new_pipeline
@@ -176,19 +177,7 @@ def test_native_matches_python_on_mutated_lines() -> None:
     base = [D.format(s="34"), D.format(s="35.120"), P.format(s="36", new=1252, cached=1536), INFO.format(s="41"), D.format(s="47")]
     alphabet = list("0123456789.,:[] -\r\tDPIé€\x00ab") + ["INFO:", ", ", "] ", "\n"]
     for case in range(3000):
-        lines = []
-        for _ in range(rnd.randint(1, 12)):
-            s = rnd.choice(base)
-            for _ in range(rnd.choice([0, 0, 1, 2])):
-                at = rnd.randrange(len(s) + 1)
-                op = rnd.randrange(3)
-                if op == 0:
-                    s = s[:at] + s[at + 1 :]
-                elif op == 1:
-                    s = s[:at] + rnd.choice(alphabet) + s[at:]
-                else:
-                    s = s[:at]
-            lines.append(s)
+        lines = [damaged(rnd, rnd.choice(base), alphabet) for _ in range(rnd.randint(1, 12))]
         for start in range(len(lines) + 1):
             want = scan_py(lines, start, SPEC)
             assert scan_mod.native.scan(lines, start, SPEC) == want, (case, start, lines)
@@ -281,3 +270,81 @@ def test_native_matches_python_on_sparse_and_revisited_buckets() -> None:
     assert scan_mod.native.scan(lines, 0, SPEC) == want
     text = "".join(line + "\n" for line in lines)
     assert scan_mod.native.scan_text(text, 0, SPEC) == scan_text_py(text, 0, SPEC)
+
+
+# ----------------------------------------------------------------------------------------------
+# lines in other envelopes: the header templates of the source's stage (parsers/header/templates.py)
+
+ENVELOPE_FORMATS = ("config", "json", "logfmt", "collector", "docker-lines", "cri-lines", "journald", "structlog")
+
+
+@pytest.fixture(scope="module")
+def busy_lines(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    return generated_log(tmp_path_factory.mktemp("bench") / "busy.log", 3000, 10)
+
+
+def rendered(fmt: str, lines: list[str]) -> list[str]:
+    """``lines`` in format ``fmt``: the benchmark's renderings (bench/formats.py) or the real
+    formatters' (tests/formats_support.py; Docker's and CRI's records read as plain lines, the way
+    a collector that keeps them writes them)."""
+    import sys
+
+    from formats_support import render
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import formats as bench_formats
+
+    if fmt in bench_formats.FORMATS:
+        return [bench_formats._one(fmt, line) for line in lines]
+    return render(fmt.replace("-lines", ""), lines).split("\n")[:-1]
+
+
+def envelope_spec(lines: list[str]):
+    pipe = new_pipeline(None)
+    for line in lines[:400]:
+        pipe.feed("s", line)
+    sp = pipe.sampler.sampling["s"].scan_spec()
+    assert sp is not None and len(sp) == 3, "no header template learned"
+    return sp
+
+
+@requires_native
+@pytest.mark.parametrize("fmt", ENVELOPE_FORMATS)
+def test_native_matches_python_on_envelopes(fmt: str, busy_lines: list[str]) -> None:
+    lines = rendered(fmt, busy_lines)
+    sp = envelope_spec(lines)
+    i, runs, taken = 400, 0, 0
+    while i <= len(lines):
+        r = scan_mod.native.scan(lines, i, sp)
+        assert r == scan_py(lines, i, sp), f"line {i}: {lines[i] if i < len(lines) else ''}"
+        taken += r[0] - i
+        runs += 1
+        i = r[0] + 1
+    assert taken > (len(lines) - 400) * 0.9, (fmt, taken, runs)  # the scanner reads the steady state
+    text = "".join(line + "\n" for line in lines[400:])
+    assert scan_mod.native.scan_text(text, 0, sp) == scan_text_py(text, 0, sp)
+
+
+@requires_native
+@pytest.mark.parametrize("fmt", ENVELOPE_FORMATS)
+def test_native_matches_python_on_mutated_envelope_lines(fmt: str, busy_lines: list[str]) -> None:
+    lines = rendered(fmt, busy_lines)
+    sp = envelope_spec(lines)
+    base = [ln for ln in lines[400:1000] if "batch" in ln or "INFO:" in ln]
+    rnd = random.Random(fmt)
+    alphabet = list('0123456789.,:[]{} -\r\tDPIé€\x00ab"\\=ZT') + ["INFO:", ", ", "] ", "\\n", '\\"', "\\u00e9", "TP1", "pid=2"]
+    for case in range(1500):
+        chunk = [damaged(rnd, rnd.choice(base), alphabet).replace("\n", " ") for _ in range(rnd.randint(1, 10))]
+        for start in range(len(chunk) + 1):
+            want = scan_py(chunk, start, sp)
+            assert scan_mod.native.scan(chunk, start, sp) == want, (case, start, chunk)
+        text = "".join(line + "\n" for line in chunk)
+        assert scan_mod.native.scan_text(text, 0, sp) == scan_text_py(text, 0, sp), (case, chunk)
+
+
+@requires_native
+def test_native_rejects_bad_envelope_templates() -> None:
+    d, p = SPEC
+    for envs in ((), (("", (("X", "y"),)),), (("", (("L", "é"),)),), (("", ()),) * 9, ("not a template",)):
+        with pytest.raises((TypeError, ValueError)):
+            scan_mod.native.scan([D.format(s="34")], 0, (d, p, envs))

@@ -1,7 +1,9 @@
-"""A known message wrapped by a terminal (hard wrap at the terminal width, continuation lines
-without header) is joined back where that is unambiguous: the first line is a known message cut
-short, each continuation has no header, carries nothing on its own and is no wider than the
-first. Real format: SGLang's mamba cap warning (>=0.5.17), vLLM's stats line."""
+"""A message a writer cut or a terminal wrapped (continuation lines without header) is joined back
+on proof only (the numbered rules at the top of exporter/wrapped.py): the first line is provably
+incomplete (a known message cut short, or one that parsed but is provably cut), each continuation
+has no header, carries nothing on its own, is no other writer's line, and continues it. Real
+formats: SGLang's mamba cap warning (>=0.5.17) and startup lines, vLLM's stats line and
+`non-default args`."""
 
 from __future__ import annotations
 
@@ -174,3 +176,127 @@ def test_wrapped_vllm_stats_line() -> None:
     g = pipe.sources["s"].servers["0"].gauges
     assert g["running_requests"] == 14 and g["prefix_cache_hit_ratio"] == 0.475
     assert pipe.sources["s"].servers["0"].counters["stats_lines"] == 1
+
+
+# ----------------------------------------------------------------------------------------
+# issue 29, item 1: a join only on proof (the rules at the top of exporter/wrapped.py)
+
+DOWNLOAD = "config.json: 4.33kB [00:00, 24.6MB/s]"
+SHARD = "model-00001-of-00004.safetensors: 100%|██████████| 4.97G/4.97G [00:21<00:00, 231MB/s]"
+PRINTS = ["Hello from the chat template, rendering 3 messages", "42", "{'role': 'user', 'content': 'max_running_requests=9'}"]
+V_HEAD = "(APIServer pid=1) INFO 09-30 16:03:10 [utils.py:326] "
+V_ARGS = "non-default args: {'model': 'Qwen/Qwen3.6-35B-A3B', 'max_num_seqs': 16, 'kv_cache_dtype': 'fp8'}"
+V_BANNER = "(APIServer pid=1) INFO 09-30 16:03:09 [api_server.py:1839] vLLM API server version 0.11.0"
+
+
+def _config(pipe) -> dict:
+    return pipe.sources["s"].config
+
+
+@pytest.mark.parametrize("other", [DOWNLOAD, SHARD, *PRINTS])
+def test_rule_1_a_whole_message_is_never_extended(other: str) -> None:
+    """A startup message that parses and is not provably cut is never held: the next writer's
+    line, whatever it is, is not glued to it (before: `non-default args` lost, the version and
+    the KV dtype exported with a download bar in them)."""
+    pipe = run([V_BANNER, V_HEAD + V_ARGS, other, V_HEAD + "Using max model len 262144"])
+    assert _config(pipe)["max_num_seqs"] == 16 and _config(pipe)["kv_cache_dtype"] == "fp8"
+    assert pipe.sources["s"].version == "0.11.0"
+    pipe = run([ACCESS, "[2026-08-23 09:05:10] Using KV cache dtype: torch.bfloat16", other, DECODE.format(s=1)])
+    assert _config(pipe)["kv_cache_dtype"] == "torch.bfloat16"
+    args = "[2026-08-23 09:05:02] server_args={'model_path': 'Qwen/Qwen3.6-35B-A3B', 'tp_size': 2}"
+    pipe = run([args, other, DECODE.format(s=1)])
+    assert _config(pipe)["tp_size"] == 2 and _config(pipe)["model_path"] == "Qwen/Qwen3.6-35B-A3B"
+    assert pipe.sources["s"].lines["unrecognized"] == 0
+
+
+@pytest.mark.parametrize("width", [30, 40, 60, 76, 80, 120])
+@pytest.mark.parametrize("engine_known", [True, False])
+def test_rule_3a_a_word_wrapped_cap_warning_without_header(width: int, engine_known: bool) -> None:
+    """The cap warning as a terminal or a mail client wraps it, at spaces (the space at each
+    break dropped), without a header, before or after the engine is known."""
+    import textwrap
+
+    pieces = textwrap.wrap(CAP, width)
+    lines = ([H + KV] if engine_known else []) + pieces
+    pipe = run(lines)
+    assert capped(pipe) == (9.0, 5.0)
+    src = pipe.sources["s"]
+    assert src.lines["unrecognized"] == 0 and sum(src.lines.values()) == len(lines)
+
+
+@pytest.mark.parametrize("rest", ["conv_state size: 0.03GB, ssm_state size: 1.10GB", " conv_state size: 0.03GB, ssm_state size: 1.10GB"])
+@pytest.mark.parametrize("head", [H, ""])
+def test_rule_3a_mamba_line_cut_after_the_comma(rest: str, head: str) -> None:
+    """`Mamba Cache is allocated. max_mamba_cache_size: N,` and the rest on the next line, the
+    space after the comma kept or not, with or without a header."""
+    pipe = run([H + KV, head + "Mamba Cache is allocated. max_mamba_cache_size: 47,", rest, DECODE.format(s=1)])
+    cap = pipe.sources["s"].servers["0"].capacity
+    assert cap["mamba_capacity_slots"] == 47
+    assert pipe.sources["s"].lines == {"parsed": 4, "ignored": 0, "unrecognized": 0}
+
+
+@pytest.mark.parametrize("noise", [DOWNLOAD, SHARD, *PRINTS, ""])
+def test_rule_5_other_writers_lines_between_the_pieces(noise: str) -> None:
+    """A progress bar, a print() or an empty line between a cut message and its rest: the
+    message is still joined, the line between counted ignored."""
+    for message, cut in ((MAMBA, "max_mamba_cache_size: 47,"), (SUMMARY, "chunked_prefill_size=8192,"), (CAP, "by the mamba state")):
+        first, rest = _cut_after(H + message, cut)
+        want = run([ACCESS, H + message, DECODE.format(s=1)])
+        got = run([ACCESS, first, noise, rest, DECODE.format(s=1)])
+        assert got.sources["s"].servers["0"].capacity == want.sources["s"].servers["0"].capacity, message
+        assert got.sources["s"].lines["ignored"] == want.sources["s"].lines["ignored"] + 1
+
+
+def test_rule_2_a_value_the_cut_may_have_shortened_is_never_applied() -> None:
+    """The summary cut inside a number (`chunked_prefill_size=81` of 8192): held; what it says for
+    sure (up to its last comma) is applied at once, the shortened value never, and the rest
+    completes it; noise between changes nothing. Never joined: the value is missing, not wrong."""
+    first, rest = (H + SUMMARY).split("=8192", 1)[0] + "=81", "92" + (H + SUMMARY).split("=8192", 1)[1]
+    live = new_pipeline(None)
+    for ln in (ACCESS, first):
+        live.feed("s", ln)
+    cap = live.sources["s"].servers["0"].capacity
+    assert cap["kv_capacity_tokens"] == 211360 and "chunked_prefill_size_tokens" not in cap
+    for ln in ("42", DOWNLOAD, rest):
+        live.feed("s", ln)
+    assert cap["chunked_prefill_size_tokens"] == 8192 and cap["max_running_requests"] == 9
+    alone = run([ACCESS, first, DECODE.format(s=1)])
+    assert "chunked_prefill_size_tokens" not in alone.sources["s"].servers["0"].capacity
+    assert alone.sources["s"].lines == {"parsed": 2, "ignored": 1, "unrecognized": 0}
+
+
+def test_rule_4_a_damaged_message_is_not_a_piece() -> None:
+    """A damaged or abridged known message (`conv_state 0.09GB`, `K 19.98 GB` without `size:`) is
+    no prefix of one: it is not held, and the next one is not swallowed as its piece; each is
+    counted unrecognized, also before the engine is known (a bare paste)."""
+    damaged = [
+        "Mamba Cache is allocated. max_mamba_cache_size: 47, conv_state 0.09GB, ssm_state 1.10GB",
+        "KV Cache is allocated. #tokens: 211360, K 19.98 GB, V 19.98 GB",
+    ]
+    pipe = run([H + KV, *damaged])
+    assert pipe.sources["s"].lines == {"parsed": 1, "ignored": 0, "unrecognized": 2}
+    pipe = run([*damaged, H + KV])
+    assert pipe.sources["s"].lines == {"parsed": 1, "ignored": 0, "unrecognized": 2}
+    assert pipe.sources["s"].engine == "sglang"
+
+
+def test_rule_1a_a_message_of_its_own_is_not_taken_for_a_cut_one() -> None:
+    """`Using MoEPrepareAndFinalizeNoDPEPModular` begins like `Using <dtype> data type to store kv
+    cache` would, but ends after a free word: a message of its own, not held (the real vLLM's)."""
+    pipe = run([V_BANNER, V_HEAD + "Using MoEPrepareAndFinalizeNoDPEPModular", "X86CPUUnquantizedExperts MoE backend"])
+    assert pipe.sources["s"].lines == {"parsed": 1, "ignored": 2, "unrecognized": 0}
+
+
+@pytest.mark.parametrize("noise", [[], [DOWNLOAD], [DOWNLOAD, "42", ""]])
+def test_the_proof_of_a_joined_fact_is_its_first_line_and_its_span(noise: list[str]) -> None:
+    """A message joined across other writers' lines is proved by its first line, spanning to its
+    last piece (exporter/provenance.py), whatever stands between (replay --explain, report --json)."""
+    from exporter.explain import proofs
+
+    for message, cut in ((MAMBA, "max_mamba_cache_size: 47,"), (SUMMARY, "chunked_prefill_size=8192,")):
+        first, rest = _cut_after(H + message, cut)
+        pipe = run([ACCESS, H + KV, first, *noise, rest, DECODE.format(s=1)])
+        src = pipe.sources["s"]
+        key = "mamba_capacity_slots" if message is MAMBA else "max_running_requests"
+        (r,) = [r for r in proofs(src, src.servers["0"]) if r.get("key", "").endswith(key) or key in r["metric"]]
+        assert (r["line"], r["lines"]) == (3, len(noise) + 2), r

@@ -83,6 +83,31 @@ def test_fatal_error_is_dead_and_sticky_until_the_next_boot():
     assert src.restarts == 1 and src.life == "idle" and src.deaths == 1
 
 
+RUST_DIED = [  # v1/utils.py wait_for_completion_or_failure (0.22+): the Rust frontend's process exited with an error
+    "(APIServer pid=7) INFO 12-02 00:01:00 [utils.py:1120] Waiting for API servers to complete ...",
+    "(APIServer pid=7) ERROR 12-02 00:01:05 [utils.py:1166] Exception occurred while running API servers: "
+    "Process RustFrontend (PID: 91) died with exit code 2",
+    "(APIServer pid=7) ERROR 12-02 00:01:05 [utils.py:1166] Traceback (most recent call last):",
+    "(APIServer pid=7) ERROR 12-02 00:01:05 [utils.py:1166] RuntimeError: Process RustFrontend (PID: 91) died with exit code 2",
+    "RuntimeError: Process RustFrontend (PID: 91) died with exit code 2",
+]
+
+
+def test_a_process_of_the_server_dying_is_a_death():
+    """vLLM's Rust frontend (issue 29, item 6): `Process RustFrontend (PID: N) died with exit code 2` is a death,
+    counted once however many times it is printed (the message, the traceback's last line); before: `starting`."""
+    src, _ = run(BOOT[:2] + RUST_DIED)
+    assert (src.life, src.life_cause, src.deaths) == ("dead", "process_died", 1)
+    assert src.lines[ev.UNRECOGNIZED] == 0
+    # killed on the way out of a logged shutdown: a consequence, not a death
+    stop = "(APIServer pid=7) INFO 12-02 00:01:00 [launcher.py:254] [shutdown] API server: shutdown triggered"
+    src, _ = run(BOOT + [stop, RUST_DIED[-1].replace("exit code 2", "exit code -15")])
+    assert (src.life, src.deaths) == ("stopped", 0)
+    assert parse_line(
+        "(APIServer pid=7) ERROR 12-02 00:01:05 [utils.py:1170] Engine core process EngineCore_DP0 died unexpectedly.", "vllm"
+    ).event == ev.Lifecycle("dead", "engine_dead")
+
+
 def test_a_prefill_line_with_new_requests_is_not_idle():
     line = (
         "[2026-08-14 08:17:30 TP0] Prefill batch, #new-seq: 1, #new-token: 512, #cached-token: 0, "

@@ -40,6 +40,20 @@ EXPECTED = {
             },
         },
     ),
+    # the same server once its traffic ended: SGLang prints no batch line while idle, its probes show the silence;
+    # mamba_bound ends with it, mamba_capped (a fact of the boot) stays (docs/rules.md#silence)
+    "sglang-goes-silent.log": (
+        {"mamba_capped"},
+        {
+            ("mamba_capped", flag): (value, rank)
+            for flag, value, rank in (
+                ("SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK", "1", "1"),
+                ("--mamba-radix-cache-strategy", "extra_buffer_lazy", "2"),
+                ("--mamba-ssm-dtype", "bfloat16", "3"),
+                ("--enable-unified-memory", "true", "4"),
+            )
+        },
+    ),
     "sglang-kv-bound.log": (
         {"kv_bound", "retraction_storm"},
         {
@@ -56,6 +70,7 @@ EXPECTED = {
 FORBIDDEN = {
     # the ratio and the slot count would shrink the KV pool below the 211,360 tokens a request may use now
     "sglang-mamba-bound.log": {"--mamba-full-memory-ratio", "--max-mamba-cache-size"},
+    "sglang-goes-silent.log": {"--mamba-full-memory-ratio", "--max-mamba-cache-size"},
     # already bfloat16; the ratio that balances the usage (0.136) would cut the mamba cap 48 -> 24, below the 29
     # requests of 20,480 tokens the KV pool runs now: it lowers the concurrency (a caveat)
     "sglang-kv-bound.log": {"--mamba-ssm-dtype", "--mamba-full-memory-ratio"},

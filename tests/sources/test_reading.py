@@ -200,3 +200,105 @@ def test_gzip_and_bom(tmp_path) -> None:
     with gzip.open(p, "wb") as f:
         f.write(b"\xef\xbb\xbf" + encode("a\nb\n", "cri", random.Random(1), 1.0))
     assert [ln.split(" F ")[-1] for ln in read_lines(str(p))] == ["a", "b"]
+
+
+def _record_zoo(rnd: random.Random, fmt: str, n: int) -> bytes:
+    """Records of every kind the reading layer meets: whole ones in the runtime's own layout, split
+    ones, escapes (inside and outside ASCII), other layouts, no record at all, empty messages,
+    overlong ones, non-ASCII bytes."""
+    msgs = [
+        "[2026-08-14 08:17:35 TP0] Decode batch, #running-req: 6, #full token: 5437",
+        '[2026-08-14 08:17:35] INFO:     127.0.0.1:46913 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+        "INFO 08-14 08:17:35 [loggers.py:127] Engine 000: Avg prompt throughput: 0.0 tokens/s",
+        "Traceback (most recent call last):",
+        "tab\there, back\\slash, <html> & \x01 control",
+        "",
+        "héllo ✓",
+        "x" * 1200,
+        "[2026-08-14 08:17:35 TP0]no blank after the header",
+    ]
+    out = []
+    for _ in range(n):
+        m = rnd.choice(msgs)
+        kind = rnd.random()
+        if fmt == "docker":
+            t = rnd.choice([RTIME, "2026-08-14T08:17:35Z", "", "nope", "2026 08"])
+            if kind < 0.7:
+                rec = json.dumps({"log": m + "\n", "stream": rnd.choice(["stdout", "stderr"]), "time": t}, separators=(",", ":"))
+                if rnd.random() < 0.3:
+                    rec = rec.replace("é", "\\u00e9").replace("<", "\\u003c")
+            elif kind < 0.8:
+                rec = json.dumps({"log": m[:10], "stream": "stderr", "time": t}, separators=(",", ":"))  # split
+            elif kind < 0.9:
+                rec = json.dumps({"log": m + "\n", "stream": "stderr", "time": t})  # another layout
+            else:
+                rec = rnd.choice([m, "{not json", '{"log": 5}', '{"log":"a\\nb\\n","stream":"stdout","time":"x"}'])
+        else:
+            t = rnd.choice([RTIME, "2026-08-14T08:17:35Z", "2026-08-14Tx"])
+            if kind < 0.7:
+                rec = f"{t} {rnd.choice(['stdout', 'stderr'])} F" + ("" if not m and rnd.random() < 0.5 else f" {m}")
+            elif kind < 0.8:
+                rec = f"{t} stderr P {m[:10]}"
+            else:
+                rec = rnd.choice([m, f"{t} stdin F {m}", f"{t} stdout X {m}", f"{t} stdout F{m}", f"2026-08-14 {m}"])
+        out.append(rec.encode("utf-8", "surrogatepass") + b"\n")
+    return b"".join(out)
+
+
+def _read_records(data: bytes, fmt: str, chunks: list[int], max_line: int) -> tuple[list[str], list[str], int, int]:
+    """The lines a Reader gives for ``data`` fed in ``chunks`` (and as one block), its overlong
+    count and the bytes it held before the flush."""
+    r, r2 = Reader(max_line, fmt), Reader(max_line, fmt)
+    lines, pos = [], 0
+    for k in chunks:
+        lines += r.feed(data[pos : pos + k])
+        pos += k
+    lines += r.feed(data[pos:])
+    pending = r.pending
+    lines += r.flush()
+    text = r2.feed_text(data) + "".join(x + "\n" for x in r2.flush())
+    return lines, text.split("\n")[:-1], r.overlong, pending
+
+
+def test_the_c_unwrapper_reads_records_as_the_reader_does(monkeypatch) -> None:
+    """Runs of whole records go through exporter/_scan.c's unwrap: the same lines, overlong counts
+    and pending bytes as the Reader's own record decoding, for every chunking."""
+    import pytest
+
+    from exporter import container
+
+    native = container.native_unwrap
+    if native is None:
+        pytest.skip("the C extension exporter._scan is not built")
+    rnd = random.Random(30)
+    for case in range(300):
+        fmt = rnd.choice(["docker", "cri"])
+        data = _record_zoo(rnd, fmt, rnd.randint(1, 40))
+        chunks = [rnd.randint(1, 400) for _ in range(len(data) // 50 + 1)]
+        max_line = rnd.choice([1 << 20, 1000, 60])
+        monkeypatch.setattr(container, "native_unwrap", native)
+        got = _read_records(data, fmt, chunks, max_line)
+        monkeypatch.setattr(container, "native_unwrap", None)
+        want = _read_records(data, fmt, chunks, max_line)
+        assert got == want, (case, fmt, max_line, data[:600])
+        assert got[0] == got[1]
+
+
+def test_the_c_unwrapper_reads_the_runtimes_own_records() -> None:
+    """What the C unwrapper takes (a Docker driver's and a CRI runtime's records of an SGLang log)
+    and what it leaves to the Reader, and that it stops where it must."""
+    from exporter import container
+
+    if container.native_unwrap is None:
+        import pytest
+
+        pytest.skip("the C extension exporter._scan is not built")
+    unwrap = container.native_unwrap
+    line = "[2026-08-14 08:17:35 TP0] Decode batch, #running-req: 6"
+    docker = json.dumps({"log": line + "\n", "stream": "stderr", "time": RTIME}, separators=(",", ":")).encode() + b"\n"
+    other = json.dumps({"log": "Traceback\n", "stream": "stdout", "time": RTIME}, separators=(",", ":")).encode() + b"\n"
+    split = json.dumps({"log": "Trace", "stream": "stdout", "time": RTIME}, separators=(",", ":")).encode() + b"\n"
+    data = docker + other + split + docker
+    assert unwrap(data, 0, len(data), "d", 1 << 20) == (f"{line}\n{RTIME} stdout F Traceback\n", len(docker + other))
+    cri = f"{RTIME} stderr F {line}\n{RTIME} stdout F Traceback\n{RTIME} stdout P Tra\n".encode()
+    assert unwrap(cri, 0, len(cri), "c", 1 << 20) == (f"{line}\n{RTIME} stdout F Traceback\n", cri.rindex(b"\n", 0, len(cri) - 1) + 1)

@@ -211,3 +211,23 @@ def test_sigterm_stops_cleanly(serve, tmp_path):
     assert srv.stop(signal.SIGTERM) == 0
     srv2 = serve("--log", str(log))
     assert srv2.stop(signal.SIGINT) == 0
+
+
+def test_a_server_reconfigured_to_json_logging_is_read_and_the_change_counted(serve, tmp_path):
+    """The header stage decides a source's envelope from its first lines; a server restarted with
+    a JSON logging config writes on in the same file: its lines are read all the same, and serve's
+    hybrid_cache_exporter_log_format_changes_total counts the change (issue 30, item 1)."""
+    log = tmp_path / "s.log"
+    h.fsync_append(log, h.lines_blob(0, 20))
+    srv = serve("--log", str(log), "--from-beginning")
+    text = h.wait_count(srv, 20)
+    assert h.value(text, "hybrid_cache_exporter_log_format_changes_total", source="s") == 0
+    records = []
+    for i in range(20, 50):
+        head, msg = h.decode_line(i).split("] ", 1)
+        stamp = head[1:20]
+        records.append(json.dumps({"asctime": stamp + ",000", "levelname": "INFO", "message": msg, "tp_rank": 0}))
+    h.fsync_append(log, "".join(r + "\n" for r in records).encode())
+    text = h.wait_count(srv, 50)
+    assert h.value(text, "hybrid_cache_exporter_log_format_changes_total", source="s") == 1
+    assert h.value(text, h.LINES, source="s", outcome="parsed") == 50

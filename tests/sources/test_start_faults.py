@@ -87,6 +87,25 @@ def test_partial_line_then_a_restart_that_truncates(serve, tmp_path):
     assert h.value(text, h.DECODE) == _replayed(old, new, tmp=tmp_path)
 
 
+def test_a_line_cut_by_a_truncating_restart_is_no_batch(serve, tmp_path):
+    """A fragment is not a line (issue 29, item 7): the dead writer's last decode line, cut after
+    `#full token: `, then a restart that truncates the log and writes 100 lines. The fragment is
+    counted once, unread (`unrecognized`: a known message cut), and is no decode batch: 150 batches
+    for the 150 lines written whole (before: 151)."""
+    log = tmp_path / "server.log"
+    cut = h.decode_line(50)
+    cut = cut[: cut.index("#full token: ") + len("#full token: ")]
+    srv = serve("--log", str(log))
+    h.fsync_append(log, h.lines_blob(0, 50) + cut.encode())
+    h.wait_for(lambda: h.value(srv.metrics(), h.DECODE) == 50, what="the first content")
+    with open(log, "wb") as f:  # the restart: truncated, then written from 0
+        f.write(h.lines_blob(1000, 100))
+        f.flush()
+        os.fsync(f.fileno())
+    text = h.wait_count(srv, 150)  # (exact: a 151st batch fails it)
+    assert h.value(text, h.LINES) == 151 and h.value(text, h.LINES, outcome="unrecognized") == 1
+
+
 def test_copytruncate_still_joins_a_line_cut_by_it(serve, tmp_path):
     """The other side of the rule: after copytruncate the writer finishes its line in the new
     content, which does not start with a header: the two halves are one line."""

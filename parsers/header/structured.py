@@ -27,6 +27,7 @@ import json
 import re
 
 from .preamble import dp_of_process, read_time
+from .prefix import Header, sglang_tags
 
 MESSAGE_KEYS = ("message", "msg", "event", "log", "MESSAGE", "textPayload", "body", "stringValue")
 LAST_KEYS = ("text",)  # looked for only where none of MESSAGE_KEYS is (loguru's 'text' is the formatted line)
@@ -83,10 +84,10 @@ def json_record(line: str, year: int) -> Record | None:
         return None
     if not isinstance(obj, dict):
         return None
-    return _from_fields(obj, "json", year)
+    return from_fields(obj, "json", year)
 
 
-def _from_fields(obj: dict, kind: str, year: int) -> Record | None:
+def from_fields(obj: dict, kind: str, year: int) -> Record | None:
     """The record of a decoded object: the message, then the other fields, nearest first."""
     nodes = _nodes(obj)
     found = _first(nodes, MESSAGE_KEYS, str) or _first(nodes, LAST_KEYS, str)
@@ -172,6 +173,43 @@ def _time(key: str, v: object, year: int) -> tuple[float | None, float | None]:
     return None, None
 
 
+def merge(inner: Record, outer: Record) -> None:
+    """Fill what the inner record lacks from the outer one (Docker's record around a JSON line)."""
+    for a in ("ts", "tod", "level", "dp", "tp", "pp", "process"):
+        if getattr(inner, a) is None:
+            setattr(inner, a, getattr(outer, a))
+    inner.tags = inner.tags or outer.tags
+    inner.kind = f"{outer.kind}+{inner.kind}"
+    inner.msg_key = f"{outer.msg_key}>{inner.msg_key}"
+
+
+def fill(h: Header, rec: Record) -> None:
+    """What a structured record says, where the header in its message did not say it."""
+    if h.ts is None:
+        h.ts = rec.ts
+        if rec.ts is None and h.tod is None:
+            h.tod = rec.tod
+        elif rec.ts is not None:
+            h.tod = None
+    if h.level is None:
+        h.level = rec.level
+    if h.process is None and rec.process is not None:
+        h.process = rec.process
+    if h.via not in ("sglang", "vllm"):  # a default header's rank tags are the engine's own
+        if rec.tags:
+            dp, tp, pp = sglang_tags(rec.tags)
+            h.dp_rank = dp if dp != "0" or h.dp_rank == "0" else h.dp_rank
+            h.tp_rank = tp if tp is not None else h.tp_rank
+            h.pp_rank = pp if pp is not None else h.pp_rank
+        if rec.dp is not None and h.dp_rank == "0":
+            h.dp_rank = rec.dp
+        if rec.tp is not None and h.tp_rank is None:
+            h.tp_rank = rec.tp
+        if rec.pp is not None and h.pp_rank is None:
+            h.pp_rank = rec.pp
+    h.via = f"{rec.kind}[{rec.msg_key}]" + (f" + {h.via}" if h.via else "")
+
+
 # logfmt: key=value pairs, values bare or double-quoted with backslash escapes
 _PAIR_RE = re.compile(r'([A-Za-z_@][\w.@/\-]*)=("(?:[^"\\]|\\.)*"|[^\s"]*)(?:\s+|$)')
 _ESC_RE = re.compile(r"\\(.)")
@@ -200,7 +238,7 @@ def logfmt_record(line: str, year: int) -> Record | None:
         pos = m.end()
     if not any(k in fields for k in MESSAGE_KEYS + LAST_KEYS):
         return None
-    return _from_fields(fields, "logfmt", year)
+    return from_fields(fields, "logfmt", year)
 
 
-__all__ = ["LAST_KEYS", "MESSAGE_KEYS", "Record", "json_record", "logfmt_record", "record"]
+__all__ = ["LAST_KEYS", "MESSAGE_KEYS", "Record", "fill", "from_fields", "json_record", "logfmt_record", "merge", "record"]

@@ -1,6 +1,6 @@
 """Any header: find the engine's message by its own text, and read what precedes it.
 
-The engines' default headers have fast paths (:mod:`parsers.prefix`). Everything else a server
+The engines' default headers have fast paths (:mod:`parsers.header.prefix`). Everything else a server
 can be configured to print before a message (an ``SGLANG_LOGGING_CONFIG_PATH`` format such as
 ``[%(asctime)s][%(filename)s:%(lineno)d][%(levelname)s]: ``, Python's classic
 ``%(asctime)s - %(name)s - %(levelname)s - ``, loguru's ``time | LEVEL | name:fn:N - ``, a
@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import re
 
-from . import sglang, vllm
-from .clock import minute_epoch, rfc3339_epoch, wall_epoch
-from .events import SGLANG, VLLM
-from .headers import SGLANG_TAG_NAMES, VLLM_DP
+from .. import sglang, vllm
+from ..clock import minute_epoch, rfc3339_epoch, wall_epoch
+from ..events import SGLANG, VLLM
+from ..headers import SGLANG_TAG_NAMES, VLLM_DP
 
 MAX_TOKENS = 16
 MAX_PREAMBLE = 320  # characters before the message: a header is short
@@ -87,9 +87,11 @@ class Found:
         self.signal = False  # the tokens said something a header says
 
 
-def locate(line: str, engine: str | None, year: int) -> Found | None:
+def locate(line: str, engine: str | None, year: int, spans: list | None = None) -> Found | None:
     """The message behind whatever header ``line`` starts with (see the module docstring), or
-    None when ``line`` has no header before a known message and no header-like start at all."""
+    None when ``line`` has no header before a known message and no header-like start at all.
+    ``spans``: when given, each token read is appended as ``(match, end of its separators)``
+    (the learned templates of :mod:`parsers.header.templates` are made from them)."""
     starts = _STARTS.get(engine, _STARTS[None])
     for s in starts:
         if s(line, 0):
@@ -104,6 +106,8 @@ def locate(line: str, engine: str | None, year: int) -> Found | None:
             break
         _read(m, f, year)
         pos = sep(line, m.end()).end()
+        if spans is not None:
+            spans.append((m, pos))
         if pos >= len(line):
             return None  # a line of header tokens only: nothing after them
         # a message may start with the dashes a separator is made of (vLLM 0.34's '--max-model-len auto reduced ...')
@@ -219,10 +223,15 @@ def read_time(text: str, year: int) -> tuple[float | None, float | None]:
     return ts, tod
 
 
+def tags_in(text: str) -> str:
+    """The rank tags a ``[...]`` group's text carries, as the reader adds them up (``'DP1 TP0'``)."""
+    return " ".join(_TAG_RE.findall(text)) if "P" in text else ""
+
+
 def dp_of_process(proc: str) -> str | None:
     """The DP rank a vLLM process name carries (``EngineCore_DP1``, ``Worker_DP1_TP0``), or None."""
     m = _VLLM_DP_RE.search(proc)
     return m.group(1) if m else None
 
 
-__all__ = ["Found", "dp_of_process", "locate", "read_time", "time_of"]
+__all__ = ["Found", "dp_of_process", "locate", "read_time", "tags_in", "time_of"]

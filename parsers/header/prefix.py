@@ -5,8 +5,8 @@ Pure functions, no I/O. The order follows the reference's pitfalls list: collect
 ``short-iso``), ANSI codes, ``\\r``; then the engine header. The engines' default headers are the
 fast paths: SGLang ``[YYYY-MM-DD HH:MM:SS(.mmm)? TAGS] `` (not anchored: junk and Ray prefixes may
 precede it) and vLLM ``[(Name pid=N) ]LEVEL MM-DD HH:MM:SS [file:N] ``; any other header (a logging
-config's, a pasted one, a damaged one) is read by :mod:`parsers.preamble`, which finds the message
-by its own text. Structured lines (JSON, logfmt) are unwrapped by :mod:`parsers.structured`
+config's, a pasted one, a damaged one) is read by :mod:`parsers.header.preamble`, which finds the message
+by its own text. Structured lines (JSON, logfmt) are unwrapped by :mod:`parsers.header.structured`
 before any of this. Times become Unix seconds in :mod:`parsers.clock` (the zone rule).
 """
 
@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import regex
 
+from ..clock import minute_epoch, rfc3339_epoch, sglang_ts
+from ..events import SGLANG, VLLM
+from ..headers import SGLANG_TAG_NAMES, VLLM_DP, VLLM_LEVELS, VLLM_PROC, sglang_header
 from . import preamble
-from .clock import minute_epoch, rfc3339_epoch, sglang_ts
-from .events import SGLANG, VLLM
-from .headers import SGLANG_TAG_NAMES, VLLM_DP, VLLM_LEVELS, VLLM_PROC, sglang_header
 
 ANSI_RE = regex.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -72,6 +72,7 @@ class Header:
     process: str | None = None
     tod: float | None = None  # seconds since midnight of a header that has no date
     via: str = ""  # which reader found it: 'sglang', 'vllm' (the default headers), 'preamble'; '' none
+    bucket: str | None = None  # the 10-s bucket of a zone-less time as its text gives it (a template's; else from ts)
 
 
 _TAGS_CACHE: dict[str, tuple[str, int | None, int | None]] = {}
@@ -128,7 +129,7 @@ def split_header(line: str, engine: str | None, year: int) -> Header:
 
     ``engine`` restricts the search when the source's engine is known; ``year`` completes vLLM's
     year-less timestamps. The default headers first (the fast paths), then any other header
-    (:func:`parsers.preamble.locate`). Returns ``Header(engine=None, msg=line)`` when no header is
+    (:func:`parsers.header.preamble.locate`). Returns ``Header(engine=None, msg=line)`` when no header is
     present (continuations, tracebacks, third-party prints), so message parsers can still run.
     """
     if engine != VLLM:
@@ -201,7 +202,7 @@ def _vllm_header(line: str, year: int, anchored: bool = False) -> Header | None:
 
 
 def _any_header(line: str, engine: str | None, year: int) -> Header:
-    """Any other header, or none (:func:`parsers.preamble.locate`): the engine is left to the message."""
+    """Any other header, or none (:func:`parsers.header.preamble.locate`): the engine is left to the message."""
     f = preamble.locate(line, engine, year)
     if f is None:
         return Header(None, line)
