@@ -6,11 +6,12 @@
 
 The real ``serve`` service (exporter.serve.Service: tailers, pipeline, rules, HTTP) in this
 process, so that the count is read from its state every 10 ms instead of through scrapes (a scrape
-of 2,000 sources is a 4.6 MB exposition and takes ~1.5 s: scraping back to back would measure the
-scrapes). Each file gets ``--lines`` decode lines at once; then the process sits idle and the CPU
-of each of its threads is read from /proc for 10 s; last, /healthz and /metrics are scraped over
-HTTP (answered, the scrape's time, the descriptors the process holds). tests/sources/
-test_rotation_many_files.py runs the same as a subprocess; docs/reliability.md quotes these figures.
+of 2,000 sources is a 4.6 MB exposition: scraping back to back would measure the scrapes). Each
+file gets ``--lines`` decode lines at once; then the process sits idle and the CPU of each of its
+threads is read from /proc for 10 s; last, /healthz, /readyz, /metrics (as is and gzipped) and the
+status page are fetched over HTTP (answered, the slowest of each, the descriptors the process
+holds, RSS before and after). tests/sources/test_rotation_many_files.py runs the same as a
+subprocess; docs/reliability.md quotes these figures (bench/scrape_scale.py: the scrape alone).
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ def _cpu(tid: int) -> float:
     with open(f"/proc/self/task/{tid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:")) / 1024
 
 
 def run(files: int, lines: int) -> dict:
@@ -79,8 +85,7 @@ def run(files: int, lines: int) -> dict:
             for tid, name in threads.items():
                 with contextlib.suppress(OSError):
                     per[name] = per.get(name, 0.0) + (_cpu(tid) - c0[tid]) / wall * 100
-            with open("/proc/self/status") as f:
-                rss = next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:")) / 1024
+            rss = _rss()
             scrapes = _scrapes(svc.server.server_address[1])
             return {
                 "files": files,
@@ -94,6 +99,8 @@ def run(files: int, lines: int) -> dict:
                 "idle_by_thread_pct": {k: round(v, 2) for k, v in sorted(per.items()) if v > 0},
                 "open_files": sum(t.open_files() for t in svc.manager.snapshot()),
                 "rss_mib": round(rss),
+                "rss_after_scrapes_mib": round(_rss()),
+                "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             }
         finally:
             svc.stop()
@@ -102,17 +109,21 @@ def run(files: int, lines: int) -> dict:
 
 
 def _scrapes(port: int) -> dict:
-    """/healthz 20 times and /metrics 3 times, each on a new connection (its descriptor number
-    past every file's): how many were answered 200, and the slowest /metrics."""
-    answered, worst = 0, 0.0
-    for path in ["/healthz"] * 20 + ["/metrics"] * 3:
+    """/healthz 20 times, /readyz 3 times, /metrics 3 times as is and 3 times with gzip accepted
+    (as Prometheus asks), the status page once, each on a new connection (its descriptor number
+    past every file's): how many were answered 200, and the slowest of each."""
+    answered, worst = 0, {}
+    paths = [("/healthz", {})] * 20 + [("/readyz", {})] * 3 + [("/metrics", {})] * 3
+    paths += [("/metrics", {"Accept-Encoding": "gzip"})] * 3 + [("/", {})]
+    for path, headers in paths:
         t = time.monotonic()
-        with contextlib.suppress(OSError), urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=60) as r:
+        req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers)
+        with contextlib.suppress(OSError), urllib.request.urlopen(req, timeout=60) as r:
             r.read()
             answered += r.status == 200
-        if path == "/metrics":
-            worst = max(worst, time.monotonic() - t)
-    return {"scrapes_answered": f"{answered}/23", "metrics_scrape_s": round(worst, 2)}
+        key = "metrics_gzip" if headers else {"/": "status_page"}.get(path, path.strip("/"))
+        worst[key] = max(worst.get(key, 0.0), time.monotonic() - t)
+    return {"scrapes_answered": f"{answered}/{len(paths)}", **{f"{k}_s": round(v, 2) for k, v in worst.items()}}
 
 
 def main(argv: list[str] | None = None) -> int:

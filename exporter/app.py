@@ -11,9 +11,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 
 from .collector import HybridCacheCollector
+from .exposition import encode
 from .history import REPORT_ROWS, History
 from .offline import replay_files
 from .pipeline import Pipeline
@@ -46,7 +47,7 @@ def exposition(pipe: Pipeline, *extra) -> bytes:
     reg.register(HybridCacheCollector(pipe))
     for c in extra:
         reg.register(c)
-    return generate_latest(reg)
+    return encode(reg)
 
 
 def replay(

@@ -2,7 +2,8 @@
 
 Nothing is registered globally and nothing is pre-created: a series exists only when its field
 appeared in the log (a dense model has no ``hybrid_cache_mamba_usage_ratio``). Samples never
-carry timestamps. Names, help and labels come from ``exporter/contract.py`` (the public API).
+carry timestamps. Names, help and labels come from ``exporter/contract.py`` (the public API); the
+families are ``exporter.exposition.Family`` (rows, written straight to the exposition's text).
 """
 
 from __future__ import annotations
@@ -10,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector
 
 from parsers import labels
 
 from . import contract as C
 from . import facts
+from .exposition import Family
 from .pipeline import Pipeline
 from .state import SERVER_STATES, STATE_BASES, SourceState
 
@@ -24,9 +25,6 @@ RUNTIME = {m.key: m for m in C.RUNTIME}
 CAPACITY = {m.key: m for m in C.CAPACITY}
 
 
-def _family(cls, m: C.Metric):
-    """An empty family of class ``cls`` named, documented and labelled as the contract says."""
-    return cls(m.family, m.help, labels=list(m.labels))
 
 
 def server_info(src: SourceState) -> dict[str, str]:
@@ -126,35 +124,35 @@ class HybridCacheCollector(Collector):
     def collect(self) -> Iterator:
         fams = list(self._collect(snapshot(self.pipeline)))  # rendered outside the lock
         # a family with no samples is left out: absent, not 0
-        yield from (f for f in fams if f.samples)
+        yield from (f for f in fams if f.rows)
 
     def _collect(self, sources: list[_Source]) -> Iterator:
-        fams: dict[str, GaugeMetricFamily] = {}
+        fams: dict[str, Family] = {}
 
-        def gauge(m: C.Metric) -> GaugeMetricFamily:
+        def gauge(m: C.Metric) -> Family:
             f = fams.get(m.key)
             if f is None:
-                f = fams[m.key] = _family(GaugeMetricFamily, m)
+                f = fams[m.key] = Family(m)
             return f
 
-        counters = {m.key: _family(CounterMetricFamily, m) for m in C.COUNTERS}
-        prefill_tokens = _family(CounterMetricFamily, C.PREFILL_TOKENS)
-        state_bytes = _family(GaugeMetricFamily, C.MAMBA_STATE_BYTES)
-        replay_bytes = _family(GaugeMetricFamily, C.REPLAYSSM_BUFFER_BYTES)
-        max_running = _family(GaugeMetricFamily, C.MAX_RUNNING)
-        finding = _family(GaugeMetricFamily, C.FINDING)
-        reco = _family(InfoMetricFamily, C.RECOMMENDATION)
-        reco_ratio = _family(GaugeMetricFamily, C.RECOMMENDED_RATIO)
-        info = _family(InfoMetricFamily, C.SERVER_INFO)
-        lines = _family(CounterMetricFamily, C.EXPORTER_LINES)
-        dp_limit = _family(CounterMetricFamily, C.DP_RANK_LIMIT_LINES)
-        restarts = _family(CounterMetricFamily, C.SERVER_RESTARTS)
-        last_ts = _family(GaugeMetricFamily, C.LAST_LINE_TIMESTAMP)
-        life = _family(GaugeMetricFamily, C.SERVER_STATE)
-        life_since = _family(GaugeMetricFamily, C.SERVER_STATE_SINCE)
-        life_basis = _family(GaugeMetricFamily, C.SERVER_STATE_BASIS)
-        deaths = _family(CounterMetricFamily, C.SERVER_DEATHS)
-        gdn_kernel = _family(InfoMetricFamily, C.GDN_PREFILL_KERNEL)
+        counters = {m.key: Family(m) for m in C.COUNTERS}
+        prefill_tokens = Family(C.PREFILL_TOKENS)
+        state_bytes = Family(C.MAMBA_STATE_BYTES)
+        replay_bytes = Family(C.REPLAYSSM_BUFFER_BYTES)
+        max_running = Family(C.MAX_RUNNING)
+        finding = Family(C.FINDING)
+        reco = Family(C.RECOMMENDATION)
+        reco_ratio = Family(C.RECOMMENDED_RATIO)
+        info = Family(C.SERVER_INFO)
+        lines = Family(C.EXPORTER_LINES)
+        dp_limit = Family(C.DP_RANK_LIMIT_LINES)
+        restarts = Family(C.SERVER_RESTARTS)
+        last_ts = Family(C.LAST_LINE_TIMESTAMP)
+        life = Family(C.SERVER_STATE)
+        life_since = Family(C.SERVER_STATE_SINCE)
+        life_basis = Family(C.SERVER_STATE_BASIS)
+        deaths = Family(C.SERVER_DEATHS)
+        gdn_kernel = Family(C.GDN_PREFILL_KERNEL)
 
         for src in sources:
             eng = src.engine

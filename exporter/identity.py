@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.metrics_core import Metric
 
 from . import contract
+from .exposition import Family
 
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
@@ -69,12 +70,16 @@ class Labelled:
         self.per_source = per_source
 
     def collect(self) -> Iterator[Metric]:
-        by_source = self.per_source() if self.per_source is not None else {}
+        # a copy: the DaemonSet's discovery adds and forgets pods while a scrape is written
+        by_source = dict(self.per_source()) if self.per_source is not None else {}
         if not self.constant and not by_source:
             yield from self.registry.collect()
             return
         const = self.constant
         for fam in self.registry.collect():
+            if isinstance(fam, Family):  # its rows, the labels added as they are written
+                yield fam.labelled(const, by_source)
+                continue
             out = Metric(fam.name, fam.documentation, fam.type, fam.unit)
             samples = []
             for s in fam.samples:

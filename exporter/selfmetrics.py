@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from . import buildinfo
 from . import contract as C
+from .exposition import Family
 
 
 class SelfCollector(Collector):
@@ -47,9 +47,11 @@ class SelfCollector(Collector):
         self.format_changes = format_changes
 
     def collect(self) -> Iterator:
-        def fam(m: C.Metric, **kw):
-            cls = CounterMetricFamily if m.type == C.COUNTER else GaugeMetricFamily
-            return cls(m.family, m.help, **kw) if kw else cls(m.family, m.help, labels=list(m.labels))
+        def fam(m: C.Metric, value: float | None = None) -> Family:
+            f = Family(m)
+            if value is not None:  # a family of one series without labels
+                f.add_metric((), value)
+            return f
 
         build = fam(C.BUILD_INFO)
         b = buildinfo.labels()
