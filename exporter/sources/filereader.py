@@ -215,14 +215,18 @@ class FileReader:
                     cut = nl + 1
                 self.buf.appendleft(chunk[cut:])
                 chunk = chunk[:cut]
-            self.buf_len -= len(chunk)
             done += len(chunk)
-            if self._restarted:
-                # the first bytes after a truncation: a new writer's first line (a restart that
-                # truncated the log) ends the held partial line; copytruncate's rest continues it
-                self._restarted = False
-                self._emit(self.reader.ends_before(chunk))
-            self._emit(self.reader.feed(chunk))
+            try:
+                if self._restarted:
+                    # the first bytes after a truncation: a new writer's first line (a restart that
+                    # truncated the log) ends the held partial line; copytruncate's rest continues it
+                    self._restarted = False
+                    self._emit(self.reader.ends_before(chunk))
+                self._emit(self.reader.feed(chunk))
+            finally:
+                # only now are the chunk's lines in the pipeline: a scrape (another thread) reading the
+                # lag before this saw 0 while the gauges did not show them yet
+                self.buf_len -= len(chunk)
         return bool(self.buf)
 
     def _emit(self, lines: list[str]) -> None:
