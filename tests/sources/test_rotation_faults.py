@@ -180,3 +180,24 @@ def test_the_lag_counts_lines_until_the_pipeline_has_them(tmp_path):
     finally:
         m.stop()
     assert lags and all(n > 0 for n in lags), lags
+
+
+def test_the_lag_sees_a_write_the_tailer_has_not_looked_at(tmp_path):
+    """The read lag is of the file's size now, not of the tailer's last look: polled every 60 s, lines appended
+    after the first read are lag at once (before: 0 until the next poll, so /metrics said "all read" over an unread
+    line)."""
+    log = tmp_path / "a.log"
+    h.fsync_append(log, h.lines_blob(0, 20))
+    pipe = Pipeline()
+    m = Manager(pipe, [(None, str(log))], from_beginning=True, poll_interval=60.0)
+    m.start()
+    try:
+        _wait(lambda: rs.decode_batches(pipe, "a") == 20, "the lines read")
+        t = m.tailers[str(log)]
+        _wait(lambda: t.lag() == 0, "the lag 0")
+        more = h.lines_blob(20, 5)
+        h.fsync_append(log, more)
+        assert t.lag() == len(more.encode() if isinstance(more, str) else more)
+        assert rs.decode_batches(pipe, "a") == 20  # not read yet: the tailer looks in a minute
+    finally:
+        m.stop()
