@@ -339,6 +339,30 @@ def pool_html(words: list[str]) -> str:
     return "<h3>Shared block pool (vLLM V1)</h3><ul>" + "".join(f"<li>{escape(x)}</li>" for x in words) + "</ul>"
 
 
+def revisions_html(revs: list[dict] | None) -> str:
+    """The facts this boot stated again (vLLM 0.34 sizes its KV cache after warmup: one boot, its facts revised),
+    each value with its stage, its time and the line that says it (the report's ``revisions``)."""
+    if not revs:
+        return ""
+
+    def row(r: dict) -> str:
+        mark = " (in force)" if r["in_force"] else ""
+        cells = (r["value_words"], r["stage_words"] + mark, r["time"])
+        tr = '<tr class="in-force">' if r["in_force"] else "<tr>"
+        return (
+            f"{tr}<th>{escape(r['label'])}</th>"
+            + "".join(f"<td>{escape(c)}</td>" for c in cells)
+            + f"<td><code>{escape(r['line'] or '')}</code></td></tr>"
+        )
+
+    rows = "".join(row(r) for r in revs)
+    return (
+        '<h3>Sized again in this boot</h3><p class="muted">vLLM sizes the KV cache after warmup: one boot, its facts '
+        "revised; the value in force is the last.</p>"
+        "<table><tr><th>fact</th><th>value</th><th>stage</th><th>time</th><th>line</th></tr>" + rows + "</table>"
+    )
+
+
 def workload_html(wl: dict | None) -> str:
     """The report's request lengths and the ratio that serves them."""
     if not wl:
@@ -478,6 +502,7 @@ __all__ = [
     "document",
     "histogram_data",
     "pool_html",
+    "revisions_html",
     "server_section",
     "slug",
     "static",

@@ -92,8 +92,7 @@ def revision_lines(revs: list[dict] | None) -> list[str]:
     out = ["Sized again in this boot (vLLM sizes the KV cache after warmup: one boot, its facts revised)"]
     for r in revs:
         mark = "in force" if r["in_force"] else "earlier"
-        value = f"{r['value']:,.2f} GiB" if r["unit"] == "GiB" else f"{fmt_int(r['value'])} {r['unit']}"
-        out.append(f"  {r['label']:34s} {value:>16s}  {r['stage_words']} ({mark}), {r['time']}")
+        out.append(f"  {r['label']:34s} {r['value_words']:>16s}  {r['stage_words']} ({mark}), {r['time']}")
         if r["line"]:
             out.append(f"    {r['line']}")
     return out
@@ -300,9 +299,8 @@ def render_markdown(rep: dict) -> str:
                 w("| fact | value | stage | time | line |")
                 w("|---|---|---|---|---|")
                 for r in srv["revisions"]:
-                    value = f"{r['value']:,.2f} GiB" if r["unit"] == "GiB" else f"{fmt_int(r['value'])} {r['unit']}"
                     stage = r["stage_words"] + (" (in force)" if r["in_force"] else "")
-                    w(f"| {r['label']} | {value} | {stage} | {r['time']} | `{_md(r['line'] or '')}` |")
+                    w(f"| {r['label']} | {r['value_words']} | {stage} | {r['time']} | `{_md(r['line'] or '')}` |")
                 w("")
             for block in (pool_lines(st or {}), before_after_lines(srv.get("before_after")), workload_lines(srv.get("workload"))):
                 if block:
@@ -414,6 +412,7 @@ def render_html(rep: dict, title: str = "hybrid-cache-exporter report") -> str:
                 "<h3>Usage</h3>"
                 + drawing.usage_html(srv)
                 + (f'<div class="chart" data-chart="{key}" data-kind="histogram"></div>' if srv["histogram"] else "")
+                + drawing.revisions_html(srv.get("revisions"))
                 + drawing.workload_html(srv.get("workload"))
                 + drawing.findings_html(srv["findings"])
                 + drawing.whatif_html(srv["whatif"])

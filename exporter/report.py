@@ -156,6 +156,7 @@ def revisions_of(srv: ServerState) -> list[dict]:
         cur = in_force(hist)
         for r in hist:
             value = r.value / GIB if key.endswith("_bytes") else r.value
+            unit = "GiB" if key.endswith("_bytes") else "tokens" if key == "context_length_tokens" else "blocks"
             out.append(
                 {
                     "fact": key,
@@ -163,7 +164,8 @@ def revisions_of(srv: ServerState) -> list[dict]:
                     "stage": r.stage,
                     "stage_words": STAGE_WORDS[r.stage],
                     "value": round(value, 2) if key.endswith("_bytes") else _num(value),
-                    "unit": "GiB" if key.endswith("_bytes") else "tokens" if key == "context_length_tokens" else "blocks",
+                    "unit": unit,
+                    "value_words": f"{value:,.2f} GiB" if unit == "GiB" else f"{fmt_int(value)} {unit}",
                     "in_force": r is cur,
                     "time": fmt_ts(r.ts),
                     "line": r.text,

@@ -9,6 +9,7 @@ through the real command line, and issue 29 item 5 (a default is not dressed as 
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -96,3 +97,17 @@ def test_plan_from_log_takes_the_final_budget_and_names_the_estimate():
     assert f"KV budget {float(final):g} GiB per GPU (Extended KV cache to" in out
     assert f"{float(estimate):g} GiB was the estimate before warmup (Available KV cache memory: {estimate} GiB)" in out
     assert f"plan --kv-budget {float(final):g}" in out
+
+
+@pytest.mark.parametrize("form", ["--markdown", "--html", ""])
+def test_every_report_form_shows_the_revised_kv_pool_with_its_lines(form):
+    """The estimate and the final value, each with its line, in the text, Markdown and HTML reports alike (before:
+    the HTML report had no such table)."""
+    rep = json.loads(run("report", "--json", str(H200)))
+    kv = [r for r in rep["sources"][0]["servers"][0]["revisions"] if r["fact"] == "kv_capacity_bytes"]
+    out = run("report", *([form] if form else []), str(H200))
+    assert "Sized again in this boot" in out
+    for r in kv:
+        assert r["value_words"] in out and r["stage_words"] in out
+        shown = html.escape(r["line"]) if form == "--html" else r["line"]
+        assert shown in out, r["line"]

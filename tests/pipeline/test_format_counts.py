@@ -95,17 +95,21 @@ def test_every_format_counts_what_the_default_header_counts(
 
 @pytest.mark.parametrize("case", ["bench:json", "bench:logfmt", "bench:config", "bench:collector", "real:docker", "real:cri"])
 def test_chunked_feeding_gives_the_state_of_line_by_line(case: str, busy: list[str]) -> None:
-    lines = lines_of(_text(case, busy[:3000]).encode())
+    _chunked_as_line_by_line(lines_of(_text(case, busy[:3000]).encode()), 3, (1, 7, 33, 64, 200, 1000))
+
+
+def _chunked_as_line_by_line(lines: list[str], seeds: int, sizes: tuple[int, ...]) -> None:
+    """Fed in random chunks of ``sizes`` (``seeds`` ways), the pipeline ends in the exposition line by line gives."""
     pipe = new_pipeline(None)
     for line in lines:
         pipe.feed("s", line)
     pipe.finish()
     want = exposition(pipe)
-    for seed in range(3):
+    for seed in range(seeds):
         pipe = new_pipeline(None)
-        feed_in_chunks(pipe, random.Random(seed), lines, (1, 7, 33, 64, 200, 1000))
+        feed_in_chunks(pipe, random.Random(seed), lines, sizes)
         pipe.finish()
-        assert exposition(pipe) == want, (case, seed)
+        assert exposition(pipe) == want, seed
 
 
 @pytest.mark.parametrize("zone", ["Asia/Kolkata", "America/New_York"])
@@ -116,16 +120,6 @@ def test_zoned_times_read_in_another_zone_give_the_state_of_line_by_line(zone: s
 
     clock.set_zone(zone)
     try:
-        lines = lines_of(_text("bench:logfmt", busy[:3000]).encode())
-        pipe = new_pipeline(None)
-        for line in lines:
-            pipe.feed("s", line)
-        pipe.finish()
-        want = exposition(pipe)
-        for seed in range(2):
-            pipe = new_pipeline(None)
-            feed_in_chunks(pipe, random.Random(seed), lines, (1, 7, 200, 1000, 3000))
-            pipe.finish()
-            assert exposition(pipe) == want, (zone, seed)
+        _chunked_as_line_by_line(lines_of(_text("bench:logfmt", busy[:3000]).encode()), 2, (1, 7, 200, 1000, 3000))
     finally:
         clock.set_zone(None)
