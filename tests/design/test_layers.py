@@ -144,9 +144,9 @@ def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> list[str] | N
 
 def test_the_graph_is_read():
     top, _ = _graph()
-    assert "exporter.pipeline" in top["exporter.collector"]
+    assert "exporter.state.pipeline" in top["exporter.exposition.collector"]
     assert "exporter.sources" in top["exporter.serve"] and "exporter.sources.tailer" in top["exporter.sources"]
-    assert "parsers" in top["exporter.sampler"] and "parsers.events" in top["exporter.wrapped"]
+    assert "parsers" in top["exporter.state.sampler"] and "parsers.events" in top["exporter.state.wrapped"]
 
 
 def test_no_import_cycle():
@@ -232,9 +232,9 @@ def test_the_face_parses_and_prints_only():
 
 
 def test_the_contract_is_a_leaf():
-    """exporter/contract.py imports nothing of the project: every layer may read it."""
+    """exporter/catalogues/contract.py imports nothing of the project: every layer may read it."""
     top, deferred = _graph()
-    assert top["exporter.contract"] <= {"exporter"} and not [d for d in deferred if d[0] == "exporter.contract"]
+    assert top["exporter.catalogues.contract"] <= {"exporter"} and not [d for d in deferred if d[0] == "exporter.catalogues.contract"]
 
 
 def test_only_the_face_parses_arguments():
