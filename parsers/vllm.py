@@ -709,7 +709,9 @@ def _vllm_word(msg: str) -> object:
 
 
 def _starting(msg: str) -> object:
-    if msg.startswith("Starting vLLM API server"):
+    # "Starting vLLM API server [0 ]on URL" (api_server.py); "Starting vLLM server on URL" in the 0.32-0.34 wheels
+    # (entrypoints/launchers/api_server/entry.py)
+    if msg.startswith(("Starting vLLM API server", "Starting vLLM server on ")):
         return ev.ServerReady()
     return _fallback(msg)
 

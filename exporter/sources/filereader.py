@@ -82,7 +82,17 @@ class FileReader:
         return max(0, self.read_pos - self.buf_len - self.reader.pending)
 
     def lag(self) -> int:
-        return max(0, self.size - self.committed())
+        """Bytes of the file not handed to the pipeline yet, against its size now: a scrape (another thread) may come
+        before the tailing thread has seen the newest write, and the size of its last look would then hide it (a read
+        lag of 0 with the newest line unread). The descriptor is this reader's only while it names the same file."""
+        size = self.size
+        fd = self.fd
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) == (self.dev, self.ino):
+                    size = max(size, st.st_size)
+        return max(0, size - self.committed())
 
     @property
     def head(self) -> bytes:
@@ -215,14 +225,18 @@ class FileReader:
                     cut = nl + 1
                 self.buf.appendleft(chunk[cut:])
                 chunk = chunk[:cut]
-            self.buf_len -= len(chunk)
             done += len(chunk)
-            if self._restarted:
-                # the first bytes after a truncation: a new writer's first line (a restart that
-                # truncated the log) ends the held partial line; copytruncate's rest continues it
-                self._restarted = False
-                self._emit(self.reader.ends_before(chunk))
-            self._emit(self.reader.feed(chunk))
+            try:
+                if self._restarted:
+                    # the first bytes after a truncation: a new writer's first line (a restart that
+                    # truncated the log) ends the held partial line; copytruncate's rest continues it
+                    self._restarted = False
+                    self._emit(self.reader.ends_before(chunk))
+                self._emit(self.reader.feed(chunk))
+            finally:
+                # only now are the chunk's lines in the pipeline: a scrape (another thread) reading the
+                # lag before this saw 0 while the gauges did not show them yet
+                self.buf_len -= len(chunk)
         return bool(self.buf)
 
     def _emit(self, lines: list[str]) -> None:

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from exporter import capacity as cap
+from tests.capacity.oracle_pairs import GiB, same_pools, sglang_pair, vllm_pair
 from tests.oracle import sglang_0_5_23 as sg
 from tests.oracle import vllm_0_33_0 as vl
 from tests.oracle import vllm_0_34_0 as vl34
 
 CONFIGS = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
 MODELS = ("qwen3.8-27b", "qwen3-next-80b-a3b", "nemotron-h-8b", "kimi-k3")
-GiB = 1 << 30
 # the vLLM releases the oracle transcribes, each with its module
 VLLM_ORACLES = {"0.33.0": vl, "0.34.0": vl34}
 
@@ -86,54 +86,8 @@ SGLANG_GRID = [
 @pytest.mark.parametrize("case", SGLANG_GRID, ids=[f"sglang-{i}-{c[0]}-tp{c[1]}-{c[8]}" for i, c in enumerate(SGLANG_GRID)])
 def test_sglang_matches_oracle(case):
     name, tp, rest_gib, kv, ssm, ratio, mmcs, mrr, strategy, overlap, skip, ctx = case
-    cfg = raw(name)
-    rest = int(rest_gib * GiB)
-    want = sg.size_pools(
-        cfg,
-        rest_gb=rest / GiB,
-        tp=tp,
-        kv_dtype=kv,
-        mamba_ssm_dtype=ssm,
-        mamba_full_memory_ratio=ratio,
-        max_mamba_cache_size=mmcs,
-        max_running_requests=mrr,
-        context_length=ctx,
-        strategy=strategy,
-        overlap=overlap,
-        skip_decode_lock=skip,
-    )
-    plan = cap.make_plan(
-        model(name),
-        cap.PlanInputs(
-            engine="sglang",
-            tp=tp,
-            budget_bytes=rest,
-            kv_dtype=kv,
-            ssm_dtype=ssm,
-            ratio=ratio,
-            radix_strategy=strategy,
-            context_len=ctx,
-            max_running_requests=mrr,
-            max_mamba_cache_size=mmcs,
-            skip_decode_lock=skip,
-            overlap=overlap,
-        ),
-    )
-    sp = plan.sglang
-    got = {
-        "mamba_cache_per_req": plan.state.per_request,
-        "kv_bytes_per_token": plan.kv_bytes_per_token,
-        "max_mamba_cache_size": sp.mamba_slots,
-        "slots_per_request": sp.slots_per_request,
-        "max_total_num_tokens": sp.kv_tokens,
-        "mamba_cap": sp.mamba_cap,
-        "max_running_requests": sp.max_running_requests,
-        "context_len": sp.context_len,
-    }
-    exact = {k: v for k, v in want.items() if k != "max_total_num_tokens"}
-    assert {k: got[k] for k in exact} == exact
-    # the engine goes through float GB and back (int(rest_memory * 2**30)): at most a token of rounding
-    assert abs(got["max_total_num_tokens"] - want["max_total_num_tokens"]) <= 1
+    kw = dict(tp=tp, rest=int(rest_gib * GiB), kv=kv, ssm=ssm, strategy=strategy, ctx=ctx, ratio=ratio, mmcs=mmcs, mrr=mrr)
+    same_pools(*sglang_pair(model(name), raw(name), sg, **kw, overlap=overlap, skip=skip))
 
 
 # (model, tp, available GiB, kv dtype, ssm dtype, prefix caching, max_model_len, max_num_seqs)
@@ -170,48 +124,8 @@ VLLM_GRID = [
 )
 def test_vllm_matches_oracle(case, release):
     name, tp, avail_gib, kv, ssm, pc, mml, mns = case
-    cfg = raw(name)
-    avail = int(avail_gib * GiB)
-    want = VLLM_ORACLES[release].size_pool(
-        cfg,
-        available_memory=avail,
-        tp=tp,
-        cache_dtype=kv,
-        mamba_ssm_cache_dtype=ssm,
-        enable_prefix_caching=pc,
-        max_model_len=mml,
-        max_num_seqs=mns,
-    )
-    plan = cap.make_plan(
-        model(name),
-        cap.PlanInputs(
-            engine="vllm",
-            tp=tp,
-            budget_bytes=avail,
-            kv_dtype=kv,
-            ssm_dtype=None if ssm == "auto" else ssm,
-            context_len=mml,
-            max_running_requests=mns,
-            prefix_caching=pc,
-            vllm_version=release,
-        ),
-    )
-    vp = plan.vllm
-    got = {
-        "mode": vp.mode,
-        "mamba_page": vp.mamba_page,
-        "block_size": vp.block_size,
-        "page_bytes": vp.page_bytes,
-        "group_size": vp.group_size,
-        "n_attn_groups": vp.n_attn_groups,
-        "n_mamba_groups": vp.n_mamba_groups,
-        "num_blocks": vp.num_blocks,
-        "blocks_per_request": vp.blocks_per_request,
-        "max_concurrency": vp.max_concurrency,
-        "kv_cache_tokens": vp.kv_cache_tokens_new,
-        "mamba_bound_concurrency": vp.mamba_bound_concurrency,
-        "cap": vp.cap,
-    }
+    kw = dict(tp=tp, avail=int(avail_gib * GiB), kv=kv, ssm=ssm, pc=pc, mml=mml, mns=mns)
+    got, want = vllm_pair(model(name), raw(name), VLLM_ORACLES[release], release, **kw)
     assert got == want
 
 
@@ -267,40 +181,11 @@ PLATFORM_GRID = [
 @pytest.mark.parametrize("case", PLATFORM_GRID, ids=["-".join(map(str, c)) for c in PLATFORM_GRID])
 def test_vllm_platforms_match_oracle(case, release):
     name, platform, backend, pc = case
-    cfg = raw(name)
     tp = 8 if name == "kimi-k3" else 2
     kv = "fp8" if name == "kimi-k3" and platform != "cpu" else "bfloat16"
-    avail = int(30 * GiB)
-    want = VLLM_ORACLES[release].size_pool(
-        cfg,
-        available_memory=avail,
-        tp=tp,
-        cache_dtype=kv,
-        enable_prefix_caching=pc,
-        max_model_len=32768,
-        platform=platform,
-        gdn_backend=backend,
-    )
-    plan = cap.make_plan(
-        model(name),
-        cap.PlanInputs(
-            engine="vllm",
-            tp=tp,
-            budget_bytes=avail,
-            kv_dtype=kv,
-            context_len=32768,
-            prefix_caching=pc,
-            platform=platform,
-            gdn_backend=backend,
-            vllm_version=release,
-        ),
-    )
-    vp = plan.vllm
-    got = {
-        k: getattr(vp, k)
-        for k in ("mode", "mamba_page", "block_size", "page_bytes", "num_blocks", "blocks_per_request", "max_concurrency", "cap")
-    }
-    assert got == {k: want[k] for k in got}
+    kw = dict(tp=tp, avail=int(30 * GiB), kv=kv, pc=pc, mml=32768, platform=platform, backend=backend)
+    got, want = vllm_pair(model(name), raw(name), VLLM_ORACLES[release], release, **kw)
+    assert got == want
 
 
 def test_blackwell_keeps_small_gqa_blocks():

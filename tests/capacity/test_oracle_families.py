@@ -13,13 +13,13 @@ import pytest
 
 from exporter import capacity as cap
 from exporter.capacity import families
+from tests.capacity.oracle_pairs import GiB, same_pools, sglang_pair, vllm_pair
 from tests.oracle import sglang_0_5_23 as sg
 from tests.oracle import sglang_families as sgf
 from tests.oracle import vllm_0_33_0 as vl
 from tests.oracle import vllm_families as vlf
 
 CONFIGS = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
-GiB = 1 << 30
 NEW = sorted({f.fixture for f in families.CATALOGUE if f.fixture} - {"qwen3.8-27b", "qwen3-next-80b-a3b", "nemotron-h-8b", "kimi-k3"})
 
 
@@ -89,26 +89,8 @@ SGLANG_GRID = [
 def test_sglang_pools_match_oracle(case):
     name, i, rest_gib, kv, ssm, strategy, ctx = case
     tps = _tps(name, "sglang")
-    tp = tps[i if i < len(tps) else -1]
-    cfg = raw(name)
-    rest = int(rest_gib * GiB)
-    want = sg.size_pools(cfg, rest_gb=rest / GiB, tp=tp, kv_dtype=kv, mamba_ssm_dtype=ssm, context_length=ctx, strategy=strategy)
-    plan = cap.make_plan(
-        model(name),
-        cap.PlanInputs(engine="sglang", tp=tp, budget_bytes=rest, kv_dtype=kv, ssm_dtype=ssm, radix_strategy=strategy, context_len=ctx),
-    )
-    sp = plan.sglang
-    got = {
-        "mamba_cache_per_req": plan.state.per_request,
-        "kv_bytes_per_token": plan.kv_bytes_per_token,
-        "max_mamba_cache_size": sp.mamba_slots,
-        "slots_per_request": sp.slots_per_request,
-        "mamba_cap": sp.mamba_cap,
-        "max_running_requests": sp.max_running_requests,
-        "context_len": sp.context_len,
-    }
-    assert got == {k: want[k] for k in got}
-    assert abs(sp.kv_tokens - want["max_total_num_tokens"]) <= 1  # float GB and back in the engine
+    kw = dict(tp=tps[i if i < len(tps) else -1], rest=int(rest_gib * GiB), kv=kv, ssm=ssm, strategy=strategy, ctx=ctx)
+    same_pools(*sglang_pair(model(name), raw(name), sg, **kw))
 
 
 VLLM_GRID = [
@@ -127,53 +109,9 @@ VLLM_GRID = [
 def test_vllm_pools_match_oracle(case):
     name, i, avail_gib, kv, ssm, pc, mml, platform = case
     tps = _tps(name, "vllm")
-    tp = tps[i if i < len(tps) else -1]
-    cfg = raw(name)
-    avail = int(avail_gib * GiB)
-    want = vl.size_pool(
-        cfg,
-        available_memory=avail,
-        tp=tp,
-        cache_dtype=kv,
-        mamba_ssm_cache_dtype=ssm,
-        enable_prefix_caching=pc,
-        max_model_len=mml,
-        platform=platform,
-    )
-    plan = cap.make_plan(
-        model(name),
-        cap.PlanInputs(
-            engine="vllm",
-            tp=tp,
-            budget_bytes=avail,
-            kv_dtype=kv,
-            ssm_dtype=None if ssm == "auto" else ssm,
-            context_len=mml,
-            prefix_caching=pc,
-            platform=platform,
-            vllm_version="0.33.0",  # the release of the oracle module (vllm_0_33_0), whatever plan's default
-        ),
-    )
-    vp = plan.vllm
-    got = {
-        k: getattr(vp, k)
-        for k in (
-            "mode",
-            "mamba_page",
-            "block_size",
-            "page_bytes",
-            "group_size",
-            "n_attn_groups",
-            "n_mamba_groups",
-            "num_blocks",
-            "blocks_per_request",
-            "max_concurrency",
-            "mamba_bound_concurrency",
-            "cap",
-        )
-    }
-    got["kv_cache_tokens"] = vp.kv_cache_tokens_new
-    assert got == {k: want[k] for k in got}
+    kw = dict(tp=tps[i if i < len(tps) else -1], avail=int(avail_gib * GiB), kv=kv, ssm=ssm, pc=pc, mml=mml, platform=platform)
+    got, want = vllm_pair(model(name), raw(name), vl, "0.33.0", **kw)  # the release of the oracle module
+    assert got == want
 
 
 def test_grids_cover_every_family():

@@ -1,9 +1,11 @@
 """The engines' own command lines, read from their released wheels: how each option the exporter names is declared.
 
-    python -m tests.oracle.engine_argparse --python ENGINE_VENV/bin/python --wheels DIR   # rewrites engine_flags.json
+    python -m tests.oracle.engine_argparse --python ENGINE_VENV/bin/python   # rewrites engine_flags.json
+    python -m tests.oracle.engine_argparse --python ENGINE_VENV/bin/python --engine vllm   # only vLLM's entries
 
-For each release (SGLang 0.5.15-0.5.23, vLLM 0.33.0) the wheel is downloaded (``pip download --no-deps``) and
-unpacked, and its parser is built by the engine's own code (``ServerArgs.add_cli_args`` /
+For each release (SGLang 0.5.15-0.5.23, vLLM 0.33.0 and 0.34.0) the wheel is taken from the wheel cache outside the
+clone that ``make oracle`` and the release check use (``--cache``, downloaded there with ``pip download --no-deps``
+when missing) and unpacked into a temporary directory, and its parser is built by the engine's own code (``ServerArgs.add_cli_args`` /
 ``EngineArgs.add_cli_args``) in a Python that has torch and transformers (the vLLM CPU venv of this machine, see
 docs/rules.md#switches); the modules that Python lacks are mocked, found one by one. The declarations of the
 options in ``OPTIONS`` (action, nargs, type, choices) are written to ``engine_flags.json``, which
@@ -16,12 +18,15 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
+from tests.release.source import DEFAULT_CACHE, download
+
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "engine_flags.json"
-RELEASES = {"sglang": [f"0.5.{n}" for n in range(15, 24)], "vllm": ["0.33.0"]}
+RELEASES = {"sglang": [f"0.5.{n}" for n in range(15, 24)], "vllm": ["0.33.0", "0.34.0"]}
 ENTRY = {"sglang": ("sglang.srt.server_args", "ServerArgs.add_cli_args"), "vllm": ("vllm.engine.arg_utils", "EngineArgs.add_cli_args")}
 # what the flag catalogue recommends and what the advice names besides (caveats, notes)
 OPTIONS = (
@@ -65,6 +70,16 @@ class Mocker(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def exec_module(self, module):
         pass
 root, modname, fn = sys.argv[1:4]
+import importlib.metadata
+_version = importlib.metadata.version
+def _mocked_version(name):  # a mocked package has no metadata: newer releases ask for its version at import
+    try:
+        return _version(name)
+    except importlib.metadata.PackageNotFoundError:
+        if name.replace("-", "_") in MOCK:
+            return "0.0.0"
+        raise
+importlib.metadata.version = _mocked_version
 own = modname.split(".")[0]
 sys.path.insert(0, root)
 sys.meta_path.insert(0, Mocker())
@@ -100,36 +115,35 @@ json.dump(out, sys.stdout)
 """
 
 
-def unpack(engine: str, version: str, wheels: Path) -> Path:
-    d = wheels / f"{engine}-{version}"
-    found = sorted(d.glob("*.whl"))
-    if not found:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(d), f"{engine}=={version}"], check=True)
-        found = sorted(d.glob("*.whl"))
-    root = d / "unpacked"
-    if not root.exists():
-        zipfile.ZipFile(found[0]).extractall(root)
+def unpack(engine: str, version: str, cache: Path, into: Path) -> Path:
+    """The wheel of ``engine==version`` from ``cache`` (downloaded when missing), unpacked under ``into``."""
+    root = into / f"{engine}-{version}"
+    zipfile.ZipFile(download(cache, engine, version)).extractall(root)
     return root
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--python", required=True, help="a Python with torch and transformers")
-    ap.add_argument("--wheels", type=Path, default=Path(".oracle-wheels"))
+    ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help=f"where the wheels are kept (default {DEFAULT_CACHE})")
+    ap.add_argument("--engine", choices=sorted(RELEASES), help="only this engine's releases (the others' entries are kept)")
     a = ap.parse_args(argv)
-    out: dict[str, dict] = {}
+    out: dict[str, dict] = json.loads(OUT.read_text()) if a.engine else {}
     for engine, versions in RELEASES.items():
+        if a.engine and engine != a.engine:
+            continue
         mod, fn = ENTRY[engine]
         for v in versions:
-            root = unpack(engine, v, a.wheels)
-            env = {"MOCK": "torchcodec,torchvision,torchaudio", "VLLM_TARGET_DEVICE": "cpu", "PATH": "/usr/bin:/bin"}
-            r = subprocess.run([a.python, "-c", BUILD, str(root), mod, fn], capture_output=True, text=True, env=env, timeout=600)
-            if r.returncode:
-                print(f"{engine} {v}: {r.stderr[-800:]}", file=sys.stderr)
-                return 1
-            parsed = json.loads(r.stdout)
-            out[f"{engine}=={v}"] = {o: parsed[o] for o in OPTIONS if o in parsed}
-            print(f"{engine} {v}: {len(parsed)} options, {len(out[f'{engine}=={v}'])} named by the exporter")
+            with tempfile.TemporaryDirectory(prefix="hce-argparse-") as tmp:
+                root = unpack(engine, v, a.cache, Path(tmp))
+                env = {"MOCK": "torchcodec,torchvision,torchaudio", "VLLM_TARGET_DEVICE": "cpu", "PATH": "/usr/bin:/bin"}
+                r = subprocess.run([a.python, "-c", BUILD, str(root), mod, fn], capture_output=True, text=True, env=env, timeout=600)
+                if r.returncode:
+                    print(f"{engine} {v}: {r.stderr[-800:]}", file=sys.stderr)
+                    return 1
+                parsed = json.loads(r.stdout)
+                out[f"{engine}=={v}"] = {o: parsed[o] for o in OPTIONS if o in parsed}
+                print(f"{engine} {v}: {len(parsed)} options, {len(out[f'{engine}=={v}'])} named by the exporter")
     OUT.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
     return 0
 

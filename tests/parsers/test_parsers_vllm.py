@@ -594,6 +594,7 @@ def test_small_config_lines(line: str, kind: str, args: dict[str, object]) -> No
         ),
         ("INFO 03-21 16:41:44 [api_server.py:1024] Starting vLLM API server on http://0.0.0.0:8000", ev.ServerReady()),
         ("(APIServer pid=1) INFO 10-23 15:14:57 [api_server.py:1971] Starting vLLM API server 0 on http://0.0.0.0:8000", ev.ServerReady()),
+        ("(APIServer pid=1) INFO 12-03 14:01:49 [entry.py:139] Starting vLLM server on http://0.0.0.0:8000", ev.ServerReady()),
         ("(APIServer pid=1) INFO:     Application startup complete.", ev.ServerReady()),
         ("INFO:     Application startup complete.", ev.ServerReady()),
     ],

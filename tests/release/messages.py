@@ -108,6 +108,9 @@ MESSAGES: tuple[Message, ...] = (
     _v("EngineCore encountered a fatal error", _CORE, "parsers/vllm.py::_engine_core"),
     _v("EngineCore encountered an issue", "vllm/v1/engine/exceptions.py", "parsers/vllm.py::_fallback (EngineDeadError)"),
     _v("Engine core initialization failed", "vllm/v1/engine/utils.py", "parsers/vllm.py::_fallback"),
+    # raised (ValueError) with full CUDA graphs when max_num_seqs > the blocks; the text spans two literals
+    _v("exceeds available Mamba cache ", "vllm/config/compilation.py", "parsers/vllm.py::EXCEEDS_RE"),
+    _v("Starting vLLM server on ", "vllm/entrypoints/launchers/api_server/entry.py", "parsers/vllm.py::_starting"),
     _v("Dumping input data for V1 LLM engine", "vllm/logging_utils/dump_input.py", "parsers/vllm.py::_DISPATCH['Dumping'] (ignored)"),
     # ---- vLLM: forms of older releases (read for their logs; not in the pinned release)
     _v("# GPU blocks: ", "", "parsers/vllm.py::BLOCKS_RE (V0, 0.6.4-0.7.3)", current=False),
@@ -120,12 +123,11 @@ MESSAGES: tuple[Message, ...] = (
     _v("Prefix cache hit rate: GPU: ", "", "parsers/vllm.py::V0_PREFIX_HIT_RE (V0)", current=False),
     _v("vLLM API server version", "", "parsers/vllm.py::API_VERSION_RE (up to 0.14)", current=False),
     _v("Setting max_num_seqs to", "", "parsers/vllm.py::MAX_NUM_SEQS_RE (up to 0.10)", current=False),
-    _v("exceeds available Mamba cache blocks", "", "parsers/vllm.py::EXCEEDS_RE (0.20-; not in 0.33.0)", current=False),
     _v("Capping cudagraph capture sizes", "", "parsers/vllm.py::CAPPING_RE (0.18-0.19)", current=False),
     _v("No valid cudagraph capture sizes remain", "", "parsers/vllm.py::NO_CAPTURE_RE (0.18-0.19)", current=False),
     _v("Hybrid or mamba-based model detected without support for prefix caching", "", "parsers/vllm.py::MAMBA_MODE_RE", False),
     _v("Shutting down FastAPI HTTP server", "", "parsers/vllm.py::_shutting (before 0.30)", current=False),
-    _v("Starting vLLM API server", "", "parsers/vllm.py::_starting (not in 0.33.0)", current=False),
+    _v("Starting vLLM API server", "", "parsers/vllm.py::_starting (up to 0.31)", current=False),
     # ---- SGLang: the batch lines (their parts)
     _s("Decode batch{iter_msg}", _REPORTER, "parsers/sglang.py::BATCH_HEAD_RE"),
     _s("Prefill batch{iter_msg}", _REPORTER, "parsers/sglang.py::BATCH_HEAD_RE, #new-seq, #new-token, #cached-token"),

@@ -1,6 +1,6 @@
 """The flag catalogue against the engines' own command lines (issue 21.2: switches printed as switches).
 
-``tests/oracle/engine_flags.json`` is how SGLang 0.5.15-0.5.23 and vLLM 0.33.0 declare every option the exporter
+``tests/oracle/engine_flags.json`` is how SGLang 0.5.15-0.5.23 and vLLM 0.33.0-0.34.0 declare every option the exporter
 names, read by ``tests/oracle/engine_argparse.py`` from the parsers the released wheels build. Checked both ways: a
 catalogue switch (value "true", printed alone) is a store-true / boolean option in every release that has it, and
 every option that takes no value is a switch of the catalogue; every value a recommendation can carry is one the

@@ -154,3 +154,50 @@ def test_closed_file_renamed_and_compressed_before_the_next_look(tmp_path, caplo
         assert any("continues a generation read before" in r.getMessage() and "(compressed)" in r.getMessage() for r in caplog.records)
     finally:
         m.stop()
+
+
+def test_the_lag_counts_lines_until_the_pipeline_has_them(tmp_path):
+    """A scrape reads the read lag from another thread: while a chunk's lines are being fed, they are still lag
+    (before: the chunk left the lag before its lines reached the pipeline, so a scrape could see lag 0 and
+    gauges without the newest line, as the real-engine suite's caught-up reads did once)."""
+    log = tmp_path / "a.log"
+    h.fsync_append(log, h.lines_blob(0, 20))
+    pipe = Pipeline()
+    real, lags = pipe.feed_lines, []
+
+    def watched(source, lines):
+        lags.append(m.tailers[str(log)].lag())  # in the tailing thread, as a scrape would see it now
+        return real(source, lines)
+
+    pipe.feed_lines = watched
+    m = Manager(pipe, [(None, str(log))], from_beginning=True)
+    m.start()
+    try:
+        _wait(lambda: rs.decode_batches(pipe, "a") == 20, "the lines read")
+        h.fsync_append(log, h.lines_blob(20, 5))
+        _wait(lambda: rs.decode_batches(pipe, "a") == 25, "the appended lines read")
+        _wait(lambda: m.tailers[str(log)].lag() == 0, "the lag back to 0")
+    finally:
+        m.stop()
+    assert lags and all(n > 0 for n in lags), lags
+
+
+def test_the_lag_sees_a_write_the_tailer_has_not_looked_at(tmp_path):
+    """The read lag is of the file's size now, not of the tailer's last look: polled every 60 s, lines appended
+    after the first read are lag at once (before: 0 until the next poll, so /metrics said "all read" over an unread
+    line)."""
+    log = tmp_path / "a.log"
+    h.fsync_append(log, h.lines_blob(0, 20))
+    pipe = Pipeline()
+    m = Manager(pipe, [(None, str(log))], from_beginning=True, poll_interval=60.0)
+    m.start()
+    try:
+        _wait(lambda: rs.decode_batches(pipe, "a") == 20, "the lines read")
+        t = m.tailers[str(log)]
+        _wait(lambda: t.lag() == 0, "the lag 0")
+        more = h.lines_blob(20, 5)
+        h.fsync_append(log, more)
+        assert t.lag() == len(more.encode() if isinstance(more, str) else more)
+        assert rs.decode_batches(pipe, "a") == 20  # not read yet: the tailer looks in a minute
+    finally:
+        m.stop()
