@@ -55,7 +55,7 @@ dashboards: $(STAMP)
 	$(BIN)/python -m dashboards.build
 	$(BIN)/python deploy/build_prometheusrule.py
 
-## regenerate docs/metrics.md from the metric contract (exporter/contract.py); a test checks it is current
+## regenerate docs/metrics.md from the metric contract (exporter/catalogues/contract.py); a test checks it is current
 docs: $(STAMP)
 	$(BIN)/python docs/gen_metrics.py
 

@@ -1,7 +1,7 @@
 """The C extension and the build revision live here; everything else is in pyproject.toml.
 
 ``exporter._scan`` is the bulk scanner of busy SGLang logs. It is optional: without a C compiler
-the install still succeeds and the pure-Python scanner (exporter/scan.py) runs instead, slower.
+the install still succeeds and the pure-Python scanner (exporter/state/scan.py) runs instead, slower.
 
 ``exporter/_revision.py`` is written into every sdist and wheel with the git revision they were
 built from (``HCE_REVISION`` if set, as in the Dockerfile's build argument, else ``git rev-parse``;

@@ -64,7 +64,7 @@ def measure(path: str, rule: str) -> dict:
     calls = calls[1:]  # the feed call itself
     switches = sum(1 for a, b, _ in calls if a != b)
     # the line's own path: up to the rules' transition reaching the recommendations (the rest is theirs)
-    upto = next((i for i, (_, m, _) in enumerate(calls) if m == "exporter.recommend"), len(calls))
+    upto = next((i for i, (_, m, _) in enumerate(calls) if m == "exporter.advice.recommend"), len(calls))
     path_calls = calls[:upto]
     route: list[str] = []
     for _, mod, _ in calls:

@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import test_serve_support as h  # noqa: E402
 
-from exporter.pipeline import IDLE_SAMPLE_SECONDS  # noqa: E402
 from exporter.serve import ServeConfig, Service  # noqa: E402
+from exporter.state.pipeline import IDLE_SAMPLE_SECONDS  # noqa: E402
 
 
 def _cpu(tid: int) -> float:

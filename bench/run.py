@@ -128,7 +128,7 @@ def python_cmd(exp: list[str]) -> list[str]:
 
 def scanner_of(exp: list[str]) -> str:
     """Which bulk scanner the benchmarked exporter runs: the C extension or the pure-Python one."""
-    code = "import exporter.scan as s; print('C extension' if s.native else 'pure Python')"
+    code = "import exporter.state.scan as s; print('C extension' if s.native else 'pure Python')"
     cmd = [*python_cmd(exp), "-c", code]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     return r.stdout.strip() or "unknown"

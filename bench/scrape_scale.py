@@ -12,7 +12,7 @@ log (fixtures/sglang, vllm, scenarios in turn: capacity, configuration, findings
 then the registry ``serve`` builds (the log's collector, the self-metrics of as many tailers, the
 process collector) behind ``identity.Labelled`` with DaemonSet labels (namespace, pod, container)
 for every source, and the scrape is timed as ``/metrics`` makes it: the encoder ``choose_encoder``
-picks for a request without ``Accept`` (text 0.0.4), through ``exporter.exposition.encode`` where
+picks for a request without ``Accept`` (text 0.0.4), through ``exporter.exposition.text.encode`` where
 the tree has it, else the encoder itself. Then gzip (what Prometheus asks for) and the status page
 (``/`` and ``status.json``).
 
@@ -42,7 +42,7 @@ FIXTURE_DIRS = ("sglang", "vllm", "scenarios")
 
 
 class Tailer:
-    """What the self-metrics read of a tailer (exporter/selfmetrics.py)."""
+    """What the self-metrics read of a tailer (exporter/exposition/selfmetrics.py)."""
 
     def __init__(self, source: str, i: int) -> None:
         self.source, self.read_bytes, self.rotations, self.truncations = source, 4096.0 * i, 0, 0
@@ -83,15 +83,15 @@ def child(n: int, runs: int, profile: bool) -> dict:
 
     from prometheus_client import CollectorRegistry, ProcessCollector
 
-    from exporter import connections
     from exporter.app import new_pipeline
-    from exporter.collector import HybridCacheCollector
-    from exporter.history import History
-    from exporter.identity import Labelled
-    from exporter.selfmetrics import SelfCollector
-    from exporter.status import StatusPages
-    from exporter.web import App, Handler
-    from exporter.webconfig import WebConfig
+    from exporter.diagnosis.history import History
+    from exporter.exposition import connections
+    from exporter.exposition.collector import HybridCacheCollector
+    from exporter.exposition.identity import Labelled
+    from exporter.exposition.selfmetrics import SelfCollector
+    from exporter.exposition.web import App, Handler
+    from exporter.exposition.webconfig import WebConfig
+    from exporter.presentation.status import StatusPages
 
     logs = sorted(p for d in FIXTURE_DIRS for p in (ROOT / "fixtures" / d).glob("*.log"))
     texts = [p.read_text(encoding="utf-8", errors="replace") for p in logs]

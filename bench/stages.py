@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # last: a frozen copy on PYTHONPATH (bench/run.py --snapshot) comes first
 
 from exporter.app import new_pipeline  # noqa: E402
-from exporter.offline import replay_files  # noqa: E402
-from exporter.pipeline import Pipeline  # noqa: E402
+from exporter.reading.offline import replay_files  # noqa: E402
+from exporter.state.pipeline import Pipeline  # noqa: E402
 
 
 class _ScanOnly(Pipeline):

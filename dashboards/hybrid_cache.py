@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from grafanalib.core import Dashboard, Stat, Table, Template
 
-from exporter import contract
+from exporter.catalogues import contract
 
 from . import panels as frame
 from .identity import SERVER, STREAM, TARGET_VARS, by, regex_sel

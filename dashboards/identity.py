@@ -12,7 +12,7 @@ groups and regex matchers (``pod=~".*"``) treat as the empty string.
 
 from __future__ import annotations
 
-from exporter import contract
+from exporter.catalogues import contract
 
 # labels that identify a scraped exporter: the scrape target's (container: a PodMonitor's default
 # target label) and `cluster`, which a multi-cluster setup (external labels, Thanos/Mimir, or

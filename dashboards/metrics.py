@@ -1,6 +1,6 @@
 """The exporter's public metric contract as the dashboards and alert rules see it.
 
-The contract itself is ``exporter/contract.py`` (one entry per family: name, type, help, labels,
+The contract itself is ``exporter/catalogues/contract.py`` (one entry per family: name, type, help, labels,
 source line); this module only re-exports it in the shape the dashboard tests use. Dashboards and
 alert rules may only query names listed here (``tests/dashboards/test_dashboards.py`` and
 ``tests/dashboards/test_alerts.py`` parse every PromQL expression and check). The value is the set of
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from exporter.contract import METRICS
+from exporter.catalogues.contract import METRICS
 
 CONTRACT: dict[str, frozenset[str]] = {m.name: frozenset(m.all_labels) for m in METRICS}
 

@@ -11,16 +11,16 @@ from collections.abc import Callable
 
 from grafanalib.core import Dashboard, GridPos, RowPanel, Stat, Table, Target, Template, Templating, TimeSeries
 
-from exporter import contract
+from exporter.catalogues import contract
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 USAGE_STEPS = [{"color": "green", "value": None}, {"color": "orange", "value": 0.8}, {"color": "red", "value": 0.95}]
 
 
 def known(metric: str) -> str:
-    """``metric``, if the metric contract (exporter/contract.py) has it: a typo fails `make dashboards`."""
+    """``metric``, if the metric contract (exporter/catalogues/contract.py) has it: a typo fails `make dashboards`."""
     if metric not in contract.BY_NAME:
-        raise KeyError(f"{metric} is not in exporter/contract.py")
+        raise KeyError(f"{metric} is not in exporter/catalogues/contract.py")
     return metric
 
 

@@ -38,7 +38,7 @@ def recorded() -> dict[str, frozenset[str]]:
 # the identity labels the annotation queries of an alert select a server by (the alert's own labels)
 _SELECT = 'namespace="%s",pod="%s",instance="%s",source="%s",dp_rank="%s"'
 _ARGS = "$labels.namespace $labels.pod $labels.instance $labels.source $labels.dp_rank"
-# a recommendation's flag as a command line has it: a switch alone (value "true": exporter/flags.py's switches),
+# a recommendation's flag as a command line has it: a switch alone (value "true": exporter/advice/flags.py's switches),
 # an environment variable as NAME=value, else "--flag value" (report.flag_text does the same)
 FLAG_TEXT = (
     '{{ if eq .Labels.value "true" }}{{ .Labels.flag }}'

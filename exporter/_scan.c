@@ -1,4 +1,4 @@
-/* Native scanner for the steady state of a busy SGLang log (see exporter/scan.py).
+/* Native scanner for the steady state of a busy SGLang log (see exporter/state/scan.py).
  *
  * scan(lines, start, spec) walks lines[start:] while each line is one of
  *   [YYYY-MM-DD HH:MM:SS(.mmm)?TAGS] <decode head><k1>: v1, <k2>: v2, ...(, )?
@@ -25,7 +25,7 @@
  * message) takes it (parsers.header.Stage.scanner orders them: the most particular ending first), its time item gives the time and the bucket, and its tags are the template's
  * index ('0' + k) followed by the text from its first rank item to its last.
  *
- * The pure-Python twin (exporter/scan.py, one fullmatch per line) gives the same result; tests
+ * The pure-Python twin (exporter/state/scan.py, one fullmatch per line) gives the same result; tests
  * compare the two. A line with a character past U+00FF stops the scan, as does a prefill value
  * of more than 9 digits (parsers.numbers.MAX_COUNT) or one that would take the call's sum past 2**63 - 1: the line-by-line path handles them.
  */
@@ -1141,7 +1141,7 @@ done:
 
 
 /* ------------------------------------------------------------------------------------------
- * Container records (exporter/container.py, exporter/reading.py): unwrap(data, start, end, fmt,
+ * Container records (exporter/reading/container.py, exporter/reading/reader.py): unwrap(data, start, end, fmt,
  * max_line) reads the complete lines of data[start:end] (each ending in '\n') while each is a
  * record the reading layer would hand on as one line without joining or cutting anything (a
  * final Docker json-file record in the driver's own layout, a CRI 'F' record, or a line that is

@@ -13,14 +13,14 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry
 
-from .collector import HybridCacheCollector
-from .exposition import encode
-from .history import REPORT_ROWS, History
-from .offline import replay_files
-from .pipeline import Pipeline
-from .recommend import observe
-from .rules import Rules, RulesConfig
-from .state import DEFAULT_MAX_DP_RANKS
+from .advice.recommend import observe
+from .diagnosis.history import REPORT_ROWS, History
+from .diagnosis.rules import Rules, RulesConfig
+from .exposition.collector import HybridCacheCollector
+from .exposition.text import encode
+from .reading.offline import replay_files
+from .state.pipeline import Pipeline
+from .state.store import DEFAULT_MAX_DP_RANKS
 
 
 def new_pipeline(
@@ -37,7 +37,7 @@ def new_pipeline(
 
 
 def timelines() -> History:
-    """The timelines ``report --html`` draws: each server's whole log, compacting (:mod:`exporter.history`)."""
+    """The timelines ``report --html`` draws: each server's whole log, compacting (:mod:`exporter.diagnosis.history`)."""
     return History(REPORT_ROWS, compact=True)
 
 

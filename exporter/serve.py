@@ -15,21 +15,21 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 
-from . import buildinfo
 from .app import new_pipeline
-from .collector import HybridCacheCollector
-from .history import History
-from .identity import Labelled
-from .kubernetes import PodLogs
-from .lines import DEFAULT_MAX_LINE
-from .missing import MissingPaths
-from .rules import RulesConfig
-from .selfmetrics import SelfCollector
+from .diagnosis.history import History
+from .diagnosis.rules import RulesConfig
+from .exposition import buildinfo
+from .exposition.collector import HybridCacheCollector
+from .exposition.identity import Labelled
+from .exposition.selfmetrics import SelfCollector
+from .exposition.web import App, make_servers, url_of
+from .exposition.webconfig import ReloadingWebConfig, WebConfig
+from .presentation.status import StatusPages
+from .reading.lines import DEFAULT_MAX_LINE
 from .sources import Manager, Positions, StdinSource
-from .state import DEFAULT_MAX_DP_RANKS
-from .status import StatusPages
-from .web import App, make_servers, url_of
-from .webconfig import ReloadingWebConfig, WebConfig
+from .sources.kubernetes import PodLogs
+from .sources.missing import MissingPaths
+from .state.store import DEFAULT_MAX_DP_RANKS
 
 log = logging.getLogger("hybrid_cache_exporter")
 

@@ -2,7 +2,7 @@
 
 ``parse_line`` is the single entry point used by ``replay``, ``serve`` and ``report``. It does no
 I/O and keeps no state; whatever needs memory (the engine of a source, the year of vLLM's
-timestamps, which TP rank speaks for a DP group) lives in ``exporter.state``.
+timestamps, which TP rank speaks for a DP group) lives in ``exporter.state.store``.
 """
 
 from __future__ import annotations

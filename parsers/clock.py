@@ -10,7 +10,7 @@ sidecar shares its container's zone settings (usually UTC); a log copied to a ma
 zone is replayed with ``--log.timezone`` set to the server's zone. docs/formats/README.md#time.
 
 The year of a time written without one (vLLM's ``MM-DD``, a syslog date) is the other such setting
-(:func:`set_year`, ``--log.year``): by default it comes from the file (``exporter.reading.file_year``:
+(:func:`set_year`, ``--log.year``): by default it comes from the file (``exporter.reading.reader.file_year``:
 its modification time and first dated line; docs/serve.md#the-vllm-year), and a year set here is
 taken instead, whatever the file's time and the machine's clock (a copied log, goldens that must
 pass in any year).

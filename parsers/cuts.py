@@ -1,7 +1,7 @@
 """Whether a message is cut, and whether a line continues it: the proofs the joiner asks.
 
 A message a writer cut (or a terminal wrapped) onto the next lines is joined back only on proof
-(``exporter/wrapped.py``; docs/formats/README.md#lines-as-users-paste-them). The proofs are read
+(``exporter/state/wrapped.py``; docs/formats/README.md#lines-as-users-paste-them). The proofs are read
 from the message's own text, by the rules of its grammar:
 
 * :func:`cut_short`: a message that does not parse is a known message cut short when it is a

@@ -312,7 +312,7 @@ class KVCapacity:
 
 
 # the stages of a fact sized more than once in one boot (vLLM 0.34's extensible KV cache; the revision rule:
-# exporter/revisions.py): sized before warmup (an estimate where the release sizes again after warmup), said to be
+# exporter/state/revisions.py): sized before warmup (an estimate where the release sizes again after warmup), said to be
 # an estimate by the line itself, measured after warmup on one rank, final
 PROFILE, ESTIMATE, MEASURED, FINAL = "profile", "estimate", "measured", "final"
 

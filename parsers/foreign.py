@@ -3,7 +3,7 @@
 A server's stderr is shared: between its own lines stand tqdm progress bars (weight shards, CUDA
 graph capture, hub downloads), Python warnings with the source line Python prints after them,
 NCCL, Gloo and torch's own chatter, absl's notice. None is an engine's message, and none is the
-rest of one: the joiner (``exporter/wrapped.py``) never takes such a line for a continuation, and
+rest of one: the joiner (``exporter/state/wrapped.py``) never takes such a line for a continuation, and
 a line it holds stays held across them (docs/formats/README.md#lines-as-users-paste-them).
 
 The shapes are the writers' own, read in their code and logs (tqdm's ``format_meter``, the

@@ -3,7 +3,7 @@
 Every regex that reads one of these headers is compiled from the text here: ``prefix`` (the fast
 paths of ``split_header``), ``preamble`` (the generic reader's tokens), ``shapes`` (the learned
 whole-line templates of batch lines) and, through ``shapes``, the bulk scanner
-(``exporter/scan.py``; its C twin ``exporter/_scan.c`` reads the same header by hand, and
+(``exporter/state/scan.py``; its C twin ``exporter/_scan.c`` reads the same header by hand, and
 tests/pipeline/test_scan.py checks the two agree). A leaf: it imports nothing of the project.
 """
 

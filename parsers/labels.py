@@ -1,5 +1,5 @@
 """Label values read from a log line: named as the engine names them, checked against the metric
-contract's bound (``exporter/contract.py`` ``LABELS``; issue 29, item 2).
+contract's bound (``exporter/catalogues/contract.py`` ``LABELS``; issue 29, item 2).
 
 A label takes a value from a bounded vocabulary: a model's name, a dtype, a strategy, a speculative
 method, a release, a ReplaySSM buffer's name. What a log line gives is read as the engine itself
@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import re
 
-from exporter.contract import LABEL, SERVER_INFO_KEYS
+from exporter.catalogues.contract import LABEL, SERVER_INFO_KEYS
 
 from . import events as ev
 

@@ -3,7 +3,7 @@
 A server prints the same key sequence on every ``Decode batch`` / ``Prefill batch`` line of a
 kind, so the first generic parse of a sequence (``parsers.sglang.parse_message``) is turned into a
 :class:`Shape`: an anchored message regex, the whole-line regex the sampler and the bulk scanner
-(:mod:`exporter.scan`) use, and a generated function that builds the parsed Line of a sample.
+(:mod:`exporter.state.scan`) use, and a generated function that builds the parsed Line of a sample.
 Later lines of that shape are matched in one C call and converted by position; any mismatch (a
 new field, an odd value) falls back to the generic parser, after which the new shape is learned.
 What was learned belongs to one log source (a :class:`LineShapes` object, kept by the sampler),
@@ -35,7 +35,7 @@ _MAX_TEMPLATES = 64  # per source
 LINE_HEADER = sglang_header(one_line=True)  # groups ymdhm, sec, ms, tags (the scanner runs it over blocks)
 Steps = tuple[tuple[int, str, Callable[[str], object]], ...]  # (group index, attribute, converter)
 Build = Callable[[tuple[str, ...]], "ev.Line | None"]  # match groups -> parsed Line (Shape.sample)
-# what the bulk scanner (exporter/scan.py) accepts per kind: (head, keys, index of #new-token,
+# what the bulk scanner (exporter/state/scan.py) accepts per kind: (head, keys, index of #new-token,
 # index of #cached-token, the value check of each key: VALUE_PATTERNS' codes)
 ScanShape = tuple[str, tuple[str, ...], "int | None", "int | None", str]
 

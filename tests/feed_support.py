@@ -15,8 +15,8 @@ def use_scanner(monkeypatch, which: str) -> None:
     """Make the pipeline's bulk path use the C scanner (``native``: fails where it is not built) or the pure one."""
     import pytest
 
-    import exporter.pipeline as pipeline_mod
-    from exporter import scan as scan_mod
+    import exporter.state.pipeline as pipeline_mod
+    from exporter.state import scan as scan_mod
 
     if which == "native":
         if scan_mod.native is None:

@@ -120,7 +120,7 @@ class Writer:
 
 
 def decode_batches(pipe, source: str | None = None) -> float:
-    """The decode lines a pipeline (exporter.pipeline.Pipeline) counted, of one source or of all."""
+    """The decode lines a pipeline (exporter.state.pipeline.Pipeline) counted, of one source or of all."""
     with pipe.lock:
         return sum(
             s.counters.get("decode_batches", 0.0)

@@ -1,4 +1,8 @@
-"""The capacity model of hybrid linear-attention models: full-attention KV plus per-request conv/SSM state.
+"""The capacity model of hybrid linear-attention models: full-attention KV plus per-request conv/SSM state,
+and what it assumes of the engines: their releases and their defaults (below the state, above the parsers).
+
+* :mod:`.version`  — engine releases: one parser of version strings, the ranges a log proves;
+* :mod:`.defaults` — the engines' defaults by release, one table;
 
 * :mod:`.families` — the family catalogue (one entry per hybrid family; :mod:`.readers` reads each config);
 * :mod:`.model`    — dtypes and what a ``config.json`` says (:class:`ModelSpec`);

@@ -1,7 +1,7 @@
 """Expected effects of flags: from what a log says (:class:`ObservedCapacity`) and from a plan.
 
 The flags themselves (which engine, which gates, which value, which effect function) are catalogued in
-``exporter/flags.py``; these are the effect computations it points to.
+``exporter/advice/flags.py``; these are the effect computations it points to.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .. import defaults
+from . import defaults
 from .model import GiB, MiB, ModelSpec, dtype_bytes, normalize_dtype, short_dtype
 from .planning import Plan, PlanInputs, make_plan
 from .sizing import balanced_ratio_for_context, has_ssm_lever, norm_strategy
@@ -224,7 +224,7 @@ def _below_context(kv_tokens: int | None, context_len: int | None) -> tuple[str,
 
 
 # --------------------------------------------------------------------------------------------------------------
-# effects from what the log says, one function per flag (exporter/flags.py points to them)
+# effects from what the log says, one function per flag (exporter/advice/flags.py points to them)
 #
 # * ssm dtype: slot bytes = conv + ssm·(new/old); the same mamba budget holds ``floor(budget/slot) − padding``
 #   slots, i.e. ≈ ``(S+1)·(conv+ssm)/(conv+ssm/2) − 1`` for fp32 → bf16.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import defaults
+from . import defaults
 from .model import ConfigError, ModelSpec
 from .sizing import (
     LinearState,
@@ -18,7 +18,7 @@ from .sizing import (
 )
 from .vllm import CPU_ISA_WORDS, VLLMPool, vllm_default_mode, vllm_gdn_prefill_kernel, vllm_pool, vllm_release, vllm_ssm_dtype
 
-# vLLM 0.34's extensible KV cache: what a plan from a config cannot know (exporter/plan.py prints it)
+# vLLM 0.34's extensible KV cache: what a plan from a config cannot know (exporter/advice/plan.py prints it)
 MEASURED_BUDGET = (
     "vLLM {v} sizes the KV cache from the memory measured after CUDA-graph capture and warmup (the extensible KV cache, "
     "on by default on CUDA and ROCm): the budget is the log's `Extended KV cache to N blocks (X GiB)` (--kv-budget X, or "
@@ -169,7 +169,7 @@ def make_plan(model: ModelSpec, inputs: PlanInputs) -> Plan:
             mode=inputs.resolved_vllm_mode,
             spec_tokens=inputs.spec_draft_tokens,
             max_model_len=inputs.context_len or model.context_length,
-            # the CPU backend's default for the API server (exporter/defaults.py): 128 x world; a GPU's depends on it
+            # the CPU backend's default for the API server (exporter/capacity/defaults.py): 128 x world; a GPU's depends on it
             max_num_seqs=inputs.max_running_requests
             or (defaults.vllm_max_num_seqs(inputs.vllm_version, device="cpu", world=tp).value if inputs.platform == "cpu" else None),
             version=inputs.vllm_version,

@@ -29,9 +29,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..version import require_version
 from . import families
 from .model import ModelSpec, dtype_bytes, normalize_dtype
+from .version import require_version
 
 LATEST_SGLANG = (0, 5, 23, 0)
 

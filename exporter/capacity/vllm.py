@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .. import defaults
-from ..version import require_version
+from . import defaults
 from .model import ModelSpec
 from .sizing import kv_bytes_per_token_per_layer, linear_state
+from .version import require_version
 
 # --------------------------------------------------------------------------------------------------------------
 # vLLM V1: shared block pool
@@ -30,7 +30,7 @@ CPU_ISA_WORDS = {
 CPU_ISAS = tuple(CPU_ISA_WORDS)
 # --gdn-prefill-backend (0.33.0 engine/arg_utils.py; additional_config["gdn_prefill_backend"]): what ``plan`` takes
 GDN_BACKENDS = ("auto", "flashinfer", "triton")
-# the default --block-size by release and platform: exporter/defaults.py::vllm_block_size (16 on GPUs up to 0.33, 64
+# the default --block-size by release and platform: exporter/capacity/defaults.py::vllm_block_size (16 on GPUs up to 0.33, 64
 # from 0.34; the CPU build's 128)
 # the smallest kernel block of the default GQA attention backend: FLASH_ATTN (Hopper) and FLASHINFER (Blackwell,
 # SM100: v1/attention/backends/flashinfer.py::get_supported_kernel_block_sizes [16, 32, 64, ...]) take 16;
@@ -51,7 +51,7 @@ class VLLMRelease:
     def prefix_caching_default(self) -> bool:
         """``config/model.py::ModelConfig.is_prefix_caching_supported`` returns True for generative hybrids from
         0.26.0 and ``engine/arg_utils.py::_set_default_chunked_prefill_and_prefix_caching_args`` takes it
-        (exporter/defaults.py)."""
+        (exporter/capacity/defaults.py)."""
         return defaults.vllm_prefix_caching(self.version)
 
     @property
@@ -62,7 +62,7 @@ class VLLMRelease:
         return self.version >= (0, 34, 0, 0)
 
     def default_block_size(self, platform: str) -> int:
-        """``CacheConfig.DEFAULT_BLOCK_SIZE`` on GPUs (16, 64 from 0.34), 128 on the CPU build (exporter/defaults.py)."""
+        """``CacheConfig.DEFAULT_BLOCK_SIZE`` on GPUs (16, 64 from 0.34), 128 on the CPU build (exporter/capacity/defaults.py)."""
         return defaults.vllm_block_size(self.version, platform)
 
     @property

@@ -25,7 +25,7 @@ import re
 import sys
 from collections.abc import Collection, Sequence
 
-from ..buildinfo import version_text
+from ..exposition.buildinfo import version_text
 
 # The subcommands in --help order, with their one-line help. ``exporter/cli/<name>.py`` adds one
 # (``register``) and is imported only when it is chosen: --help lists them all from here.

@@ -7,9 +7,9 @@ import os
 
 from parsers import clock
 
-from ..contract import DP_RANK_LIMIT_LINES
-from ..rules import RulesConfig, load_config
-from ..state import DEFAULT_MAX_DP_RANKS
+from ..catalogues.contract import DP_RANK_LIMIT_LINES
+from ..diagnosis.rules import RulesConfig, load_config
+from ..state.store import DEFAULT_MAX_DP_RANKS
 
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:

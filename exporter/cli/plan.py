@@ -12,8 +12,8 @@ from dataclasses import asdict, fields
 from typing import Any
 
 from .. import capacity as cap
+from ..advice.plan import PlanRequest, UsageError, build, from_log, render, render_from_log, to_dict
 from ..app import replay
-from ..plan import PlanRequest, UsageError, build, from_log, render, render_from_log, to_dict
 from . import COMMANDS
 from .common import add_timezone_args, add_year_args, set_log_clock
 

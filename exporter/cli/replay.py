@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from ..app import exposition, new_pipeline, replay
-from ..explain import explain_files
+from ..presentation.explain import explain_files
 from . import COMMANDS
 from .common import add_file_args, engine_of, rules_config, set_log_clock
 

@@ -7,9 +7,9 @@ import json
 import sys
 
 from ..app import replay, timelines
-from ..render import render_html, render_markdown, render_text
-from ..report import build_report
-from ..rules import load_config
+from ..diagnosis.rules import load_config
+from ..presentation.render import render_html, render_markdown, render_text
+from ..presentation.report import build_report
 from . import COMMANDS
 from .common import add_file_args, engine_of, set_log_clock
 

@@ -18,14 +18,14 @@ import sys
 import threading
 
 from .. import DEFAULT_PORT
-from ..identity import parse_labels
-from ..lines import DEFAULT_MAX_LINE
+from ..exposition.identity import parse_labels
+from ..exposition.web import check_telemetry_path, resolve_listen
+from ..exposition.webconfig import ReloadingWebConfig, WebConfigError
 from ..logsetup import FORMATS, LEVELS
 from ..logsetup import configure as configure_logging
-from ..reading import source_name
+from ..reading.lines import DEFAULT_MAX_LINE
+from ..reading.reader import source_name
 from ..serve import ServeConfig, Service
-from ..web import check_telemetry_path, resolve_listen
-from ..webconfig import ReloadingWebConfig, WebConfigError
 from . import COMMANDS, VersionAction
 from .common import add_pipeline_args, engine_of, rules_config, set_log_clock
 

@@ -18,8 +18,8 @@ import os
 import time
 from typing import Protocol
 
-from ..pipeline import Pipeline
-from ..reading import Reader
+from ..reading.reader import Reader
+from ..state.pipeline import Pipeline
 from .generations import CHUNK, FP_LEN, Gen, open_file
 
 log = logging.getLogger("hybrid_cache_exporter.tailer")
@@ -44,7 +44,7 @@ class Owner(Protocol):
 
 
 class FileReader:
-    """One open generation of a file: descriptor, read-ahead buffer, reader (exporter.reading)."""
+    """One open generation of a file: descriptor, read-ahead buffer, reader (exporter.reading.reader)."""
 
     def __init__(self, tailer: Owner, fd: int, offset: int, name: str, gen: Gen | None = None) -> None:
         self.tailer = tailer

@@ -21,9 +21,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..lines import DEFAULT_MAX_LINE
-from ..pipeline import Pipeline
-from ..reading import source_name
+from ..reading.lines import DEFAULT_MAX_LINE
+from ..reading.reader import source_name
+from ..state.pipeline import Pipeline
 from .descriptors import budget, park_idlest, raise_nofile_limit
 from .directory import GLOB_CHARS, DirState, static_dir
 from .generations import GEN_HISTORY, looks_rotated
@@ -108,7 +108,7 @@ class Manager:
         self._seq = 0
         self._trees: list[str] = []  # directories watched recursively (a discoverer's root)
         self._rediscover = False  # an entry under one was created, moved or deleted
-        # more discovery (exporter/kubernetes.py), called with ``startup`` after the specs, in this
+        # more discovery (exporter/sources/kubernetes.py), called with ``startup`` after the specs, in this
         # thread; it may call add() and remove()
         self.discoverers: list = []
 

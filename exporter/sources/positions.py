@@ -1,5 +1,5 @@
 """The positions file: where each tailed file was read up to, so a restart resumes exactly there,
-and what the log had said (``exporter.snapshot``), so a restart keeps it.
+and what the log had said (``exporter.state.snapshot``), so a restart keeps it.
 
 One JSON document, keyed by the path as given on the command line (globs: the matched path).
 Each path maps to a list of file *generations*, oldest first: finished generations still
@@ -70,7 +70,7 @@ class Positions:
         self.corrupt = 0
         self.lock = threading.Lock()
         self.saved_at_ns = 0
-        self.state: dict = {}  # source name -> snapshot (exporter.snapshot), from the loaded file
+        self.state: dict = {}  # source name -> snapshot (exporter.state.snapshot), from the loaded file
         self.seen: dict[str, list[list[int]]] | None = None  # path -> [[inode, mtime_ns]] of siblings looked at
         self.rejected: set[str] = set()  # paths whose entries were rejected at load (read from the start)
         self.all_rejected = False  # the whole file was unusable (every file read from the start)
@@ -157,7 +157,7 @@ class Positions:
         snap = self.state.pop(source, None)
         if snap is None:
             return
-        from ..snapshot import restore
+        from ..state.snapshot import restore
 
         try:
             restore(pipe, source, snap)
@@ -168,7 +168,7 @@ class Positions:
     def save(self, files: dict[str, list[dict]], pipe=None, sources: list[str] | None = None, seen: dict | None = None) -> bool:
         doc: dict = {"version": VERSION, "files": files, "saved_at_ns": time.time_ns(), "seen": seen or {}}
         if pipe is not None and sources:
-            from ..snapshot import capture
+            from ..state.snapshot import capture
 
             doc["state"] = {s: capture(pipe, s) for s in sources}
             doc["state"] = {k: v for k, v in doc["state"].items() if v is not None}

@@ -20,7 +20,7 @@ before that offset is found and read back, bounded:
    lines before the offset (``TAIL_BYTES``: the last gauges, findings, what the lines prove) go,
    in order, through a *scratch* pipeline built like the real one; the lines between are skipped.
 3. **Keep the facts, not the counts.** What that pipeline learnt is moved into the real one as a
-   snapshot (exporter.snapshot, the same facts a ``--positions`` restart restores: capacity, caps,
+   snapshot (exporter.state.snapshot, the same facts a ``--positions`` restart restores: capacity, caps,
    configuration, version, year, findings, recommendations, last gauges). Its counters are thrown
    away: the lines were written before the exporter started, and counting them now would show
    in ``rate()`` as a burst of lines that the server did not just write. How many lines were read
@@ -45,9 +45,9 @@ from dataclasses import dataclass
 
 from parsers import SGLANG, VLLM, parse_line
 
-from ..pipeline import Pipeline
-from ..reading import Reader, file_year
-from ..snapshot import capture, restore
+from ..reading.reader import Reader, file_year
+from ..state.pipeline import Pipeline
+from ..state.snapshot import capture, restore
 
 log = logging.getLogger("hybrid_cache_exporter.tailer")
 

@@ -33,8 +33,8 @@ import time
 import zlib
 from typing import Protocol
 
-from ..pipeline import Pipeline
-from ..reading import Reader
+from ..reading.reader import Reader
+from ..state.pipeline import Pipeline
 from .filereader import FileReader
 from .generations import (
     COARSE_CLOCK_NS,

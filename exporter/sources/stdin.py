@@ -1,6 +1,6 @@
 """``--log -``: read standard input (a pipe such as ``kubectl logs -f pod | hybrid-cache-exporter serve --log -``).
 
-Read in large chunks as they arrive, through the same reader as files (:mod:`exporter.reading`):
+Read in large chunks as they arrive, through the same reader as files (:mod:`exporter.reading.reader`):
 partial lines are held until their newline, container formats are unwrapped. At EOF the held partial line is flushed, ``source_up`` drops to
 0 and the exporter keeps serving the metrics it has (it does not exit). No positions: a pipe
 cannot be re-read.
@@ -13,9 +13,9 @@ import os
 import threading
 import time
 
-from ..lines import DEFAULT_MAX_LINE
-from ..pipeline import Pipeline
-from ..reading import Reader
+from ..reading.lines import DEFAULT_MAX_LINE
+from ..reading.reader import Reader
+from ..state.pipeline import Pipeline
 
 log = logging.getLogger("hybrid_cache_exporter.stdin")
 

@@ -20,9 +20,9 @@ import logging
 import os
 import stat
 
-from ..lines import DEFAULT_MAX_LINE
-from ..pipeline import Pipeline
-from ..reading import Reader, file_year
+from ..reading.lines import DEFAULT_MAX_LINE
+from ..reading.reader import Reader, file_year
+from ..state.pipeline import Pipeline
 from .filereader import FileReader
 from .generations import FP_LEN, GEN_HISTORY, Gen, open_file
 from .recovery import DETECT_BYTES, recover
@@ -341,7 +341,7 @@ class Tailer(Siblings):
 
     def _set_year(self, fd: int, offset: int, st: os.stat_result) -> None:
         """A source's first lines: the year of vLLM's year-less times from the file (its
-        modification time and first dated line: exporter.reading.file_year), not from the clock."""
+        modification time and first dated line: exporter.reading.reader.file_year), not from the clock."""
         if offset >= st.st_size or not self._said_nothing():
             return
         r = Reader(self.max_line)

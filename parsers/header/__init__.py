@@ -27,7 +27,7 @@ Rules (the numbered invariants of this stage):
    read again with it).
 
 Docker's json-file and CRI records are envelopes too, but of bytes: their records are joined and
-unwrapped by the reading layer (``exporter/reading.py``, ``exporter/container.py``) before a line
+unwrapped by the reading layer (``exporter/reading/reader.py``, ``exporter/reading/container.py``) before a line
 exists, and the line inside is then read here like any other.
 """
 
@@ -65,14 +65,14 @@ ENVELOPES: tuple[Envelope, ...] = (
     Envelope(
         "docker",
         '{"log":"[2026-03-02 08:01:44 TP0] Decode batch, ...\\n","stream":"stderr","time":"2026-03-02T08:01:44.123456789Z"}',
-        "the reading layer, from the file's first line (`exporter/container.py` `detect`)",
+        "the reading layer, from the file's first line (`exporter/reading/container.py` `detect`)",
         "records decoded and split ones joined (`Reader`); a chunk of whole ASCII records by the C unwrapper (`_scan.unwrap`)",
         ("tests/formats_support.py docker",),
     ),
     Envelope(
         "cri",
         "2026-03-02T08:01:44.123456789Z stderr F [2026-03-02 08:01:44 TP0] Decode batch, ...",
-        "the reading layer, from the file's first line (`exporter/container.py` `detect`)",
+        "the reading layer, from the file's first line (`exporter/reading/container.py` `detect`)",
         "`P` records joined (`Reader`); a chunk of whole ASCII `F` records by the C unwrapper (`_scan.unwrap`)",
         ("tests/formats_support.py cri",),
     ),
@@ -275,7 +275,7 @@ class Stage:
         self._tries = MAX_TRIES
 
     # ------------------------------------------------------------------------------------
-    # the bulk scanner's side (exporter/scan.py)
+    # the bulk scanner's side (exporter/state/scan.py)
 
     def scanner(self) -> tuple[tuple, ...]:
         """The learned templates the bulk scanner reads runs with (``Template.scanner``), ``()`` when the

@@ -5,7 +5,7 @@ shape, a collector's prefix before the engine's header. The generic reader
 (:func:`parsers.header.read_header`) finds the message of any line by looking at it token by token
 (40 µs); a :class:`Template` made from one line it read reads every later line of that shape in
 one ``match`` and gives the same header (the same time, rank tags, engine, message and ``via``),
-and the bulk scanner (``exporter/_scan.c``, ``exporter/scan.py``) reads runs of such lines with
+and the bulk scanner (``exporter/_scan.c``, ``exporter/state/scan.py``) reads runs of such lines with
 no Python per line at all. What was learned belongs to one source (the stage's
 :class:`parsers.header.Stage`), like the batch-line shapes (:mod:`parsers.shapes`).
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from exporter import capacity as cap
-from exporter import flags
+from exporter.advice import flags
 from exporter.capacity import GiB, KiB, MiB, ObservedCapacity
 
 CONFIGS = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
@@ -324,8 +324,8 @@ def test_sglang_caps_from_reference():
 
 
 def test_parse_version():
-    """One parser (exporter/version.py) for the whole exporter: None on garbage, require_version raises."""
-    from exporter import version
+    """One parser (exporter/capacity/version.py) for the whole exporter: None on garbage, require_version raises."""
+    from exporter.capacity import version
 
     parse_version = version.parse_version
     assert parse_version("0.5.3.post3") == (0, 5, 3, 3)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from exporter import capacity as cap
+from exporter.advice.plan import PlanRequest, UsageError, build
 from exporter.capacity import families
-from exporter.plan import PlanRequest, UsageError, build
 
 CONFIGS = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
 

@@ -1,5 +1,5 @@
 """vLLM 0.34.0 against its oracle (tests/oracle/vllm_0_34_0.py): the defaults the exporter assumes
-(exporter/defaults.py), what a plan says it cannot know, and the 0.34 fixtures' numbers.
+(exporter/capacity/defaults.py), what a plan says it cannot know, and the 0.34 fixtures' numbers.
 
 The request cap's default is checked as a property over real GPUs: for every device, what the exporter concludes
 from what a log shows of it (its memory, and whether the FlashInfer GDN prefill kernel runs) is vLLM's own default
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from exporter import capacity as cap
-from exporter import defaults
+from exporter.capacity import defaults
 from tests.oracle import vllm_0_33_0 as vl33
 from tests.oracle import vllm_0_34_0 as vl34
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.plan import PlanRequest, build
+from exporter.advice.plan import PlanRequest, build
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "fixtures" / "configs"

@@ -14,7 +14,7 @@ import pytest
 import test_serve_support as h
 
 from exporter import __version__
-from exporter.identity import OWN_LABELS, TARGET_LABELS, parse_label
+from exporter.exposition.identity import OWN_LABELS, TARGET_LABELS, parse_label
 
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? \S+$")
 

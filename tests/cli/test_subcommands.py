@@ -18,9 +18,9 @@ LOG = ROOT / "fixtures" / "sglang" / "v0.5.10.log"
 # what each subcommand loads that the others do not need
 OWN = {
     "replay": ("exporter.cli.replay", "exporter.app"),
-    "serve": ("exporter.cli.serve", "exporter.serve", "exporter.web", "exporter.webconfig"),
-    "report": ("exporter.cli.report", "exporter.render", "exporter.report"),
-    "plan": ("exporter.cli.plan", "exporter.plan"),
+    "serve": ("exporter.cli.serve", "exporter.serve", "exporter.exposition.web", "exporter.exposition.webconfig"),
+    "report": ("exporter.cli.report", "exporter.presentation.render", "exporter.presentation.report"),
+    "plan": ("exporter.cli.plan", "exporter.advice.plan"),
 }
 
 

@@ -1,4 +1,4 @@
-"""The metric contract (exporter/contract.py) is what the exporter emits, no more and no less.
+"""The metric contract (exporter/catalogues/contract.py) is what the exporter emits, no more and no less.
 
 Every family the collector emits on every fixture is in the contract with that type, help and
 label set, and from an engine the contract names; every family of the contract is emitted by some
@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter import contract as C
 from exporter.app import exposition, new_pipeline, replay
-from exporter.offline import replay_files
+from exporter.catalogues import contract as C
+from exporter.reading.offline import replay_files
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = sorted(glob.glob(str(ROOT / "fixtures" / "**" / "*.log"), recursive=True))
@@ -43,7 +43,7 @@ def _families(text: str) -> dict[str, list]:
 
 def _check(name: str, seen: list, where: str) -> None:
     m = C.BY_NAME.get(name)
-    assert m is not None, f"{where}: {name} is emitted but not in exporter/contract.py"
+    assert m is not None, f"{where}: {name} is emitted but not in exporter/catalogues/contract.py"
     for typ, doc, labels in seen:
         # the text format reads an info family back as a gauge
         assert typ == (C.GAUGE if m.type == C.INFO else m.type), f"{where}: {name} is a {typ}, the contract says {m.type}"
@@ -182,7 +182,7 @@ def test_no_metric_name_outside_the_contract():
                 # 'hybrid_cache_exporter' alone (or dotted) is the logger namespace, not a metric
                 if [n for n in re.findall(r"hybrid_cache_[a-z0-9_]*", value) if n != "hybrid_cache_exporter"]:
                     bad.append(f"{path.relative_to(ROOT)}:{line}: {value[:80]!r}")
-    assert not bad, "metric names outside exporter/contract.py:\n" + "\n".join(bad)
+    assert not bad, "metric names outside exporter/catalogues/contract.py:\n" + "\n".join(bad)
 
 
 def test_reference_page_is_current():

@@ -1,4 +1,4 @@
-"""Our families written from their rows (exporter/exposition.py) are what prometheus_client writes.
+"""Our families written from their rows (exporter/exposition/text.py) are what prometheus_client writes.
 
 The reference is the path every scrape took before: prometheus_client's own family classes
 (``GaugeMetricFamily``, ``CounterMetricFamily``, ``InfoMetricFamily``) filled by the same
@@ -24,16 +24,17 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter import connections, exposition
-from exporter import contract as C
 from exporter.app import new_pipeline
-from exporter.collector import HybridCacheCollector
-from exporter.exposition import Family, encode
-from exporter.identity import Labelled
-from exporter.offline import replay_files
-from exporter.selfmetrics import SelfCollector
-from exporter.web import App, Handler, _NameFilter
-from exporter.webconfig import WebConfig
+from exporter.catalogues import contract as C
+from exporter.exposition import connections
+from exporter.exposition import text as exposition
+from exporter.exposition.collector import HybridCacheCollector
+from exporter.exposition.identity import Labelled
+from exporter.exposition.selfmetrics import SelfCollector
+from exporter.exposition.text import Family, encode
+from exporter.exposition.web import App, Handler, _NameFilter
+from exporter.exposition.webconfig import WebConfig
+from exporter.reading.offline import replay_files
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = sorted(glob.glob(str(ROOT / "fixtures" / "**" / "*.log"), recursive=True))
@@ -104,7 +105,7 @@ class _Process:
 
 class _AsClient:
     """The collectors as they were: every Family replayed into prometheus_client's class of its
-    type through ``add_metric``, as exporter/collector.py and selfmetrics.py built them."""
+    type through ``add_metric``, as exporter/exposition/collector.py and selfmetrics.py built them."""
 
     def __init__(self, registry) -> None:
         self.registry = registry

@@ -25,9 +25,9 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from test_alerts import ALERTS, promtool
 
-from exporter import rulebook
 from exporter.app import exposition, new_pipeline
-from exporter.reading import read_lines
+from exporter.catalogues import rulebook
+from exporter.reading.reader import read_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 SCEN = ROOT / "fixtures" / "scenarios"

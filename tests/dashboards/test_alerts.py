@@ -16,7 +16,7 @@ import yaml
 from dashboards import identity
 from dashboards.metrics import CONTRACT, SYNTHETIC, selectors
 from dashboards.rules import RECORDING, advice_template, recorded, rules
-from exporter import rulebook
+from exporter.catalogues import rulebook
 
 ROOT = Path(__file__).resolve().parents[2]
 DASH = ROOT / "dashboards"
@@ -105,7 +105,7 @@ def test_alert_metadata_and_runbook_anchors():
 
 
 def test_the_alerts_of_the_rule_catalogue_name_its_first_recommendation():
-    """Each alert of a diagnosis rule (exporter/rulebook.py) follows its finding and ends its description with the
+    """Each alert of a diagnosis rule (exporter/catalogues/rulebook.py) follows its finding and ends its description with the
     finding's rank-1 recommendation (dashboards/rules.py::advice_template): no flag or value spelled by hand, which
     could contradict another alert's or break a request (issue 21.1/21.2)."""
     by_alert = {r.alert: r.id for r in rulebook.RULES if r.alert}

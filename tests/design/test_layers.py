@@ -8,7 +8,10 @@ order the modules happen to load in would hide it. Rules (docs/architecture.md):
 * no import inside a function that closes a cycle with the other imports, deferred or not
   (a deferred import is allowed for start-up time, never to dodge a cycle);
 * nothing imports the face (``exporter.cli``) but the face and ``exporter.__main__``; the
-  composition root (``exporter.app``, ``exporter.serve``) is imported only by the face.
+  composition root (``exporter.app``, ``exporter.serve``) is imported only by the face;
+* the stages (``STAGES``, in the order a line travels) import only themselves and the stages before
+  them: no import, at the top or in a function, runs from a stage to a later one; every module of
+  ``exporter`` is in a stage package or one of the few at its top (``TOP``).
 
 One import is made by name at run time, for start-up time: the face loads a subcommand's module
 (``exporter/cli/<name>.py``) only when that subcommand is chosen, from its ``COMMANDS`` table
@@ -29,6 +32,26 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("exporter", "parsers", "dashboards")
 FACE = "exporter.cli"
 ROOT_MODULES = ("exporter.app", "exporter.serve")
+
+# The stages, from the ground up (docs/architecture.md, "The stages"): a module of a stage may import
+# its own stage and the ones before it, never a later one. The catalogues are the ground (the parsers
+# read the metric contract's label bounds); the capacity model carries the engines' releases and
+# defaults, which the parsers do not need; the sources drive the state stage's pipeline, so they
+# stand after it.
+STAGES = (
+    "exporter.catalogues",
+    "parsers",
+    "exporter.capacity",
+    "exporter.reading",
+    "exporter.state",
+    "exporter.sources",
+    "exporter.diagnosis",
+    "exporter.advice",
+    "exporter.exposition",
+    "exporter.presentation",
+)
+# exporter's top: the package (its version), the composition root, the face, logging set-up
+TOP = ("exporter", "exporter.__main__", "exporter.app", "exporter.serve", "exporter.logsetup")
 
 # Deferred imports that close a cycle and that another item of issue 12 removes. A pair here must
 # still exist (the test fails when it is gone: delete its line then), and no new pair may appear.
@@ -144,9 +167,9 @@ def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> list[str] | N
 
 def test_the_graph_is_read():
     top, _ = _graph()
-    assert "exporter.pipeline" in top["exporter.collector"]
+    assert "exporter.state.pipeline" in top["exporter.exposition.collector"]
     assert "exporter.sources" in top["exporter.serve"] and "exporter.sources.tailer" in top["exporter.sources"]
-    assert "parsers" in top["exporter.sampler"] and "parsers.events" in top["exporter.wrapped"]
+    assert "parsers" in top["exporter.state.sampler"] and "parsers.events" in top["exporter.state.wrapped"]
 
 
 def test_no_import_cycle():
@@ -231,10 +254,62 @@ def test_the_face_parses_and_prints_only():
             assert not [b for b in built if b in text], f"{path.relative_to(ROOT)} wires components itself"
 
 
-def test_the_contract_is_a_leaf():
-    """exporter/contract.py imports nothing of the project: every layer may read it."""
+def _stage(mod: str) -> int | None:
+    for i, stage in enumerate(STAGES):
+        if mod == stage or mod.startswith(stage + "."):
+            return i
+    return None
+
+
+def test_every_module_has_its_stage():
+    """exporter/ holds stage packages, the face and a few modules at its top; each stage package
+    says in its docstring what it holds."""
+    loose = [m for m in MODULES if m.startswith("exporter") and _stage(m) is None and m not in TOP and not m.startswith(FACE)]
+    assert not loose, f"modules in no stage (put each in the stage its imports allow): {loose}"
+    top_files = sorted(p.name for p in (ROOT / "exporter").glob("*.py"))
+    assert len(top_files) <= 8, f"exporter/ holds {len(top_files)} modules at its top: {top_files}"
+    for stage in STAGES:
+        if stage.startswith("exporter."):
+            doc = ast.get_docstring(_tree(stage))
+            assert doc and len(doc) > 80, f"{MODULES[stage].relative_to(ROOT)} does not say what the stage holds"
+
+
+def test_no_import_runs_against_the_stages():
+    """No import (at the top or deferred) from a stage to a later one, nor from a stage to exporter's
+    top (the composition root, the face)."""
     top, deferred = _graph()
-    assert top["exporter.contract"] <= {"exporter"} and not [d for d in deferred if d[0] == "exporter.contract"]
+    edges = [(m, t) for m, ts in top.items() for t in ts] + [(m, t) for m, t, _ in deferred]
+    against = []
+    for mod, target in edges:
+        here = _stage(mod)
+        if here is None:
+            continue  # the top, the face, dashboards: they may read any stage
+        there = _stage(target)
+        if there is None and target != "exporter":
+            against.append(f"{mod} -> {target} (a stage imports exporter's top)")
+        elif there is not None and there > here:
+            against.append(f"{mod} ({STAGES[here]}) -> {target} ({STAGES[there]})")
+    assert not against, "imports against the order of the stages:\n" + "\n".join(sorted(against))
+    # the order is the tightest the imports allow: each stage imports the one just before it
+    # where the flow passes (so the list is not merely permissive)
+    reached = {(_stage(m), _stage(t)) for m, t in edges if _stage(m) is not None and _stage(t) is not None}
+    for a, b in (
+        ("parsers", "exporter.catalogues"),
+        ("exporter.state", "exporter.reading"),
+        ("exporter.state", "exporter.capacity"),
+        ("exporter.sources", "exporter.state"),
+        ("exporter.diagnosis", "exporter.state"),
+        ("exporter.advice", "exporter.diagnosis"),
+        ("exporter.presentation", "exporter.advice"),
+        ("exporter.exposition", "exporter.state"),
+    ):
+        assert (STAGES.index(a), STAGES.index(b)) in reached, f"{a} no longer imports {b}: redraw the stages"
+
+
+def test_the_contract_is_a_leaf():
+    """exporter/catalogues/contract.py imports nothing of the project: every layer may read it."""
+    top, deferred = _graph()
+    assert top["exporter.catalogues.contract"] <= {"exporter"} and not [d for d in deferred if d[0] == "exporter.catalogues.contract"]
 
 
 def test_only_the_face_parses_arguments():

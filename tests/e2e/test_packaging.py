@@ -67,7 +67,7 @@ def test_wheel_and_sdist_contents(built):
     assert built["wheel"].name.startswith(f"hybrid_cache_exporter-{__version__}-")
     for needed in ("exporter/cli/__init__.py", "exporter/sources/tailer.py", "parsers/sglang.py", "dashboards/hybrid-cache.json"):
         assert needed in names, needed
-    assert any(n.startswith("exporter/static/") for n in names), "status page scripts"
+    assert any(n.startswith("exporter/presentation/static/") for n in names), "status page scripts"
     if os.environ.get("HCE_REQUIRE_NATIVE") == "1":
         assert any(re.match(r"exporter/_scan\..*\.so$", n) for n in names), "the C scanner is in the wheel"
     wheel_rev = zipfile.ZipFile(built["wheel"]).read("exporter/_revision.py").decode() if "exporter/_revision.py" in names else ""

@@ -54,7 +54,7 @@ from test_serve_support import free_port
 from dashboards import identity
 from dashboards.metrics import OPTIONAL, metric_names
 from dashboards.rules import RECORDING, rules
-from exporter import rulebook
+from exporter.catalogues import rulebook
 
 ROOT = Path(__file__).resolve().parents[2]
 SCEN = ROOT / "fixtures" / "scenarios"

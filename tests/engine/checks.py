@@ -433,7 +433,7 @@ def blocks_per_request(p: dict, max_len: int) -> int:
 
 
 # --------------------------------------------------------------------------------------------
-# the two boots compared (exporter/boots.py) on every face: report text, markdown, JSON, HTML and the status page
+# the two boots compared (exporter/presentation/boots.py) on every face: report text, markdown, JSON, HTML and the status page
 
 
 def reports(paths: list[Path], rules: Path) -> dict[str, str]:

@@ -16,7 +16,7 @@ import sglang_harness as sh
 
 # the suite's rules for SGLang, kept in a data file that tests/rules/test_silence.py reads too: a sample is the last
 # batch line of a 10-s bucket of log time, so 3 samples are at least 20 s of log time (docs/engine-suite.md, "SGLang")
-SAMPLE_SECONDS = 10  # the sampler's bucket of log time (exporter/sampler.py)
+SAMPLE_SECONDS = 10  # the sampler's bucket of log time (exporter/state/sampler.py)
 FOR_SECONDS = 2 * SAMPLE_SECONDS
 RULES_YAML = (Path(__file__).resolve().parent / "sglang-rules.yaml").read_text()
 assert f"for_seconds: {FOR_SECONDS}\n" in RULES_YAML, "tests/engine/sglang-rules.yaml: windows scaled to the sampler"

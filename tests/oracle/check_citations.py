@@ -2,7 +2,7 @@
 
 Each oracle module is checked against the wheel of its own release (``vllm_0_34_0.py`` against ``vllm==0.34.0``,
 ``vllm_0_33_0.py`` against ``vllm==0.33.0``, ``sglang_0_5_23.py`` against ``sglang==0.5.23``; the shared modules and
-the defaults table, ``exporter/defaults.py``, against the newest: :data:`tests.oracle.SGLANG_RELEASE` /
+the defaults table, ``exporter/capacity/defaults.py``, against the newest: :data:`tests.oracle.SGLANG_RELEASE` /
 :data:`tests.oracle.VLLM_RELEASE`). A ``same since <release>: <path>::<name>`` line says the engine function is the
 same source in both releases, so an oracle step transcribed from the earlier one serves the later one: the check
 compares the two definitions. The wheels are downloaded (``pip download --no-deps``) into ``--cache`` unless they are

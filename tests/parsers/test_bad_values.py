@@ -12,8 +12,8 @@ import feed_support
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter import scan as scan_mod
 from exporter.app import exposition, new_pipeline
+from exporter.state import scan as scan_mod
 from parsers import parse_line
 from parsers.events import PARSED, UNRECOGNIZED
 from parsers.numbers import bad_value, is_nonnegative, is_ratio
@@ -67,7 +67,7 @@ def test_every_path_counts_it_unrecognized_and_no_gauge_takes_it(field: str, val
     if pure:
         monkeypatch.setattr(scan_mod, "scan", scan_mod.scan_py)
         monkeypatch.setattr(scan_mod, "scan_text", scan_mod.scan_text_py)
-        import exporter.pipeline as pipeline_mod
+        import exporter.state.pipeline as pipeline_mod
 
         monkeypatch.setattr(pipeline_mod, "scan", scan_mod.scan_py)
         monkeypatch.setattr(pipeline_mod, "scan_text", scan_mod.scan_text_py)

@@ -9,8 +9,8 @@ import feed_support
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter import scan
 from exporter.app import exposition, new_pipeline
+from exporter.state import scan
 from parsers import parse_line
 from parsers.events import UNRECOGNIZED
 from parsers.numbers import MAX_COUNT, bad_count, is_count
@@ -124,7 +124,7 @@ def test_retraction_with_absurd_count_is_unrecognized_and_negative_gain_adds_not
 
 
 def test_counter_steps_never_go_down() -> None:
-    from exporter.state import ServerState
+    from exporter.state.store import ServerState
 
     s = ServerState("0")
     s.inc("x", 5)

@@ -1,4 +1,4 @@
-"""Label values from bounded vocabularies (issue 29, item 2; exporter/contract.py ``LABELS``,
+"""Label values from bounded vocabularies (issue 29, item 2; exporter/catalogues/contract.py ``LABELS``,
 parsers/labels.py).
 
 A label's value read from a log is named as the engine names it (the first of a list of model
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from exporter import contract as C
 from exporter.app import exposition, new_pipeline
-from exporter.collector import server_info
+from exporter.catalogues import contract as C
+from exporter.exposition.collector import server_info
 from parsers import events as ev
 from parsers import parse_line
 
@@ -154,7 +154,7 @@ def test_every_ssm_dtype_the_label_admits_the_capacity_model_reads():
 
 def test_the_facts_read_a_damaged_dtype_as_not_logged():
     """Whatever reached the state (a snapshot an older release saved): no error, the default."""
-    from exporter import facts
+    from exporter.state import facts
 
     _, src = run([S + "server_args={'model_path': 'm', 'tp_size': 2}"])
     src.config["mamba_ssm_dtype"] = "float3"

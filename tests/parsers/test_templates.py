@@ -146,7 +146,7 @@ def test_read_learns_and_counts_nothing() -> None:
 
 
 def test_every_envelope_of_the_catalogue_is_read_as_itself() -> None:
-    from exporter.container import CRI, DOCKER, detect
+    from exporter.reading.container import CRI, DOCKER, detect
 
     names = [e.name for e in ENVELOPES]
     assert len(names) == len(set(names)) and NONE in names

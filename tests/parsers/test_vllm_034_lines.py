@@ -1,7 +1,7 @@
 """vLLM 0.34's lines (issue 35): the extensible KV cache sized after warmup, ``--max-model-len auto`` fitted twice,
 the ``gpu_memory_utilization`` cap warning. Each line is rendered from the 0.34.0 wheel's format string (its file
 named per case; tests/release/pinned.json holds the strings verbatim), and read into the event the state revises
-(exporter/revisions.py)."""
+(exporter/state/revisions.py)."""
 
 from __future__ import annotations
 

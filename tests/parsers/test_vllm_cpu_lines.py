@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from exporter.app import new_pipeline
-from exporter.offline import replay_files
+from exporter.reading.offline import replay_files
 from parsers import events as ev
 from parsers import parse_line
 

@@ -16,8 +16,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.app import exposition, new_pipeline
-from exporter.collector import HybridCacheCollector
-from exporter.state import DEFAULT_MAX_DP_RANKS
+from exporter.exposition.collector import HybridCacheCollector
+from exporter.state.store import DEFAULT_MAX_DP_RANKS
 
 ROOT = Path(__file__).resolve().parents[2]
 DECODE = (

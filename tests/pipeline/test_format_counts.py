@@ -20,8 +20,8 @@ from formats_support import render
 from pipeline_support import feed_in_chunks, generated_log
 
 from exporter.app import exposition, new_pipeline, replay
-from exporter.reading import lines_of
-from exporter.sampler import Sampler
+from exporter.reading.reader import lines_of
+from exporter.state.sampler import Sampler
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))

@@ -81,7 +81,7 @@ def test_the_serve_path_reads_each_format_as_replay_does(fmt: str, tmp_path: Pat
     import random
 
     from exporter.app import new_pipeline
-    from exporter.reading import lines_of
+    from exporter.reading.reader import lines_of
 
     rng = random.Random(20)
     for fixture in (f for f in FIXTURES if f.stem in ("v0.5.23", "dp-attention", "v0.33.0", "sglang-mamba-bound")):

@@ -1,6 +1,6 @@
 """A fragment is not a line (issue 29, item 7).
 
-A line handed on without its newline (:class:`exporter.lines.Fragment`: the end of a finished
+A line handed on without its newline (:class:`exporter.reading.lines.Fragment`: the end of a finished
 input, or the part of a line a truncating restart left) is read only when its message is whole:
 an SGLang batch line with every field of the source's batch lines (its learned shape), vLLM's
 stats line that parses (its grammar ends every value with its unit), a death or readiness, a
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from exporter.app import exposition, new_pipeline, replay
-from exporter.lines import Fragment
-from exporter.reading import Reader
+from exporter.reading.lines import Fragment
+from exporter.reading.reader import Reader
 
 H = "[2026-08-23 09:05:14 TP0] "
 DECODE = (
@@ -126,7 +126,7 @@ def test_vllm_stats_line_at_the_end() -> None:
 def test_stdin_and_a_file_agree(tmp_path: Path) -> None:
     """The reading layer marks the fragment whatever the entry: `lines_of` (the tailers' and
     stdin's splitting) and replay give the same exposition."""
-    from exporter.reading import lines_of
+    from exporter.reading.reader import lines_of
 
     data = ("".join(ln + "\n" for ln in BODY) + DECODE.format(s=51)[:-1]).encode()
     pipe = new_pipeline(None)
@@ -138,7 +138,7 @@ def test_stdin_and_a_file_agree(tmp_path: Path) -> None:
 def test_explain_marks_the_fragment(tmp_path: Path) -> None:
     import io
 
-    from exporter.explain import explain_files
+    from exporter.presentation.explain import explain_files
 
     p = tmp_path / "s.log"
     p.write_bytes(("".join(ln + "\n" for ln in BODY[:3]) + DECODE.format(s=51).rsplit(", #queue-req", 1)[0]).encode())

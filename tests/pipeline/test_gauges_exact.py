@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pipeline_support import feed_in_chunks
 
-from exporter import scan as scan_mod
 from exporter.app import new_pipeline
-from exporter.state import BATCH_GAUGES
+from exporter.state import scan as scan_mod
+from exporter.state.store import BATCH_GAUGES
 from parsers import parse_line
 
 SCANNERS = ["python"] + (["native"] if scan_mod.native is not None else [])

@@ -11,11 +11,11 @@ import feed_support
 import pytest
 from pipeline_support import feed_in_chunks, generated_log
 
-import exporter.pipeline as pipeline_mod
-from exporter import scan as scan_mod
+import exporter.state.pipeline as pipeline_mod
 from exporter.app import exposition, new_pipeline
-from exporter.reading import read_lines
-from exporter.rules import Rules
+from exporter.diagnosis.rules import Rules
+from exporter.reading.reader import read_lines
+from exporter.state import scan as scan_mod
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = sorted(glob.glob(str(ROOT / "fixtures" / "scenarios" / "*.log"))) + [str(ROOT / "fixtures" / "demo" / "sglang-mamba-bound.log")]

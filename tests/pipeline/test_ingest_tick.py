@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-import exporter.pipeline as pipeline_mod
+import exporter.state.pipeline as pipeline_mod
 from exporter.serve import ServeConfig, Service
 
 DECODE = (

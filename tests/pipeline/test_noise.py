@@ -2,7 +2,7 @@
 
 A server's log holds more than the engine's lines: progress bars, warnings and the source line
 after them, NCCL, Gloo and torch's chatter, ``print()`` output (tests/noise_support.py). The joiner
-(exporter/wrapped.py) glued such a line to a message that was already whole, and the exporter
+(exporter/state/wrapped.py) glued such a line to a message that was already whole, and the exporter
 exported the glued text as a label (``kv_cache_dtype="torch.bfloat16config.json: ..."``) or lost
 the message (vLLM's ``non-default args`` with ``max_num_seqs``). The property: on every fixture,
 with its golden as the answer, other writers' lines inserted after any line change no fact, gauge

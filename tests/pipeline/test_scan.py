@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from pipeline_support import damaged, generated_log
 
-from exporter import scan as scan_mod
 from exporter.app import new_pipeline
-from exporter.reading import read_lines
-from exporter.scan import line_at, scan_py, scan_text_py
+from exporter.reading.reader import read_lines
+from exporter.state import scan as scan_mod
+from exporter.state.scan import line_at, scan_py, scan_text_py
 
 ROOT = Path(__file__).resolve().parents[2]
 SGLANG_LOGS = sorted(glob.glob(str(ROOT / "fixtures" / "sglang" / "*.log"))) + sorted(

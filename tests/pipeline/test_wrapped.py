@@ -1,5 +1,5 @@
 """A message a writer cut or a terminal wrapped (continuation lines without header) is joined back
-on proof only (the numbered rules at the top of exporter/wrapped.py): the first line is provably
+on proof only (the numbered rules at the top of exporter/state/wrapped.py): the first line is provably
 incomplete (a known message cut short, or one that parsed but is provably cut), each continuation
 has no header, carries nothing on its own, is no other writer's line, and continues it. Real
 formats: SGLang's mamba cap warning (>=0.5.17) and startup lines, vLLM's stats line and
@@ -179,7 +179,7 @@ def test_wrapped_vllm_stats_line() -> None:
 
 
 # ----------------------------------------------------------------------------------------
-# issue 29, item 1: a join only on proof (the rules at the top of exporter/wrapped.py)
+# issue 29, item 1: a join only on proof (the rules at the top of exporter/state/wrapped.py)
 
 DOWNLOAD = "config.json: 4.33kB [00:00, 24.6MB/s]"
 SHARD = "model-00001-of-00004.safetensors: 100%|██████████| 4.97G/4.97G [00:21<00:00, 231MB/s]"
@@ -290,8 +290,8 @@ def test_rule_1a_a_message_of_its_own_is_not_taken_for_a_cut_one() -> None:
 @pytest.mark.parametrize("noise", [[], [DOWNLOAD], [DOWNLOAD, "42", ""]])
 def test_the_proof_of_a_joined_fact_is_its_first_line_and_its_span(noise: list[str]) -> None:
     """A message joined across other writers' lines is proved by its first line, spanning to its
-    last piece (exporter/provenance.py), whatever stands between (replay --explain, report --json)."""
-    from exporter.explain import proofs
+    last piece (exporter/state/provenance.py), whatever stands between (replay --explain, report --json)."""
+    from exporter.presentation.explain import proofs
 
     for message, cut in ((MAMBA, "max_mamba_cache_size: 47,"), (SUMMARY, "chunked_prefill_size=8192,")):
         first, rest = _cut_after(H + message, cut)

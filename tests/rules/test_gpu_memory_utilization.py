@@ -1,5 +1,5 @@
 """``--gpu-memory-utilization`` advice by release (issue 35 item 2): never a value that shrinks the pool. The value in
-force is the logged one, else the release's default (exporter/defaults.py: 0.9, 0.92, and from 0.34 1.0 with the
+force is the logged one, else the release's default (exporter/capacity/defaults.py: 0.9, 0.92, and from 0.34 1.0 with the
 extensible KV cache); where the log does not tell it, nothing is proposed; on 0.34 with a cap below 1.0 the lever is
 to unset it."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from exporter import flags, recommend
-from exporter.pipeline import Pipeline
+from exporter.advice import flags, recommend
+from exporter.state.pipeline import Pipeline
 
 STATS = (
     "(APIServer pid=1) INFO 12-03 10:{m:02d}:{s:02d} [loggers.py:335] Engine 000: Avg prompt throughput: 900.0 tokens/s, Avg "

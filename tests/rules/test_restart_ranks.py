@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from exporter.app import new_pipeline
-from exporter.reading import read_lines
+from exporter.reading.reader import read_lines
 
 DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo" / "sglang-mamba-bound.log"
 

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from exporter.app import new_pipeline
-from exporter.reading import read_lines
-from exporter.snapshot import capture, restore
+from exporter.reading.reader import read_lines
+from exporter.state.snapshot import capture, restore
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "fixtures" / "demo" / "sglang-mamba-bound.log"

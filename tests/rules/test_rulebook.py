@@ -1,4 +1,4 @@
-"""The rule catalogue (exporter/rulebook.py) against everything that names a rule, both ways: its section in
+"""The rule catalogue (exporter/catalogues/rulebook.py) against everything that names a rule, both ways: its section in
 docs/rules.md names exactly its flags, its alert's section in docs/runbook.md fixes it with exactly those flags,
 its alert in dashboards/alerts.yml follows its finding, its scenario log fires it, its flags are the flag
 catalogue's, and the tables derived from it are the ones the readers use."""
@@ -13,8 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from exporter import drawing, flags, history, memory, render, report, rulebook, rules
+from exporter.advice import flags
 from exporter.app import replay
+from exporter.catalogues import rulebook
+from exporter.diagnosis import history, rules
+from exporter.presentation import drawing, render, report
+from exporter.state import memory
 from parsers import events as ev
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from exporter import facts, flags, recommend, rules
-from exporter.pipeline import Pipeline
-from exporter.recommend import observe
-from exporter.rules import Rules, RulesConfig, load_config
-from exporter.version import VersionRange
+from exporter.advice import flags, recommend
+from exporter.advice.recommend import observe
+from exporter.capacity.version import VersionRange
+from exporter.diagnosis import rules
+from exporter.diagnosis.rules import Rules, RulesConfig, load_config
+from exporter.state import facts
+from exporter.state.pipeline import Pipeline
 from parsers import events as ev
 
 T0 = 1_786_000_000.0
@@ -601,7 +603,8 @@ def test_the_catalogue_is_the_only_dispatch():
     dispatchers are gone from the capacity model and the recommendations."""
     import inspect
 
-    from exporter import capacity, rulebook
+    from exporter import capacity
+    from exporter.catalogues import rulebook
 
     for r in rulebook.RULES:
         for names in r.actions.values():

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 from test_rules import T0, Feeder, sglang_boot  # tests/rules is on the path (pytest prepends it)
 
-from exporter.facts import facts_of
-from exporter.memory import Hysteresis
-from exporter.rules import Rules, RulesConfig
+from exporter.diagnosis.rules import Rules, RulesConfig
+from exporter.state.facts import facts_of
+from exporter.state.memory import Hysteresis
 from parsers import events as ev
 
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter.advice.recommend import observe
 from exporter.app import new_pipeline
-from exporter.offline import replay_files
-from exporter.pipeline import Pipeline
-from exporter.reading import read_lines
-from exporter.recommend import observe
-from exporter.rulebook import RULE_IDS
-from exporter.rules import Rules
+from exporter.catalogues.rulebook import RULE_IDS
+from exporter.diagnosis.rules import Rules
+from exporter.reading.offline import replay_files
+from exporter.reading.reader import read_lines
+from exporter.state.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 SCEN = ROOT / "fixtures" / "scenarios"

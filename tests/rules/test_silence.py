@@ -22,10 +22,10 @@ import feed_support
 import pytest
 
 from exporter.app import exposition, new_pipeline
-from exporter.report import life_of
-from exporter.rules import ENDING_RULES, RulesConfig, load_config
-from exporter.snapshot import capture, restore
-from exporter.state import ENDED, STATE_BASES, Silence, SourceState
+from exporter.diagnosis.rules import ENDING_RULES, RulesConfig, load_config
+from exporter.presentation.report import life_of
+from exporter.state.snapshot import capture, restore
+from exporter.state.store import ENDED, STATE_BASES, Silence, SourceState
 from parsers import clock
 from parsers import events as ev
 from parsers.clock import sglang_ts
@@ -293,7 +293,7 @@ def test_every_read_path_sees_the_same_silences_as_the_lines_say(seed: int, scan
 
 def test_the_scanner_keeps_its_runs_on_a_busy_log(monkeypatch: pytest.MonkeyPatch) -> None:
     """The silence costs the bulk path nothing where batch lines come seconds apart: every run is taken whole."""
-    from exporter.sampler import Sampler
+    from exporter.state.sampler import Sampler
 
     taken, refused = [], []
     orig = Sampler.run

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from exporter import flags
-from exporter.report import flag_text
+from exporter.advice import flags
+from exporter.presentation.report import flag_text
 
 ROOT = Path(__file__).resolve().parents[2]
 DECLARED = json.loads((ROOT / "tests" / "oracle" / "engine_flags.json").read_text())
 SWITCH_ACTIONS = {"_StoreTrueAction", "BooleanOptionalAction", "DeprecatedStoreTrueAction"}
 LATEST = {"sglang": "sglang==0.5.23", "vllm": "vllm==0.33.0"}
-# the values the candidates of exporter/flags.py can give (besides numbers), per flag and engine
+# the values the candidates of exporter/advice/flags.py can give (besides numbers), per flag and engine
 VALUES = {
     ("--mamba-ssm-dtype", "sglang"): ("bfloat16",),
     ("--mamba-ssm-cache-dtype", "vllm"): ("bfloat16",),

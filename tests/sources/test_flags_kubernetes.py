@@ -8,7 +8,7 @@ import shutil
 
 import test_serve_support as h
 
-from exporter.kubernetes import parse_path, scan
+from exporter.sources.kubernetes import parse_path, scan
 
 CRI = "2026-08-14T08:17:{s:02d}.123456789Z stderr F {line}\n"
 

@@ -98,7 +98,7 @@ class _FakeManager:
 def test_generations_one_at_a_time():
     """Two later starts found at once: the second waits until the first is opened and read
     (before: a generation not opened yet counted as read, and was skipped)."""
-    from exporter.kubernetes import PodLogs
+    from exporter.sources.kubernetes import PodLogs
 
     root = Path(tempfile.mkdtemp(prefix="hce-pods-"))
     try:

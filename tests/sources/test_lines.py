@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from exporter.lines import LineSplitter
+from exporter.reading.lines import LineSplitter
 
 
 def test_lines_split_across_chunks_are_joined() -> None:
@@ -85,7 +85,7 @@ def test_feed_text_and_read_text_give_the_lines_of_feed_for_any_chunking() -> No
 def test_long_line_check_agrees_with_splitting() -> None:
     import random
 
-    from exporter.lines import _long_line
+    from exporter.reading.lines import _long_line
 
     rnd = random.Random(11)
     for _ in range(2000):

@@ -14,8 +14,8 @@ import subprocess
 import pytest
 import rotation_support as rs
 
-from exporter.pipeline import Pipeline
 from exporter.sources import Manager, Positions
+from exporter.state.pipeline import Pipeline
 
 pytestmark = rs.needs_logrotate
 

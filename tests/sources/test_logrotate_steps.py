@@ -36,8 +36,8 @@ from pathlib import Path
 import pytest
 import rotation_support as rs
 
-from exporter.pipeline import Pipeline
 from exporter.sources import Manager
+from exporter.state.pipeline import Pipeline
 
 pytestmark = rs.needs_logrotate
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.reading import Reader, read_blocks
+from exporter.reading.reader import Reader, read_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
 EXE = [sys.executable, "-m", "exporter"]
@@ -155,7 +155,7 @@ def test_order_follows_the_content_when_the_names_disagree(tmp_path) -> None:
 
 
 def test_other_files_stay_their_own_logs(tmp_path) -> None:
-    from exporter.offline import generation_of, order_generations
+    from exporter.reading.offline import generation_of, order_generations
 
     for name in ("a.log", "v0.5.10", "v0.5.11", "b.log.1"):
         (tmp_path / name).write_bytes(WHOLE)

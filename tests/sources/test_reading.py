@@ -1,4 +1,4 @@
-"""The one reading layer (exporter.reading): the same bytes give the same lines and the same
+"""The one reading layer (exporter.reading.reader): the same bytes give the same lines and the same
 exposition whichever entry point reads them (replay's whole-file blocks, serve's tailer and stdin
 chunks) and in whichever format they were written (plain, Docker json-file, CRI with P/F splits)."""
 
@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from exporter.app import exposition, new_pipeline
-from exporter.offline import replay_files
-from exporter.reading import Reader, lines_of, read_lines
+from exporter.reading.offline import replay_files
+from exporter.reading.reader import Reader, lines_of, read_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 YEAR = time.localtime().tm_year
@@ -265,7 +265,7 @@ def test_the_c_unwrapper_reads_records_as_the_reader_does(monkeypatch) -> None:
     and pending bytes as the Reader's own record decoding, for every chunking."""
     import pytest
 
-    from exporter import container
+    from exporter.reading import container
 
     native = container.native_unwrap
     if native is None:
@@ -287,7 +287,7 @@ def test_the_c_unwrapper_reads_records_as_the_reader_does(monkeypatch) -> None:
 def test_the_c_unwrapper_reads_the_runtimes_own_records() -> None:
     """What the C unwrapper takes (a Docker driver's and a CRI runtime's records of an SGLang log)
     and what it leaves to the Reader, and that it stops where it must."""
-    from exporter import container
+    from exporter.reading import container
 
     if container.native_unwrap is None:
         import pytest

@@ -14,7 +14,7 @@ import test_serve_support as h
 from prometheus_client.parser import text_string_to_metric_families
 from test_reading import SGLANG, encode
 
-from exporter import contract as C
+from exporter.catalogues import contract as C
 
 SKIP = {m.name for m in C.SELF + C.PROCESS} | {m.family for m in C.SELF + C.PROCESS}
 

@@ -18,10 +18,10 @@ import pytest
 import rotation_support as rs
 import test_serve_support as h
 
-from exporter.pipeline import Pipeline
+from exporter.exposition.web import App, make_server
+from exporter.exposition.webconfig import WebConfig
 from exporter.sources import Manager
-from exporter.web import App, make_server
-from exporter.webconfig import WebConfig
+from exporter.state.pipeline import Pipeline
 
 
 def _wait(pred, what: str) -> None:

@@ -18,7 +18,7 @@ import urllib.request
 import pytest
 import test_serve_support as h
 
-from exporter.pipeline import IDLE_SAMPLE_SECONDS
+from exporter.state.pipeline import IDLE_SAMPLE_SECONDS
 
 N_FILES = 2000
 LINES_EACH = 10

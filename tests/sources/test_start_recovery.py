@@ -19,7 +19,7 @@ import subprocess
 import pytest
 import test_serve_support as h
 
-from exporter import contract as C
+from exporter.catalogues import contract as C
 
 # every family of the log that is not a counter: what a restart keeps and the boot says
 FACT_NAMES = {m.name for m in C.LOG_METRICS if m.type != C.COUNTER}

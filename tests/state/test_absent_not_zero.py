@@ -15,8 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.app import exposition, new_pipeline, replay
-from exporter.reading import read_lines
-from exporter.state import BATCH_GAUGES
+from exporter.reading.reader import read_lines
+from exporter.state.store import BATCH_GAUGES
 from parsers import events as ev
 from parsers import parse_line
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from exporter.facts import facts_of, peek
-from exporter.pipeline import Pipeline
+from exporter.state.facts import facts_of, peek
+from exporter.state.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOT = [

@@ -1,6 +1,6 @@
 """Every fact on /metrics proven by a line of one boot and one rank (issue 29, items 3, 4, 6 and 8).
 
-* the ledger's rules (exporter/provenance.py), as a reference table: which key a message gets,
+* the ledger's rules (exporter/state/provenance.py), as a reference table: which key a message gets,
   when it is the next boot, when it is the same line again or a declared revision;
 * one pool per rank: two-digit TP ranks interleaved, a sliding-window pool per rank;
 * one boot per message: a sweep's pasted summary, two boots with only a comment between them;
@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter import contract
 from exporter.app import exposition, replay
-from exporter.explain import proofs
-from exporter.pipeline import Pipeline
-from exporter.provenance import REVISIONS, SUMMED_POOLS, Basis, Ledger
-from exporter.reading import Reader, read_blocks
+from exporter.catalogues import contract
+from exporter.presentation.explain import proofs
+from exporter.reading.reader import Reader, read_blocks
+from exporter.state.pipeline import Pipeline
+from exporter.state.provenance import REVISIONS, SUMMED_POOLS, Basis, Ledger
 from parsers import events as ev
 from parsers import parse_line
 

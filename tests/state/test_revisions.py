@@ -1,4 +1,4 @@
-"""The revision rule (exporter/revisions.py): vLLM 0.34 sizes its KV cache before and again after warmup, in one
+"""The revision rule (exporter/state/revisions.py): vLLM 0.34 sizes its KV cache before and again after warmup, in one
 boot; the later message settles the earlier estimate (issue 35 item 1). Not a restart, the final value exported, an
 estimate never exported, and both kept, each with its line, for ``report``."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.explain import proofs
-from exporter.pipeline import Pipeline
-from exporter.report import revisions_of
+from exporter.presentation.explain import proofs
+from exporter.presentation.report import revisions_of
+from exporter.state.pipeline import Pipeline
 from parsers.numbers import GIB
 
 approx = pytest.approx
@@ -134,7 +134,7 @@ def test_the_same_boot_message_after_runtime_lines_is_still_a_new_boot():
 
 
 def test_the_proof_of_a_revised_fact_names_the_line_it_revises():
-    """exporter/provenance.py rule 4 for vLLM 0.34's stages: the final line proves the fact and names the estimate's."""
+    """exporter/state/provenance.py rule 4 for vLLM 0.34's stages: the final line proves the fact and names the estimate's."""
     lines = [*boot(), AVAILABLE, WARMUP, KV_SIZE, EXTENDED, STATS]
     src, srv = server(feed(lines))
     got = {r["metric"]: r for r in proofs(src, srv)}

@@ -8,8 +8,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.app import exposition
-from exporter.pipeline import Pipeline
-from exporter.state import SourceState
+from exporter.state.pipeline import Pipeline
+from exporter.state.store import SourceState
 from parsers import events as ev
 
 BOOT_TP = [

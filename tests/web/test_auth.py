@@ -17,9 +17,9 @@ import bcrypt
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from exporter import webconfig
-from exporter.web import App, make_server
-from exporter.webconfig import WebConfig
+from exporter.exposition import webconfig
+from exporter.exposition.web import App, make_server
+from exporter.exposition.webconfig import WebConfig
 
 
 def basic(user: str, pw: str) -> str:

@@ -25,7 +25,7 @@ import pytest
 from PIL import Image
 from test_serve_support import free_port
 
-from exporter.rulebook import SHADES
+from exporter.catalogues.rulebook import SHADES
 
 ROOT = Path(__file__).resolve().parents[2]
 SCEN = ROOT / "fixtures" / "scenarios"
@@ -238,7 +238,7 @@ def test_refresh_merge_in_chromium(tmp_path):
     """The status page's refresh appends the new rows to what the browser has (charts.js merge)."""
     import json
 
-    from exporter.drawing import static
+    from exporter.presentation.drawing import static
 
     page = tmp_path / "merge.html"
     page.write_text(MERGE_PAGE.format(uplot=static("uplot.iife.min.js").decode(), charts=static("charts.js").decode()), encoding="utf-8")
@@ -280,7 +280,7 @@ def test_time_axis_and_legend_in_chromium(tmp_path):
     legend, not hovered, holds each line's newest value (before: "-" until hovered)."""
     import json
 
-    from exporter.drawing import static
+    from exporter.presentation.drawing import static
 
     t0 = 1786090710  # 2026-08-07 08:18:30 in log time (written as UTC)
     data = {"charts": {"short": _timeline(t0, 9), "long": _timeline(t0, 600)}, "refresh": 0}

@@ -20,7 +20,7 @@ import ci_support
 import pytest
 import test_serve_support as h
 
-from exporter import connections
+from exporter.exposition import connections
 
 sys.path.insert(0, str(h.ROOT / "bench"))
 import scrapes  # noqa: E402  (bench/scrapes.py: the hostile clients and the certificate)

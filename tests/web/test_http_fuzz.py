@@ -1,6 +1,6 @@
 """The HTTP server fed what a network sends it (issue 23's audit held this; the server is new
 since: a bounded pool of workers, and since issue 31 an event loop that reads every request head
-before a worker sees it, exporter/connections.py). Garbage, overlong request
+before a worker sees it, exporter/exposition/connections.py). Garbage, overlong request
 lines, too many headers, bad methods, requests cut and stalled, pipelined requests: every one is
 answered or dropped, none takes the server down, and scrapes keep working. A real ``serve``."""
 
@@ -13,7 +13,7 @@ import time
 
 import test_serve_support as h
 
-from exporter import connections
+from exporter.exposition import connections
 
 
 def _send(port: int, data: bytes, read: bool = True, timeout: float = 10) -> bytes:

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from exporter import drawing
 from exporter.app import new_pipeline
-from exporter.history import LIVE_ROWS, History, Timeline
-from exporter.offline import replay_files
-from exporter.rulebook import SHADED_RULES
-from exporter.status import StatusPages
-from exporter.web import App, make_server
-from exporter.webconfig import WebConfig
+from exporter.catalogues.rulebook import SHADED_RULES
+from exporter.diagnosis.history import LIVE_ROWS, History, Timeline
+from exporter.exposition.web import App, make_server
+from exporter.exposition.webconfig import WebConfig
+from exporter.presentation import drawing
+from exporter.presentation.status import StatusPages
+from exporter.reading.offline import replay_files
 
 ROOT = Path(__file__).resolve().parents[2]
 SCEN = ROOT / "fixtures" / "scenarios"
@@ -204,8 +204,8 @@ def test_refresh_sends_only_new_rows():
 
 
 def test_the_page_says_how_old_the_last_line_is_and_greys_a_quiet_servers_findings():
-    from exporter.report import QUIET_AFTER_SECONDS, is_quiet, server_status
-    from exporter.rules import RulesConfig
+    from exporter.diagnosis.rules import RulesConfig
+    from exporter.presentation.report import QUIET_AFTER_SECONDS, is_quiet, server_status
 
     pipe, hist = replayed("sglang-mamba-bound.log")
     src = pipe.sources["sglang-mamba-bound"]
@@ -251,8 +251,8 @@ def test_the_page_compares_two_boots_and_shows_vllms_shared_pool():
 
 
 def test_the_page_says_the_servers_state_and_greys_the_findings_of_one_not_serving():
-    from exporter.report import QUIET_AFTER_SECONDS, server_status
-    from exporter.rules import RulesConfig
+    from exporter.diagnosis.rules import RulesConfig
+    from exporter.presentation.report import QUIET_AFTER_SECONDS, server_status
 
     pipe = new_pipeline()
     assert replay_files(pipe, [str(ROOT / "fixtures" / "vllm" / "mamba-blocks-exceeded.log")], None) == 0
@@ -292,7 +292,7 @@ def test_the_page_and_the_report_compare_the_two_boots_of_the_real_request_cap_l
     import checks as c
     import harness as h
 
-    from exporter.rules import load_config
+    from exporter.diagnosis.rules import load_config
 
     rules = tmp_path / "rules.yaml"
     rules.write_text(h.RULES_YAML)

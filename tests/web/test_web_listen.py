@@ -19,7 +19,7 @@ import ci_support
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from exporter import web, webconfig
+from exporter.exposition import web, webconfig
 
 OPENSSL = shutil.which("openssl")
 

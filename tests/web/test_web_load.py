@@ -20,7 +20,7 @@ import ci_support
 import pytest
 import test_serve_support as h
 
-from exporter import connections, web
+from exporter.exposition import connections, web
 
 sys.path.insert(0, str(h.ROOT / "bench"))
 import scrapes  # noqa: E402  (bench/scrapes.py: the load generator)

@@ -1,0 +1,8 @@
+"""Diagnosis: what the state means, on log time.
+
+* :mod:`.rules`    — the diagnosis rules (docs/rules.md): their conditions; they emit transitions of findings;
+* :mod:`.workload` — the request lengths a log shows, the ratio that serves them; vLLM's shared pool;
+* :mod:`.history`  — a bounded per-server timeline in log time, for the pictures.
+
+It reads the state stage; it knows no flag, no metric family and no page.
+"""
