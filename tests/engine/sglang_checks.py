@@ -114,15 +114,16 @@ def server_arg(log: str, key: str) -> str:
     return m.group(1).strip("'")
 
 
-def assert_plan(config: Path, log: str, sg: str) -> dict:
+def assert_plan(config: Path, log: str, sg: str, extra: tuple[str, ...] = ()) -> dict:
     """``plan --engine sglang`` for the boot's configuration reproduces its pools: the slots (explicit), the slots per
     request and the cap, each state's bytes to the 0.01 GB the log prints (the pool holds the slots and one padding
     slot), and the KV bytes per token exactly (x the tokens and one page, page size 1 = SGLang's own
-    ``kv_cache_memory_usage_gb``)."""
+    ``kv_cache_memory_usage_gb``). ``extra``: more of ``plan``'s flags (the boot's other settings)."""
     b = last_boot(log)
     args = ["--max-mamba-cache-size", str(b.slots), "--radix-strategy", server_arg(log, "mamba_radix_cache_strategy")]
     args += ["--kv-budget", "1", "--context-len", str(b.context_len)]
     args += ["--disable-overlap-schedule"] if server_arg(log, "disable_overlap_schedule") == "True" else []
+    args += list(extra)
     r = subprocess.run(
         [str(h.EXE), "plan", "--config", str(config), "--engine", "sglang", "--sglang-version", sh.VERSION, "--json", *args],
         capture_output=True,

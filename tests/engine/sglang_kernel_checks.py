@@ -6,7 +6,9 @@
 ``test_sglang_kernels.py`` runs each check. The naive formulas are written independently of the references:
 ``torch.nn.functional.conv1d`` over the state followed by the sequence for the causal convolutions; the gated delta
 rule as its explicit matrix recurrence S <- exp(g) S (I - beta k k^T) + beta v k^T, o = S q, token by token in
-float64 (the references use the FLA kernels' update form in float32); the gates from their definition with math.
+float64 (the references use the FLA kernels' update form in float32); the gates from their definition with math; the
+Mamba2 SSM as its recurrence S <- exp(dt A) S + dt x B^T, y = S C + D x, token by token and head by head in float64
+(the prefill reference uses the chunked form).
 """
 
 from __future__ import annotations
@@ -292,6 +294,159 @@ def check_fused_gate_sigmoid_mul_add() -> None:
             ref[t, j] = gate * float(s[t, j]) + float(f[t, j])
     close(out, ref, "in place", 1e-5)
     close(K.fused_gate_sigmoid_mul(h, w, s), ref - f.double(), "without the add", 1e-5)
+
+
+# --------------------------------------------------------------------------------------------
+# Mamba2 (Nemotron-H): the SSM recurrence token by token, in float64, with explicit loops over heads
+
+
+def naive_softplus(v: float) -> float:
+    return v if v > 20.0 else math.log1p(math.exp(v))
+
+
+def naive_ssm(x, dt, A, B, C, D, dt_bias, S0, z=None):
+    """One sequence: x (T, H, P), dt (T, H) raw (softplus(dt + dt_bias) applied here), A (H,), B, C (T, G, N), D (H,) or
+    (H, P), S0 (H, P, N). Per token and head: S <- exp(d A) S + d x B^T; y = S C + D x (times silu(z))."""
+    T, H, P = x.shape
+    G = B.shape[1]
+    S = S0.double().clone()
+    y = torch.zeros(T, H, P, dtype=torch.float64)
+    for t in range(T):
+        for h in range(H):
+            g = h // (H // G)
+            d = naive_softplus(float(dt[t, h]) + float(dt_bias[h]))
+            S[h] = math.exp(d * float(A[h])) * S[h] + d * torch.outer(x[t, h].double(), B[t, g].double())
+            dh = D[h].double() if D.dim() == 2 else float(D[h])
+            y[t, h] = S[h] @ C[t, g].double() + dh * x[t, h].double()
+            if z is not None:
+                y[t, h] = y[t, h] * z[t, h].double() * torch.sigmoid(z[t, h].double())
+    return y, S
+
+
+def _mamba2_inputs(T: int, H: int = 4, P: int = 6, N: int = 5, G: int = 2):
+    x = torch.randn(1, T, H, P)
+    dt = torch.randn(1, T, H) - 1.0
+    A = -torch.rand(H) * 2 - 0.1  # SGLang loads A as -exp(A_log): negative
+    B, C = torch.randn(1, T, G, N), torch.randn(1, T, G, N)
+    return x, dt, A, B, C, torch.randn(H), torch.randn(H) * 0.5
+
+
+def check_mamba_chunk_scan_combined() -> None:
+    """The prefill as the Mamba2 mixer calls it (varlen, some sequences from a saved state, the output in place), with
+    sequences longer than the chunk so that the chunked form's state passing is exercised."""
+    lens = [9, 3, 6]
+    T, H, P, N = sum(lens), 4, 6, 5
+    x, dt, A, B, C, D, dt_bias = _mamba2_inputs(T)
+    dt[0, 2, 1] = 25.0  # past softplus's threshold
+    init = torch.randn(3, H, P, N) * 0.3
+    init[1] = 0  # mamba.py passes zeros for a sequence without a state (torch.where over has_initial_states)
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+    for chunk in (4, 8, 64):
+        out = torch.full((1, T, H, P), float("nan"))
+        got = K.mamba_chunk_scan_combined(
+            x, dt, A, B, C, chunk_size=chunk, D=D, z=None, dt_bias=dt_bias, cu_seqlens=cu, initial_states=init,
+            return_varlen_states=True, return_final_states=False, return_track_states=True, track_seq_idx=None,
+            track_end_locs=None, dt_softplus=True, dt_limit=(0.0, float("inf")), out=out, state_dtype=torch.float32,
+        )  # fmt: skip
+        assert isinstance(got, tuple) and len(got) == 3, "mamba.py unpacks (chunk states, varlen states, track states)"
+        varlen = got[1]
+        assert varlen.shape == (3, H, P, N)
+        for i in range(3):
+            s, e = int(cu[i]), int(cu[i + 1])
+            ref, S = naive_ssm(x[0, s:e], dt[0, s:e], A, B[0, s:e], C[0, s:e], D, dt_bias, init[i])
+            close(out[0, s:e], ref, f"chunk {chunk}: sequence {i} output", 1e-4)
+            close(varlen[i], S, f"chunk {chunk}: sequence {i} final state", 1e-4)
+
+
+def check_mamba_chunk_scan_combined_batched_with_z() -> None:
+    """The other layout: each batch row a sequence, no varlen states; D per channel, a gate z, the final states."""
+    H, P, N = 4, 3, 4
+    xs = [_mamba2_inputs(7, H, P, N, 1) for _ in range(2)]
+    x, dt = torch.cat([a[0] for a in xs]), torch.cat([a[1] for a in xs])
+    B, C = torch.cat([a[3] for a in xs]), torch.cat([a[4] for a in xs])
+    A, dt_bias, D = xs[0][2], xs[0][6], torch.randn(H, P)
+    z, out = torch.randn(2, 7, H, P), torch.empty(2, 7, H, P)
+    final = K.mamba_chunk_scan_combined(x, dt, A, B, C, 4, D=D, z=z, dt_bias=dt_bias, dt_softplus=True, out=out, return_final_states=True)
+    for b in range(2):
+        ref, S = naive_ssm(x[b], dt[b], A, B[b], C[b], D, dt_bias, torch.zeros(H, P, N), z=z[b])
+        close(out[b], ref, f"row {b} output", 1e-4)
+        close(final[b], S, f"row {b} final state", 1e-4)
+
+
+def _decode_args(x, dt, A, B, C, D, dt_bias, P: int, N: int):
+    """The decode's arguments as the Mamba2 mixer builds them (mamba.py: A, dt, dt_bias and D expanded over head_dim)."""
+    return dict(
+        x=x,
+        dt=dt[:, :, None].expand(-1, -1, P),
+        A=A[:, None, None].expand(-1, P, N).float(),
+        B=B,
+        C=C,
+        D=D[:, None].expand(-1, P),
+        dt_bias=dt_bias[:, None].expand(-1, P),
+        z=None,
+        dt_softplus=True,
+    )
+
+
+def check_selective_state_update() -> None:
+    """Decode: one token per request, states by slot index updated in place, a padded slot skipped."""
+    Bn, H, P, N = 3, 4, 6, 5
+    x3, dt3, A, B3, C3, D, dt_bias = _mamba2_inputs(Bn)
+    x, dt, B, C = x3[0], dt3[0], B3[0], C3[0]
+    pool = torch.randn(5, H, P, N) * 0.3
+    before = pool.clone()
+    idx = [4, -1, 1]
+    out = torch.full((Bn, H, P), 7.0)
+    K.selective_state_update(
+        pool, **_decode_args(x, dt, A, B, C, D, dt_bias, P, N), state_batch_indices=torch.tensor(idx, dtype=torch.int32), out=out
+    )
+    for b, slot in enumerate(idx):
+        if slot < 0:
+            assert torch.all(out[b] == 7.0), "a padded row's output is left alone"
+            continue
+        ref, S = naive_ssm(x[b : b + 1], dt[b : b + 1], A, B[b : b + 1], C[b : b + 1], D, dt_bias, before[slot])
+        close(out[b], ref[0], f"row {b} output", 1e-4)
+        close(pool[slot], S, f"row {b} state in place", 1e-4)
+    assert torch.equal(pool[[0, 2, 3]], before[[0, 2, 3]]), "slots of no request are untouched"
+
+
+def check_mamba2_prefill_then_decode() -> None:
+    """A prefill of n tokens equals a prefill of n - 1 and one decode step: the same last output and state."""
+    n, H, P, N = 7, 4, 6, 5
+    x, dt, A, B, C, D, dt_bias = _mamba2_inputs(n)
+    common = dict(D=D, dt_bias=dt_bias, dt_softplus=True, return_varlen_states=True)
+    whole = torch.empty(1, n, H, P)
+    S_whole = K.mamba_chunk_scan_combined(x, dt, A, B, C, 4, cu_seqlens=torch.tensor([0, n]), out=whole, **common)
+    head = torch.empty(1, n - 1, H, P)
+    S_head = K.mamba_chunk_scan_combined(
+        x[:, :-1], dt[:, :-1], A, B[:, :-1], C[:, :-1], 4, cu_seqlens=torch.tensor([0, n - 1]), out=head, **common
+    )
+    last = torch.empty(1, H, P)
+    K.selective_state_update(
+        S_head,
+        **_decode_args(x[:, -1], dt[:, -1], A, B[:, -1], C[:, -1], D, dt_bias, P, N),
+        state_batch_indices=torch.tensor([0]),
+        out=last,
+    )
+    close(head, whole[:, :-1], "the first n - 1 outputs", 1e-5)
+    close(last[0], whole[0, -1], "the last token's output", 1e-5)
+    close(S_head, S_whole, "the same state", 1e-5)
+
+
+def check_mamba2_mixer_takes_the_references() -> None:
+    """The import hooks bind the Mamba2 mixer's kernels (the Triton SSM kernels, and the convolution it leaves unbound
+    on a CPU) to the shipped references."""
+    from hce_sglang_cpu import hooks
+
+    # the environment's sitecustomize installed its copy's finder at start: the shipped one takes its place
+    sys.meta_path[:] = [f for f in sys.meta_path if type(f).__module__ != hooks.__name__]
+    assert "sglang.srt.layers.attention.mamba.mamba" not in sys.modules
+    hooks.install()
+    from sglang.srt.layers.attention.mamba import mamba
+
+    for name in ("causal_conv1d_fn", "causal_conv1d_update", "mamba_chunk_scan_combined", "selective_state_update"):
+        assert getattr(mamba, name) is getattr(K, name), name
+    assert mamba.causal_conv1d_fn_triton is K.causal_conv1d_fn and mamba.causal_conv1d_update_triton is K.causal_conv1d_update
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,7 +16,14 @@ CHECKS = sorted(re.findall(r"^def check_(\w+)\(", CHECKS_FILE.read_text(), re.M)
 
 
 def test_the_checks_are_found():
-    assert {"causal_conv1d_fn", "chunk_gated_delta_rule", "amx_probe_fails_even_on_an_amx_cpu"} <= set(CHECKS)
+    assert {
+        "causal_conv1d_fn",
+        "chunk_gated_delta_rule",
+        "mamba_chunk_scan_combined",
+        "selective_state_update",
+        "mamba2_mixer_takes_the_references",
+        "amx_probe_fails_even_on_an_amx_cpu",
+    } <= set(CHECKS)
 
 
 @pytest.mark.parametrize("name", CHECKS)

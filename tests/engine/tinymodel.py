@@ -12,7 +12,7 @@ Families: ``qwen3_next`` (3 Gated DeltaNet layers + 1 full-attention layer, the 
 ``qwen3_next_hd32`` (the same with 32-dim linear heads: the CPU GDN kernel rejects it at the first
 request, the engine-death scenario), and the other hybrid families tried on the CPU backend
 (``nemotron_h``, ``granitemoehybrid``, ``lfm2``, ``falcon_h1``, ``mamba2``; docs/engine-suite.md
-says which run).
+says which run); ``nemotron_h_sglang`` is ``nemotron_h`` with its config.json as SGLang reads it (HUB_SHAPED below).
 """
 
 from __future__ import annotations
@@ -203,6 +203,7 @@ FAMILIES = {
     "qwen3_next": qwen3_next,
     "qwen3_next_hd32": lambda: qwen3_next(linear_head_dim=32),
     "nemotron_h": nemotron_h,
+    "nemotron_h_sglang": lambda: {**nemotron_h(), "mamba_n_groups": 1},
     "granitemoehybrid": granitemoehybrid,
     "lfm2": lfm2,
     "falcon_h1": falcon_h1,
@@ -263,10 +264,28 @@ def write_weights(out: str, cfg: dict) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+# ``nemotron_h_sglang``: the same model, its config.json as SGLang 0.5.23 reads it. SGLang's Mamba2 mixer takes its group
+# count from ``mamba_n_groups`` (default 8) while its state shape takes ``n_groups``: with only transformers' key the
+# in_proj is built for 8 groups and the first prefill fails (split sizes 1540 vs 644), so both keys say 1.
+# keys transformers 5 writes into config.json that a checkpoint of the hub does not have, removed for the engines that
+# refuse them: SGLang 0.5.23's NemotronHConfig validates ``layers_block_type`` against its own names (mamba, attention,
+# mlp, moe) and rejects transformers' (linear_attention, full_attention); without it, it reads the hub's
+# ``hybrid_override_pattern`` as a real Nemotron-H checkpoint has it
+HUB_SHAPED = {"nemotron_h_sglang": ("layers_block_type",)}
+
+
 def build(family: str, out: str) -> int:
     os.makedirs(out, exist_ok=True)
     cfg = FAMILIES[family]()
     n = write_weights(out, cfg)
+    if family in HUB_SHAPED:
+        path = os.path.join(out, "config.json")
+        with open(path) as f:
+            saved = json.load(f)
+        for key in HUB_SHAPED[family]:
+            saved.pop(key, None)
+        with open(path, "w") as f:
+            json.dump(saved, f, indent=1, sort_keys=True)
     write_tokenizer(out)
     with open(os.path.join(out, "generation_config.json"), "w") as f:
         json.dump({"bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0}, f)

@@ -15,6 +15,13 @@ done at import time, each before or after one module is executed:
   ``rms_norm_gated`` becomes ``kernels.rms_norm_gated``.
 * ``sglang.kernels.ops.elementwise.elementwise``: the Triton gate of the MoE's shared expert (Qwen3-Next), fused on a
   CPU without AMX. ``fused_gate_sigmoid_mul`` and ``fused_gate_sigmoid_mul_add`` become the references.
+* ``sglang.kernels.ops.mamba.triton_ops``: the Mamba2 SSM kernels (Triton only), which the Mamba2 mixer imports from
+  this package. ``mamba_chunk_scan_combined`` and ``selective_state_update`` become the references before the mixer's
+  module takes them.
+* ``sglang.srt.layers.attention.mamba.mamba``: the Mamba2 mixer (Nemotron-H) imports its causal convolution only on
+  CUDA, NPU and XPU, so on a CPU the names it calls (``causal_conv1d_fn[_triton]``, ``causal_conv1d_update[_triton]``;
+  Nemotron-H asks for the Triton pair) are unbound: the first prefill dies of a NameError. They are bound to the
+  reference convolution.
 
 The stand-in ``sgl_kernel`` package (beside this one) covers the third gap: SGLang's CPU kernel package.
 """
@@ -25,10 +32,20 @@ import importlib.abc
 import importlib.machinery
 import sys
 
+# module -> the names it gets from kernels.py: ``name`` or ``name=kernel`` (bound under another name)
 REPLACED: dict[str, tuple[str, ...]] = {
     "sglang.kernels.ops.mamba.causal_conv1d_triton": ("causal_conv1d_fn", "causal_conv1d_update"),
     "sglang.kernels.ops.attention.fla.fused_norm_gate": ("rms_norm_gated",),
     "sglang.kernels.ops.elementwise.elementwise": ("fused_gate_sigmoid_mul", "fused_gate_sigmoid_mul_add"),
+    "sglang.kernels.ops.mamba.triton_ops": ("mamba_chunk_scan_combined", "selective_state_update"),
+    "sglang.srt.layers.attention.mamba.mamba": (
+        "causal_conv1d_fn",
+        "causal_conv1d_update",
+        "causal_conv1d_fn_triton=causal_conv1d_fn",
+        "causal_conv1d_update_triton=causal_conv1d_update",
+        "mamba_chunk_scan_combined",
+        "selective_state_update",
+    ),
 }
 
 
@@ -55,8 +72,9 @@ def _replace(module) -> None:
     """The module's Triton entry points become the references (looked up at call time by its callers)."""
     from . import kernels
 
-    for name in REPLACED[module.__name__]:
-        setattr(module, name, getattr(kernels, name))
+    for entry in REPLACED[module.__name__]:
+        name, _, kernel = entry.partition("=")
+        setattr(module, name, getattr(kernels, kernel or name))
 
 
 BEFORE = {"torchvision": _before_torchvision}

@@ -9,6 +9,9 @@ formula (``torch.nn.functional.conv1d``; the gated delta rule written as the exp
   short convolution calls them on any device without the CUDA kernel, and Triton has no CPU driver).
 * ``causal_conv1d_fn_cpu`` / ``causal_conv1d_update_cpu`` and the three GDN ops: sgl_kernel's CPU build
   (``sgl_kernel.mamba``, ``torch.ops.sgl_kernel.*_cpu``), which no registry here has.
+* ``mamba_chunk_scan_combined`` / ``selective_state_update``: the Mamba2 SSM kernels of
+  sglang/kernels/ops/mamba/triton_ops (Triton only; Nemotron-H's mixer calls them on every device), and Nemotron-H's
+  causal convolution, for which the Mamba2 mixer binds no kernel at all on a CPU (``causal_conv1d_fn`` above).
 """
 
 from __future__ import annotations
@@ -294,3 +297,169 @@ def fused_gate_sigmoid_mul_add(
     """final_hidden_states += sigmoid(hidden_states . gate_weight) * shared_output, in place."""
     gate = torch.sigmoid(hidden_states.float() @ gate_weight.float())[:, None]
     final_hidden_states.copy_((gate * shared_output.float() + final_hidden_states.float()).to(final_hidden_states.dtype))
+
+
+# --------------------------------------------------------------------------------------------
+# Mamba2 (Nemotron-H's mixer, sglang/srt/layers/attention/mamba/mamba.py), whose two SSM kernels are Triton only
+# (sglang/kernels/ops/mamba/triton_ops): the chunked scan of a prefill (``mamba_chunk_scan_combined``) and the one-token
+# update of a decode (``selective_state_update``). Per head h (of group g), with dt' = softplus(dt + dt_bias) clamped to
+# dt_limit, a = exp(dt' A_h), the state S_h (headdim x dstate) and the output of a token are
+#   S_h <- a S_h + dt' x_h B_g^T;   y_h = S_h C_g + D_h x_h   (times silu(z_h) when z is given)
+# The prefill reference computes it as the chunked (SSD) form the Triton kernels do, not token by token: within a chunk
+# the quadratic form y_i = sum_{j<=i} exp(cs_i - cs_j) (C_i . B_j) dt'_j x_j plus exp(cs_i) C_i S, and the state passed
+# from chunk to chunk; the check (sglang_kernel_checks.py) is the recurrence above, token by token in float64.
+
+
+def _dt(dt: torch.Tensor, dt_bias: torch.Tensor | None, softplus: bool, limit=(0.0, float("inf"))) -> torch.Tensor:
+    d = dt.float() + (dt_bias.float() if dt_bias is not None else 0.0)
+    if softplus:
+        d = torch.where(d <= 20.0, F.softplus(d), d)
+    if tuple(limit) != (0.0, float("inf")):
+        d = d.clamp(min=limit[0], max=limit[1])
+    return d
+
+
+def _ssd_sequence(x, dt, A, B, C, S, chunk_size: int):
+    """One sequence, chunk by chunk: x (L, H, P), dt (L, H) (processed), A (H,), B, C (L, H, N) (per head), S (H, P, N)
+    float32. Returns y (L, H, P) without the D and z terms, and the final state."""
+    y = torch.empty(x.shape, dtype=torch.float32)
+    for s in range(0, x.shape[0], chunk_size):
+        xs, ds, bs, cs_ = x[s : s + chunk_size], dt[s : s + chunk_size], B[s : s + chunk_size], C[s : s + chunk_size]
+        cum = torch.cumsum(ds * A[None, :], dim=0)  # (l, H)
+        diff = cum[:, None, :] - cum[None, :, :]  # (i, j, H): cs_i - cs_j
+        causal = torch.ones(diff.shape[:2], dtype=torch.bool).tril()
+        decay = torch.exp(torch.where(causal[:, :, None], diff, torch.tensor(float("-inf"))))
+        scores = torch.einsum("ihn,jhn->ijh", cs_, bs) * decay * ds[None, :, :]
+        y[s : s + chunk_size] = torch.einsum("ijh,jhp->ihp", scores, xs) + torch.einsum("ihn,hpn->ihp", cs_ * torch.exp(cum)[:, :, None], S)
+        to_end = torch.exp(cum[-1][None, :] - cum) * ds  # (l, H)
+        S = torch.exp(cum[-1])[:, None, None] * S + torch.einsum("jh,jhp,jhn->hpn", to_end, xs, bs)
+    return y, S
+
+
+def mamba_chunk_scan_combined(
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    chunk_size: int,
+    D: torch.Tensor | None = None,
+    z: torch.Tensor | None = None,
+    dt_bias: torch.Tensor | None = None,
+    initial_states: torch.Tensor | None = None,
+    seq_idx: torch.Tensor | None = None,
+    chunk_indices=None,
+    chunk_offsets=None,
+    cu_seqlens: torch.Tensor | None = None,
+    dt_softplus: bool = False,
+    dt_limit=(0.0, float("inf")),
+    out: torch.Tensor | None = None,
+    return_final_states: bool = False,
+    return_varlen_states: bool = False,
+    return_intermediate_states: bool = False,
+    state_dtype=None,
+    return_track_states: bool = False,
+    track_seq_idx=None,
+    track_end_locs: torch.Tensor | None = None,
+):
+    """Prefill (triton_ops/ssd_combined.py): x (batch, seqlen, H, P), dt (batch, seqlen, H), A (H,), B, C (batch,
+    seqlen, G, N); with ``return_varlen_states`` the batch is 1 and holds the sequences ``cu_seqlens`` says, each
+    starting from ``initial_states[i]`` (or zeros); otherwise each batch row is one sequence. The output is written
+    into ``out`` (x's shape); returns what the Triton function returns for the same flags. The per-chunk states it
+    also returns are only read by the radix cache's state tracking (``mamba_track_mask``: the ``extra_buffer``
+    strategy, which SGLang refuses on the CPU), so they are None here, and tracking asked for is refused."""
+    if track_end_locs is not None and track_end_locs.numel() > 0:
+        raise NotImplementedError("state tracking (extra_buffer radix cache) is not implemented in the reference")
+    batch, seqlen, H, P = x.shape
+    G = B.shape[2]
+    rep = H // G
+    Bh, Ch = B.float().repeat_interleave(rep, dim=2), C.float().repeat_interleave(rep, dim=2)
+    d = _dt(dt, dt_bias, dt_softplus, dt_limit)
+    Af = A.float()
+    if return_varlen_states:
+        assert cu_seqlens is not None and batch == 1, "varlen states need cu_seqlens and a batch of 1"
+        rows = [(0, s, e) for s, e in _segments(cu_seqlens, seqlen)]
+    else:
+        rows = [(b, 0, seqlen) for b in range(batch)]
+    y = torch.zeros(x.shape, dtype=torch.float32)
+    finals = []
+    for i, (b, s, e) in enumerate(rows):
+        S = torch.zeros(H, P, Bh.shape[-1], dtype=torch.float32)
+        if initial_states is not None:
+            S = initial_states[i].float().clone()
+        if e > s:
+            y[b, s:e], S = _ssd_sequence(x[b, s:e].float(), d[b, s:e], Af, Bh[b, s:e], Ch[b, s:e], S, chunk_size)
+        finals.append(S)
+    if D is not None:
+        Df = D.float()
+        y += x.float() * (Df[None, None, :, :] if Df.dim() == 2 else Df[None, None, :, None])
+    if z is not None:
+        y *= F.silu(z.float())
+    if out is not None:
+        out.copy_(y.to(out.dtype))
+    states = torch.stack(finals).to(state_dtype or torch.float32)
+    varlen = states if return_varlen_states else None
+    final = states if not return_varlen_states else None
+    if return_track_states:
+        assert return_varlen_states, "return_track_states requires return_varlen_states (cu_seqlens mode)"
+        return None, varlen, None
+    if return_intermediate_states:
+        if return_varlen_states:
+            return (None, final, varlen) if return_final_states else (None, varlen)
+        return (None, final) if return_final_states else None
+    if not return_varlen_states:
+        return final if return_final_states else None
+    return (final, varlen) if return_final_states else varlen
+
+
+def selective_state_update(
+    state: torch.Tensor,
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    D: torch.Tensor | None = None,
+    z: torch.Tensor | None = None,
+    dt_bias: torch.Tensor | None = None,
+    dt_softplus: bool = False,
+    state_batch_indices: torch.Tensor | None = None,
+    pad_slot_id: int = PAD_SLOT_ID,
+    out: torch.Tensor | None = None,
+    disable_state_update: bool = False,
+    intermediate_states_buffer=None,
+    cache_steps=None,
+    retrieve_parent_token=None,
+    intermediate_state_indices=None,
+    **kwargs,
+) -> None:
+    """Decode (triton_ops/ssu_dispatch.py): one token per row. state (slots, H, P, N) updated in place at
+    ``state_batch_indices[b]``; x (batch, H, P), dt (batch, H, P), A (H, P, N), B, C (batch, G, N), D and dt_bias (H,
+    P), z like x; the output written into ``out`` (x's shape). A row whose slot is ``pad_slot_id`` is skipped (state and
+    output untouched, as the Triton kernel returns early). Speculative verification (several tokens, intermediate
+    states) is refused."""
+    if disable_state_update or intermediate_states_buffer is not None or x.dim() == 4:
+        raise NotImplementedError("speculative decoding's multi-token update is not implemented in the reference")
+    if state.dim() == 3:  # the single-head layouts: a head axis of 1
+        state, x, dt, A, B, C = state[:, None], x[:, None], dt[:, None], A[None], B[:, None], C[:, None]
+        D = D[None] if D is not None else None
+        z = z[:, None] if z is not None else None
+        dt_bias = dt_bias[None] if dt_bias is not None else None
+        out = out[:, None] if out is not None else None
+    H = x.shape[1]
+    rep = H // B.shape[1]
+    for b in range(x.shape[0]):
+        slot = int(state_batch_indices[b]) if state_batch_indices is not None else b
+        if slot == pad_slot_id:
+            continue
+        d = _dt(dt[b], dt_bias, dt_softplus)  # (H, P)
+        Bb, Cb = B[b].float().repeat_interleave(rep, dim=0), C[b].float().repeat_interleave(rep, dim=0)  # (H, N)
+        S = state[slot].float() * torch.exp(d[:, :, None] * A.float()) + (d * x[b].float())[:, :, None] * Bb[:, None, :]
+        y = torch.einsum("hpn,hn->hp", S, Cb)
+        if D is not None:
+            y = y + x[b].float() * (D.float() if D.dim() == 2 else D.float()[:, None])
+        if z is not None:
+            y = y * F.silu(z[b].float())
+        state[slot] = S.to(state.dtype)
+        if out is not None:
+            out[b] = y.to(out.dtype)
