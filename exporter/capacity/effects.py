@@ -243,9 +243,20 @@ def log_ssm_dtype(o: ObservedCapacity, value: str | None, flag: str = "--mamba-s
     conv_slot = (o.conv_bytes or 0.0) / (S0 + o.padding_slots)  # type: ignore[operator]
     ssm_slot = o.ssm_bytes / (S0 + o.padding_slots)  # type: ignore[operator]
     new_slot = conv_slot + ssm_slot * dtype_bytes(new) / dtype_bytes(old)
-    S1 = _resize_slots(o, new_slot)
     notes = (f"ssm {short_dtype(old)} → {short_dtype(new)}: state {_mib(o.bytes_per_slot)} → {_mib(new_slot)} per slot",)
+    if o.explicit_mamba_size:
+        # --max-mamba-cache-size sizes the pool, not its memory: SGLang keeps the slot count, the smaller state frees
+        # memory nothing takes (seen on the real SGLang: 3,000 slots and cap 1,000 at both boots, SSM 0.37 -> 0.18 GB)
+        notes += (EXPLICIT_SLOTS_NOTE,)
+        return _log_state(o, flag, new, f"ssm {short_dtype(new)}", S0, spr, notes)
+    S1 = _resize_slots(o, new_slot)
     return _log_state(o, flag, new, f"ssm {short_dtype(new)}", S1, spr, notes)
+
+
+EXPLICIT_SLOTS_NOTE = (
+    "--max-mamba-cache-size fixes the slot count: the state shrinks, the slots and the cap stay; "
+    "raise --max-mamba-cache-size with it to use the memory it frees"
+)
 
 
 def _log_state(

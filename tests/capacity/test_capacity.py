@@ -435,6 +435,17 @@ def test_project_ssm_bf16():
     assert flags.effect_from_log(seed_fp8_bf16(), "--mamba-ssm-dtype", "bfloat16") is None  # already bf16
 
 
+def test_ssm_dtype_under_an_explicit_slot_count_keeps_the_slots():
+    """--max-mamba-cache-size fixes the slot count: SGLang keeps it when the SSM dtype halves the state (the real
+    SGLang's Nemotron-H, tests/engine/test_sglang_nemotron_h.py: 3,000 slots and cap 1,000 at both boots, SSM
+    0.37 -> 0.18 GB). Before: slots 51 -> 99 and cap 10 -> 19 promised, which the engine never gives."""
+    o = dataclasses.replace(seed_bf16_fp32(), explicit_mamba_size=True)
+    e = flags.effect_from_log(o, "--mamba-ssm-dtype", "bfloat16")
+    assert (e.mamba_slots_before, e.mamba_slots_after) == (51, 51)
+    assert (e.cap_before, e.cap_after) == (10, 10)
+    assert "--max-mamba-cache-size fixes the slot count" in e.summary
+
+
 def test_project_ssm_halving_example():
     """The brief's example: ssm-only state (conv negligible) doubles the slots."""
     o = ObservedCapacity(mamba_slots=80, slots_per_request=5, conv_bytes=0.0, ssm_bytes=81 * 100 * MiB, ssm_dtype="float32")
