@@ -571,8 +571,12 @@ class Recorder:
 
     newest: object  # () -> Marker | None
     reads: dict
+    # (marker, reads) -> why the reads do not stand for the marker line although it did not change (None: they do):
+    # an engine that publishes its gauges without a line (SGLang when idle) says so here
+    unset_by_line: object = None
     moments: list[Moment] = field(default_factory=list)
     tried: int = 0
+    rejected: list[str] = field(default_factory=list)  # why moments at an unchanged line were not kept
 
     def take(self) -> Moment | None:
         self.tried += 1
@@ -580,6 +584,10 @@ class Recorder:
         got = {name: f() for name, f in self.reads.items()}
         after = self.newest()
         if before is None or not before.same(after):
+            return None
+        why = self.unset_by_line(after, got) if self.unset_by_line else None
+        if why:
+            self.rejected.append(why)
             return None
         m = Moment(after, got)
         self.moments.append(m)
@@ -615,7 +623,8 @@ class Recorder:
 
     def summary(self, keep=lambda m: True) -> str:
         last = self.moments[-1].marker.match.group(0)[-110:] if self.moments else None
-        return f"{len(self.moments)} of {self.tried} reads consistent, at {len(self.distinct())} marker lines ({len(self.distinct(keep))} kept); newest: {last!r}"
+        why = f", {len(self.rejected)} not set by the line ({self.rejected[-1]})" if self.rejected else ""
+        return f"{len(self.moments)} of {self.tried} reads consistent{why}, at {len(self.distinct())} marker lines ({len(self.distinct(keep))} kept); newest: {last!r}"
 
 
 # --------------------------------------------------------------------------------------------

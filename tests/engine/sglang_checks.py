@@ -151,7 +151,26 @@ def assert_plan(config: Path, log: str, sg: str, extra: tuple[str, ...] = ()) ->
 def recorder(engine: sh.Engine, sidecar: h.Sidecar) -> h.Recorder:
     """SGLang's recorder (:class:`harness.Recorder`): the marker is this boot's newest batch line (SGLang sets its
     gauges at each batch line), the reads SGLang's /metrics and the sidecar's."""
-    return h.Recorder(lambda: h.marker(sh.batch_lines(engine.this_boot())), {"sglang": engine.metrics, "exporter": sidecar.caught_up})
+    return h.Recorder(
+        lambda: h.marker(sh.batch_lines(engine.this_boot())),
+        {"sglang": engine.metrics, "exporter": sidecar.caught_up},
+        unset_by_line=idle_published,
+    )
+
+
+def idle_published(marker: h.Marker, reads: dict) -> str | None:
+    """Whether SGLang published its gauges after the batch line without logging one: when its scheduler finds no batch
+    (``Scheduler.on_idle`` -> ``MetricsReporter._maybe_log_idle_metrics``, metrics_reporter.py) it sets the running
+    count to its running batch's (0 when idle) and the generation throughput to 0, and logs nothing. The log's newest
+    line then still says requests were running; the moment stands for no line, and is not kept. The signature: the
+    throughput gauge 0 while the line's running count differs from SGLang's, or a decode line's throughput was not 0."""
+    ln, sg = marker.match, reads["sglang"]
+    if h.value(sg, "sglang:gen_throughput") != 0:
+        return None
+    decode_gen = float(ln["gen"]) if "gen" in ln.re.groupindex else 0.0
+    if decode_gen > 0 or h.value(sg, "sglang:num_running_reqs") != int(ln["running"]):
+        return f"SGLang's idle publish: running {h.value(sg, 'sglang:num_running_reqs'):g}, line {ln['running']}"
+    return None
 
 
 def busy(m: h.Moment) -> bool:
