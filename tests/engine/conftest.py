@@ -37,11 +37,33 @@ def scenario_name(request) -> str:
     return h.SCENARIO
 
 
+def machine() -> str:
+    """The CPU the suite ran on, with the features that change the engines' paths (docs/engine-suite.md): AMX for
+    SGLang's CPU backend, AVX512-BF16 for vLLM's CPU attention and SSM dtype. In the header and the summary, so that
+    CI's output says which kind of machine a run was."""
+    model, flags = "?", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, val = line.partition(":")
+            if key.strip() == "model name" and model == "?":
+                model = val.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(val.split())
+    except OSError:
+        pass
+    feats = ", ".join(f"{f} {'yes' if f in flags else 'no'}" for f in ("amx_tile", "avx512_bf16", "avx512f"))
+    return f"{os.cpu_count()} CPUs, {model}; {feats}"
+
+
+def pytest_report_header(config) -> str:
+    return f"machine: {machine()}"
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     """What each scenario waited for and how long, in CI's log and in ``<basetemp>/waits.txt``."""
     if not h.WAITS:
         return
-    lines = [w.line() for w in h.WAITS]
+    lines = [f"machine: {machine()}", *(w.line() for w in h.WAITS)]
     terminalreporter.section(f"engine waits ({h.PACE} pace{', engine on CPUs ' + h.ENGINE_CPUS if h.ENGINE_CPUS else ''})")
     for line in lines:
         terminalreporter.write_line(line)
