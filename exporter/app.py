@@ -11,13 +11,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry
-
 from .advice.recommend import observe
 from .diagnosis.history import REPORT_ROWS, History
 from .diagnosis.rules import Rules, RulesConfig
 from .exposition.collector import HybridCacheCollector
-from .exposition.text import encode
+from .exposition.family import write
 from .reading.offline import replay_files
 from .state.pipeline import Pipeline
 from .state.store import DEFAULT_MAX_DP_RANKS
@@ -41,13 +39,10 @@ def timelines() -> History:
     return History(REPORT_ROWS, compact=True)
 
 
-def exposition(pipe: Pipeline, *extra) -> bytes:
-    """The text exposition of ``pipe`` (plus any ``extra`` collectors), as ``/metrics`` serves it."""
-    reg = CollectorRegistry(auto_describe=False)
-    reg.register(HybridCacheCollector(pipe))
-    for c in extra:
-        reg.register(c)
-    return encode(reg)
+def exposition(pipe: Pipeline) -> bytes:
+    """The text exposition of ``pipe``, as ``/metrics`` serves it in text 0.0.4 (no process collector: ``replay``
+    writes it without loading prometheus_client, exporter/exposition/family.py)."""
+    return write(HybridCacheCollector(pipe).collect())
 
 
 def replay(

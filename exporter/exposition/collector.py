@@ -1,9 +1,10 @@
-"""prometheus_client custom collector: metric families built from the state at scrape time.
+"""The custom collector: metric families built from the state at scrape time (prometheus_client's registry
+takes it as it is: it has ``collect``; nothing of prometheus_client is imported, so ``replay`` loads none of it).
 
 Nothing is registered globally and nothing is pre-created: a series exists only when its field
 appeared in the log (a dense model has no ``hybrid_cache_mamba_usage_ratio``). Samples never
 carry timestamps. Names, help and labels come from ``exporter/catalogues/contract.py`` (the public API); the
-families are ``exporter.exposition.text.Family`` (rows, written straight to the exposition's text).
+families are ``exporter.exposition.family.Family`` (rows, written straight to the exposition's text).
 """
 
 from __future__ import annotations
@@ -11,15 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from prometheus_client.registry import Collector
-
 from parsers import labels
 
 from ..catalogues import contract as C
 from ..state import facts
 from ..state.pipeline import Pipeline
 from ..state.store import SERVER_STATES, STATE_BASES, SourceState
-from .text import Family
+from .family import Family
 
 RUNTIME = {m.key: m for m in C.RUNTIME}
 CAPACITY = {m.key: m for m in C.CAPACITY}
@@ -113,7 +112,7 @@ def snapshot(pipeline: Pipeline) -> list[_Source]:
     return out
 
 
-class HybridCacheCollector(Collector):
+class HybridCacheCollector:
     """Builds every ``hybrid_cache_*`` family from a :class:`Pipeline` at scrape time."""
 
     def __init__(self, pipeline: Pipeline) -> None:

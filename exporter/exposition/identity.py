@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.metrics_core import Metric
 
 from ..catalogues import contract
-from .text import Family
+from .family import Family
 
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 

@@ -15,7 +15,7 @@ from prometheus_client.registry import Collector
 
 from ..catalogues import contract as C
 from . import buildinfo
-from .text import Family
+from .family import Family
 
 
 class SelfCollector(Collector):

@@ -26,7 +26,8 @@ from prometheus_client.metrics_core import Metric
 from .. import DEFAULT_PORT
 from . import connections
 from .connections import Server
-from .text import Family, chunks
+from .family import Family
+from .text import chunks
 from .webconfig import FixedWebConfig, ReloadingWebConfig, WebConfig
 
 log = logging.getLogger("hybrid_cache_exporter.web")
@@ -253,7 +254,7 @@ class Handler(BaseHTTPRequestHandler):
     def _metrics(self, query: str) -> None:
         # prometheus_client's public API picks the format the Accept header asks for (text or
         # OpenMetrics) and whether gzip is accepted; the name[] filter is ours (_NameFilter), and
-        # so is the writing of our families (exporter/exposition/text.py: the same bytes)
+        # so is the writing of our families (exporter/exposition/family.py: the same bytes)
         params = parse_qs(query)
         encoder, ctype = exposition.choose_encoder(self.headers.get("Accept"))
         registry = self.app.registry

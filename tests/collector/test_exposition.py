@@ -1,4 +1,4 @@
-"""Our families written from their rows (exporter/exposition/text.py) are what prometheus_client writes.
+"""Our families written from their rows (exporter/exposition/family.py, text.py) are what prometheus_client writes.
 
 The reference is the path every scrape took before: prometheus_client's own family classes
 (``GaugeMetricFamily``, ``CounterMetricFamily``, ``InfoMetricFamily``) filled by the same
@@ -15,23 +15,28 @@ import glob
 import gzip
 import io
 import math
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
-from prometheus_client.exposition import choose_encoder
+from prometheus_client.exposition import choose_encoder, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.utils import floatToGoString
 
 from exporter.app import new_pipeline
 from exporter.catalogues import contract as C
-from exporter.exposition import connections
-from exporter.exposition import text as exposition
+from exporter.exposition import connections, family
 from exporter.exposition.collector import HybridCacheCollector
+from exporter.exposition.family import Family, go_float, write
 from exporter.exposition.identity import Labelled
 from exporter.exposition.selfmetrics import SelfCollector
-from exporter.exposition.text import Family, encode
+from exporter.exposition.text import encode
 from exporter.exposition.web import App, Handler, _NameFilter
 from exporter.exposition.webconfig import WebConfig
 from exporter.reading.offline import replay_files
@@ -274,6 +279,45 @@ def test_each_contract_family_and_value(m: C.Metric) -> None:
         assert encode(Reg(fam), encoder) == encoder(Reg(ref)), accept
 
 
+@given(st.floats() | st.integers(min_value=-(2**80), max_value=2**80))
+def test_go_float_is_prometheus_clients(v) -> None:
+    """A value's text as ``replay`` writes it without prometheus_client: its ``floatToGoString``."""
+    assert go_float(v) == floatToGoString(v)
+
+
+@pytest.mark.parametrize("v", VALUES)
+def test_go_float_of_the_edges(v) -> None:
+    assert go_float(v) == floatToGoString(v)
+
+
+def test_replays_exposition_is_the_registrys() -> None:
+    """``replay``'s text (:func:`write`, no prometheus_client) is what a registry of the collector gives
+    prometheus_client's ``generate_latest``, for the many sources with hostile names."""
+    pipe, _ = _pipeline()
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(HybridCacheCollector(pipe))
+    got = write(HybridCacheCollector(pipe).collect())
+    assert got == generate_latest(_AsClient(reg))
+    assert got.count(b"\n") > 10_000
+
+
+def test_replay_loads_no_prometheus_client() -> None:
+    """The claim of exporter/exposition/family.py: ``replay`` of a log, its exposition written, never imports
+    prometheus_client (a third of its start-up, which bench/run.py times against mtail)."""
+    log = ROOT / "fixtures" / "scenarios" / "sglang-mamba-bound.log"
+    code = (
+        "import io, sys, contextlib\n"
+        "from exporter.cli import main\n"
+        "sys.stdout = io.TextIOWrapper(io.BytesIO())\n"
+        f"rc = main(['replay', {str(log)!r}])\n"
+        "sys.stdout.flush(); out = sys.stdout.buffer.getvalue(); sys.stdout = sys.__stdout__\n"
+        "print(rc, b'hybrid_cache_finding' in out, sorted(m for m in sys.modules if m.startswith('prometheus_client')))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", "True", "[]"], r.stdout
+
+
 def test_an_info_family_takes_the_contracts_labels_only() -> None:
     fam = Family(C.SERVER_INFO)
     with pytest.raises(ValueError, match="info labels"):
@@ -285,7 +329,7 @@ def test_an_info_family_takes_the_contracts_labels_only() -> None:
 def test_a_name_an_escaping_would_change_is_prometheus_clients(monkeypatch) -> None:
     """A label name outside [a-zA-Z_][a-zA-Z0-9_]* (none today: --label and the pod labels are
     checked) is left to prometheus_client, whose bytes these are then."""
-    assert exposition._PLAIN_NAME.match("dp_rank") and not exposition._PLAIN_NAME.match("a.b")
+    assert family._PLAIN_NAME.match("dp_rank") and not family._PLAIN_NAME.match("a.b")
     fam = Family(C.FINDING)
     fam.add_metric(["sglang", "s", "0", "mamba_bound"], 1)
 
