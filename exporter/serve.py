@@ -140,18 +140,10 @@ class Service:
         SGLang source whose log, read to its end, stayed silent for quiet_seconds goes idle (docs/rules.md#silence;
         the rules run here, on the ingest side, never in a scrape)."""
         while not self._stopping.wait(1.0):
-            read: set[str] | None = None
-
-            def caught_up(source: str) -> bool:
-                # asked only for a serving source quiet for its quiet_seconds, and the tailers looked at once a
-                # tick at most: a node of 10,000 busy sources does not look at 10,000 files every second
-                nonlocal read
-                if read is None:
-                    read = self.caught_up()
-                return source in read
-
             try:
-                self.pipe.tick(caught_up=caught_up)
+                # the tailers are looked at (caught_up) only when a serving source is quiet, outside the pipeline's
+                # lock: a node of 10,000 busy sources does not look at 10,000 files every second
+                self.pipe.tick(caught_up=self.caught_up)
             except Exception:  # pragma: no cover - a bug; keep serving what we have
                 log.exception("ingest tick failed")
 

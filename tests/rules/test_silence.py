@@ -16,6 +16,7 @@ No test waits on a clock: the ticks are given their ``now``.
 from __future__ import annotations
 
 import random
+import threading
 from pathlib import Path
 
 import feed_support
@@ -220,7 +221,7 @@ def test_quiet_seconds_zero_turns_it_off_and_vllm_is_untouched() -> None:
     pipe.finish()
     src = pipe.sources["v"]
     assert src.life == "stalled" and src.batch_ts is None and src.servers["0"].findings["request_cap_bound"] == 1
-    pipe.tick(1e12, caught_up=lambda name: True)
+    pipe.tick(1e12, caught_up=lambda: {"v"})
     assert src.life == "stalled"
 
 
@@ -327,11 +328,11 @@ def test_the_wall_clock_tells_only_a_log_read_to_its_end() -> None:
     t0 = ss.fed_at
     pipe.tick(t0 + Q + 1)  # replay's path: no caught_up, no wall clock
     assert src.life == "serving"
-    pipe.tick(t0 + Q + 1, caught_up=lambda name: False)  # bytes left to read: the lines may be on their way
+    pipe.tick(t0 + Q + 1, caught_up=set)  # bytes left to read: the lines may be on their way
     assert src.life == "serving"
-    pipe.tick(t0 + Q - 1, caught_up=lambda name: True)  # not silent for long enough
+    pipe.tick(t0 + Q - 1, caught_up=lambda: {"s"})  # not silent for long enough
     assert src.life == "serving" and src.servers["0"].findings["mamba_bound"] == 1
-    pipe.tick(t0 + Q, caught_up=lambda name: True)
+    pipe.tick(t0 + Q, caught_up=lambda: {"s"})
     assert state(src) == ("idle", LAST_BATCH, "wall_clock", {"mamba_capped"})
     assert "told by the wall clock" in life_of(src)["words"]
     # a probe later, the log's own time says the same: serve's state is then replay's of the same lines
@@ -347,7 +348,7 @@ def test_a_late_line_within_the_bound_is_the_documented_exception() -> None:
     clock said idle, the lines then say the server served on. serve keeps what it saw and says so (basis
     wall_clock); the next samples serve again and the rules' windows start over (docs/rules.md#silence)."""
     pipe, src, ss = _fed(BASE)
-    pipe.tick(ss.fed_at + Q, caught_up=lambda name: True)
+    pipe.tick(ss.fed_at + Q, caught_up=lambda: {"s"})
     assert src.basis == "wall_clock"
     pipe.feed_lines("s", [decode(LAST_BATCH + 5), decode(LAST_BATCH + 15)])
     pipe.finish()
@@ -366,9 +367,9 @@ def test_a_restored_state_goes_quiet_by_the_wall_clock_too() -> None:
     restore(new, "s", snap)
     src = new.sources["s"]
     assert src.life == "serving" and src.batch_ts == LAST_BATCH
-    new.tick(new.began + Q - 1, caught_up=lambda name: True)
+    new.tick(new.began + Q - 1, caught_up=lambda: {"s"})
     assert src.life == "serving"
-    new.tick(new.began + Q, caught_up=lambda name: True)
+    new.tick(new.began + Q, caught_up=lambda: {"s"})
     assert src.life == "idle" and src.life_since == LAST_BATCH and src.basis == "wall_clock"
 
 
@@ -410,3 +411,29 @@ def test_the_real_sglang_log_goes_idle_after_its_load(tmp_path: Path) -> None:
     assert eps and eps[-1][1] == t_batch
     _, src = replayed(lines)  # the whole log, the default bound: boot 2 stopped, no silence on the way
     assert src.life == "stopped" and src.basis == "logged"
+
+
+def test_the_tailers_are_asked_outside_the_lock_and_a_line_meanwhile_wins() -> None:
+    """``caught_up`` looks at every tailer (serve), so the tick asks it without the pipeline's lock, and only when a
+    source is quiet; a line fed while it is asked makes the source not quiet any more: it stays serving."""
+    pipe, src, ss = _fed(BASE)
+    asked = []
+
+    def not_asked():
+        asked.append(1)
+        return {"s"}
+
+    pipe.tick(ss.fed_at + Q - 1, caught_up=not_asked)  # nothing quiet: the tailers are not looked at
+    assert not asked and src.life == "serving"
+
+    def meanwhile():
+        free = []  # the lock is re-entrant: another thread (a tailer) tries it
+        t = threading.Thread(target=lambda: free.append(pipe.lock.acquire(blocking=False) and (pipe.lock.release() or True)))
+        t.start()
+        t.join()
+        assert free == [True], "caught_up asked under the pipeline's lock"
+        pipe.feed("s", decode(LAST_BATCH + 5))  # the tailer's line, read while the files were looked at
+        return {"s"}
+
+    pipe.tick(ss.fed_at + Q, caught_up=meanwhile)
+    assert src.life == "serving" and src.basis == "logged"
