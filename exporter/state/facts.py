@@ -19,7 +19,7 @@ from parsers import events as ev
 from parsers.numbers import GIB
 
 from .. import capacity as cap
-from ..capacity import defaults
+from ..capacity import defaults, families
 from ..capacity.version import VersionRange, parse_version
 from ..catalogues.configvalues import number, truthy, unset
 from .revisions import sizes_after_warmup
@@ -273,14 +273,16 @@ def vllm_arch(src: SourceState) -> str | None:
 
 
 def vllm_is_hybrid(src: SourceState, srv: ServerState) -> bool:
+    """Whether a vLLM server keeps recurrent state: its log says so (the hybrid block size, mamba blocks, a mamba
+    setting), or its architecture is a family of the catalogue that vLLM serves (exporter/capacity/families.py)."""
     c = srv.capacity
-    arch = vllm_arch(src) or ""
+    fam = families.family_of(vllm_arch(src) or "")
     return bool(
         c.get("attention_block_size_tokens")
         or c.get("mamba_blocks")
         or src.config.get("mamba_cache_mode")
         or src.config.get("mamba_ssm_cache_dtype")
-        or re.search(r"Qwen3Next|Qwen3_5|Qwen4Exp|NemotronH|Jamba|FalconH1|GraniteMoeHybrid|KimiLinear|Lfm2|MiniMaxText01", arch)
+        or (fam is not None and fam.vllm)
     )
 
 

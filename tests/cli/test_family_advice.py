@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from exporter.advice.plan import PlanRequest, build
+from exporter.capacity import families
+from exporter.state import facts
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "fixtures" / "configs"
@@ -82,3 +84,20 @@ def test_cpu_ssm_advice_by_family(arch, offered):
     assert (rec is not None) is offered, (arch, rec)
     if rec is not None:
         assert rec.value == "bfloat16" and not rec.assumes
+
+
+@pytest.mark.parametrize("fam", [f for f in families.CATALOGUE if f.vllm], ids=lambda f: f.key)
+def test_every_family_vllm_serves_is_hybrid_by_its_architecture(fam):
+    """The SSM-dtype lever's gate (``facts.vllm_is_hybrid``) knows the families from the catalogue, not from a list
+    of its own: a log that names the architecture and prints no hybrid line yet is a hybrid server's. (The rules read
+    an architecture named ``...ForCausalLM`` or ``...ForConditionalGeneration``; the others, such as
+    ``NemotronH_Nano_VL_V2``, are not read as one, and their hybrid lines tell.)"""
+    read = [a for a in fam.architectures if a.endswith(("ForCausalLM", "ForConditionalGeneration"))]
+    for arch in read:
+        f = _cpu_log(arch)
+        assert facts.vllm_is_hybrid(f.src, f.srv()), arch
+
+
+def test_a_dense_architecture_is_not_hybrid():
+    f = _cpu_log("LlamaForCausalLM")
+    assert not facts.vllm_is_hybrid(f.src, f.srv())
