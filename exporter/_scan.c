@@ -32,6 +32,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -757,7 +758,7 @@ static int scan_init(Scan *sc, PyObject *spec)
                 return -1;
     }
     sc->cap = 64;
-    sc->groups = PyMem_Malloc(sc->cap * sizeof(Group));
+    sc->groups = malloc(sc->cap * sizeof(Group)); /* raw: grown by scan_line without the GIL (scan_text) */
     if (sc->groups == NULL) {
         PyErr_NoMemory();
         return -1;
@@ -768,7 +769,7 @@ static int scan_init(Scan *sc, PyObject *spec)
 
 static void scan_free(Scan *sc)
 {
-    PyMem_Free(sc->groups);
+    free(sc->groups);
     PyMem_Free(sc->envs);
 }
 
@@ -791,7 +792,8 @@ static char message_kind(Scan *sc, const char *s, Py_ssize_t p, Py_ssize_t end, 
 }
 
 /* Take one line (s, n) that has index/offset `at` into the run. Returns 1 if it belongs to the
- * run, 0 if it ends the run, -1 on error (exception set). The line must not contain '\n' (no
+ * run, 0 if it ends the run, -1 when out of memory (no exception set: it calls no Python API, so
+ * scan_text runs it without the GIL). The line must not contain '\n' (no
  * line the templates accept does): callers cut text at newlines and stop at list items with one. */
 static int scan_line(Scan *sc, const char *s, Py_ssize_t n, Py_ssize_t at)
 {
@@ -886,11 +888,9 @@ static int scan_line(Scan *sc, const char *s, Py_ssize_t n, Py_ssize_t at)
         Group *gr;
         if (g < 0) {
             if (sc->ng == sc->cap) {
-                Group *bigger = PyMem_Realloc(sc->groups, 2 * sc->cap * sizeof(Group));
-                if (bigger == NULL) {
-                    PyErr_NoMemory();
-                    return -1;
-                }
+                Group *bigger = realloc(sc->groups, 2 * sc->cap * sizeof(Group));
+                if (bigger == NULL)
+                    return -1; /* out of memory: the caller raises, holding the GIL */
                 sc->groups = groups = bigger;
                 sc->cap *= 2;
             }
@@ -1066,8 +1066,10 @@ static PyObject *scan(PyObject *self, PyObject *args)
         if (memchr(line, '\n', len) != NULL)
             break;
         int r = scan_line(&sc, line, len, i);
-        if (r < 0)
+        if (r < 0) {
+            PyErr_NoMemory();
             goto done;
+        }
         if (r == 0)
             break;
     }
@@ -1106,6 +1108,10 @@ static PyObject *scan_text(PyObject *self, PyObject *args)
             goto done;
         }
     }
+    int oom = 0;
+    /* the lines are read without the GIL (the text is immutable and held by the caller; scan_line calls no Python
+     * API): replay's reader thread reads and decodes the next block meanwhile (exporter/reading/offline.py) */
+    Py_BEGIN_ALLOW_THREADS
     while (p < len) {
         Py_ssize_t end = p;
         if (copy == NULL) {
@@ -1126,11 +1132,18 @@ static PyObject *scan_text(PyObject *self, PyObject *args)
                 break;
         }
         int r = scan_line(&sc, copy ? copy + (p - base) : s + p, end - p, p);
-        if (r < 0)
-            goto done;
+        if (r < 0) {
+            oom = 1;
+            break;
+        }
         if (r == 0)
             break;
         p = end < len ? end + 1 : len;
+    }
+    Py_END_ALLOW_THREADS
+    if (oom) {
+        PyErr_NoMemory();
+        goto done;
     }
     result = scan_result(&sc, p > len ? len : p);
 done:

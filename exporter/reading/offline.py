@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from parsers import parse_line
 
-from .reader import CHUNK, Reader, close_log, file_year, open_log, read_blocks, source_name
+from .reader import CHUNK, Reader, close_log, file_year, open_log, read_ahead, read_blocks, source_name
 
 # a rotated generation's suffix: '.1', '.2', '-20260814', '.2026-08-14', '-20260814-1723456789',
 # then maybe a compression extension
@@ -227,7 +227,8 @@ def replay_files(pipe, paths: Iterable[str], source: str | None, err=sys.stderr)
                     if ended:
                         pipe.feed_lines(name, ended)  # (its last line a fragment: read only when whole)
                 feed_text = pipe.feed_text
-                for text in read_blocks(path, reader, flush=False, nbytes=got):
+                blocks = read_blocks(path, reader, flush=False, nbytes=got)
+                for text in read_ahead(blocks) if path != "-" and os.path.isfile(path) else blocks:
                     feed_text(name, text)
             except (OSError, EOFError, ValueError, lzma.LZMAError) as e:
                 print(f"hybrid-cache-exporter: {path}: cannot read: {getattr(e, 'strerror', None) or e}", file=err)

@@ -17,6 +17,7 @@ API::
 
     open_log(path)               # binary file object: '-' = stdin; gzip, bzip2, xz read transparently
     read_blocks(path) / read_chunks(path) / read_lines(path)   # a whole file through a Reader
+    read_ahead(read_blocks(path))  # the same blocks, read by a thread of their own ahead of their use
 
 Whole offline files as users have them (rotated generations, compressed, in any order):
 exporter.reading.offline (``order_generations``, ``replay_files``).
@@ -45,10 +46,12 @@ import gzip
 import io
 import lzma
 import os
+import queue
 import re
 import sys
-from collections.abc import Iterable, Iterator
-from typing import BinaryIO
+import threading
+from collections.abc import Generator, Iterable, Iterator
+from typing import BinaryIO, TypeVar
 
 from parsers import VLLM, clock, parse_line
 from parsers.header.prefix import SGLANG_HEADER_RE
@@ -78,6 +81,7 @@ __all__ = [
     "CRI",
     "Reader",
     "open_log",
+    "read_ahead",
     "read_blocks",
     "read_chunks",
     "read_lines",
@@ -403,6 +407,55 @@ def read_blocks(path: str, reader: Reader | None = None, flush: bool = True, nby
             yield "\n".join(rest) + "\n"
     finally:
         close_log(f)
+
+
+T = TypeVar("T")
+_END = object()
+AHEAD = 2  # blocks read ahead of the one being fed: memory is this many blocks (CHUNK each) more
+
+
+def read_ahead(blocks: Generator[T, None, None], depth: int = AHEAD) -> Iterator[T]:
+    """``blocks`` as they are, made by a thread of their own up to ``depth`` blocks ahead: the file is read and
+    decoded while the block before is fed (the bulk scanner runs without the GIL, exporter/_scan.c ``scan_text``).
+    Everything the generator does (its reader's held line, its byte count) is done when the last block has been
+    taken; an error it raises is raised here, after the blocks it made before it. Closed early (the consumer
+    failed), the thread stops and closes the generator. Only for files: a read from a pipe may block for ever."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: tuple) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run() -> None:
+        try:
+            for b in blocks:
+                if not put((b, None)):
+                    return
+            put((_END, None))
+        except BaseException as e:  # handed to the consumer, raised in its thread
+            put((_END, e))
+        finally:
+            blocks.close()
+
+    t = threading.Thread(target=run, name="read-ahead", daemon=True)
+    t.start()
+    try:
+        while True:
+            item, err = q.get()
+            if item is _END:
+                if err is not None:
+                    raise err
+                return
+            yield item
+    finally:
+        stop.set()
+        t.join()
 
 
 def read_chunks(path: str, reader: Reader | None = None) -> Iterator[list[str]]:

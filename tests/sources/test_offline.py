@@ -13,11 +13,14 @@ import lzma
 import random
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
-from exporter.reading.reader import Reader, read_blocks
+from exporter.app import replay
+from exporter.reading import reader as reader_mod
+from exporter.reading.reader import Reader, read_ahead, read_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
 EXE = [sys.executable, "-m", "exporter"]
@@ -242,3 +245,59 @@ def test_two_logs_of_the_same_file_name_are_two_sources(tmp_path) -> None:
         if 'source="server"' in line and "_total" not in line
     )
     assert lines and all(line in out.splitlines() for line in lines)
+
+
+# --------------------------------------------------------------------------------------------
+# read_ahead: replay's blocks made by a thread of their own (exporter/reading/reader.py)
+
+
+def _blocks(n: int, fail_at: int | None = None, closed: list | None = None):
+    try:
+        for i in range(n):
+            if i == fail_at:
+                raise OSError(5, "Input/output error")
+            yield f"block {i}\n"
+    finally:
+        if closed is not None:
+            closed.append(threading.current_thread().name)
+
+
+def test_read_ahead_gives_the_blocks_in_order_then_ends():
+    closed: list = []
+    assert list(read_ahead(_blocks(50, closed=closed), depth=2)) == [f"block {i}\n" for i in range(50)]
+    assert closed == ["read-ahead"]  # the generator ran and was closed in the reading thread
+    assert not any(t.name == "read-ahead" for t in threading.enumerate())
+
+
+def test_an_error_comes_after_the_blocks_read_before_it():
+    got = []
+    with pytest.raises(OSError, match="Input/output error"):
+        for b in read_ahead(_blocks(10, fail_at=7)):
+            got.append(b)
+    assert got == [f"block {i}\n" for i in range(7)]
+
+
+def test_a_consumer_that_stops_stops_the_thread_and_closes_the_file():
+    closed: list = []
+    ahead = read_ahead(_blocks(10_000, closed=closed), depth=2)
+    assert next(ahead) == "block 0\n"
+    ahead.close()
+    assert closed == ["read-ahead"]
+    assert not any(t.name == "read-ahead" for t in threading.enumerate())
+
+
+def test_replay_reads_ahead_and_gives_what_a_plain_read_gives(tmp_path, monkeypatch):
+    """A log of many blocks: the exposition, the byte count and the held last line are those of the plain read."""
+    from exporter.app import exposition
+    from exporter.reading import offline
+
+    src = ROOT / "fixtures" / "scenarios" / "sglang-mamba-bound.log"
+    text = src.read_text()
+    log = tmp_path / "big.log"
+    log.write_text(text * 40 + text.splitlines()[-1][:50])  # many blocks of CHUNK, and a cut last line
+    monkeypatch.setattr(offline, "CHUNK", 1 << 12, raising=False)
+    monkeypatch.setattr(reader_mod, "CHUNK", 1 << 12)
+    ahead = replay([str(log)], None, None, None)[0]
+    monkeypatch.setattr(offline, "read_ahead", lambda blocks: blocks)
+    plain = replay([str(log)], None, None, None)[0]
+    assert exposition(ahead) == exposition(plain)
