@@ -134,6 +134,14 @@ def _is_mla(x: Context) -> bool:
     return "Kimi" in arch or "DeepseekV" in arch or bool(re.search(r"kimi|deepseek", model, re.I))
 
 
+# SGLang's attention backend settings, and what its unified pool admits from 0.5.19 (arg_groups/kv_cache_hook.py
+# ``handle_page_major_kv_layout``, 0.5.19-0.5.23; 0.5.19-0.5.22 also admit tokenspeed_mla for MLA); the CPU's own
+_SG_ATTENTION_KEYS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
+_SG_UNIFIED_MHA = frozenset({"triton", "fa3", "fa4", "flashinfer", "trtllm_mha"})
+_SG_UNIFIED_MLA = frozenset({"triton", "fa3", "trtllm_mla", "flashinfer", "cutedsl_mla", "tokenspeed_mla", "flashmla"})
+_SG_CPU_ATTENTION = frozenset({"intel_amx"})
+
+
 def _unified_gates(x: Context) -> tuple[list[str], list[str]]:
     """(what refuses ``--enable-unified-memory`` on this server, what it needs first), by SGLang release, read in
     the released code of 0.5.15-0.5.23 (``server_args.py::_handle_unified_memory_pool`` and
@@ -169,6 +177,19 @@ def _unified_gates(x: Context) -> tuple[list[str], list[str]]:
     if dcp and dcp > 1 and (v.may_be_in("0.5.15", "0.5.19") or not _is_mla(x)):
         refused.append("decode context parallelism (SGLang 0.5.15-0.5.19; from 0.5.20 on MLA models only)")
     attn = str(c.get("attention_backend") or "").lower()
+    logged = {str(c.get(k)).lower() for k in _SG_ATTENTION_KEYS if not unset(c.get(k))}
+    if str(c.get("device") or "").lower() == "cpu" or logged & _SG_CPU_ATTENTION:
+        # the unified pool's page-major layout takes GPU attention backends only, in every release that has it:
+        # Triton (0.5.15-0.5.18), the allow-lists below (0.5.19+); a boot of SGLang 0.5.23 on this CPU with
+        # --enable-unified-memory stops in handle_page_major_kv_layout ("['torch_native'] are not in the allowed set")
+        refused.append(f"the CPU (attention backend {attn or 'the CPU default'}: SGLang's unified pool takes GPU attention backends only)")
+        return refused, needs
+    allowed = _SG_UNIFIED_MLA if _is_mla(x) else _SG_UNIFIED_MHA
+    if logged - allowed and not v.below("0.5.19"):
+        needs.append(
+            f"--attention-backend triton: SGLang 0.5.19+ take the unified pool with {', '.join(sorted(allowed))} only "
+            f"(got {', '.join(sorted(logged - allowed))})"
+        )
     if attn != "triton" and v.may_be_in("0.5.15", "0.5.18") and not (_is_mla(x) and not v.may_be_in("0.5.15", "0.5.16")):
         shown = attn or "the default (FA3 on Hopper)"
         needs.append(f"--attention-backend triton: SGLang 0.5.15-0.5.18 refuse unified memory with {shown} on a model without MLA")

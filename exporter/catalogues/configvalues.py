@@ -60,6 +60,9 @@ CONFIG_KEYS = (
     "chunked_prefill_size",
     # what the unified-memory gates read (exporter/advice/flags.py: the backends and features each release refuses)
     "attention_backend",
+    "prefill_attention_backend",
+    "decode_attention_backend",
+    "device",
     "linear_attn_backend",
     "mamba_backend",
     "enable_lmcache",

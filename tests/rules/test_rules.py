@@ -483,6 +483,26 @@ def test_unified_memory_gates_follow_the_release():
     assert _unified("0.5.23", dcp_size=2, model_path="Qwen/Qwen3.5-27B")[0] is None
     assert _unified("0.5.23", dcp_size=2, model_path="moonshotai/Kimi-Linear-48B-A3B-Instruct")[0] == "true"
     assert _unified("0.5.19", dcp_size=2, model_path="moonshotai/Kimi-Linear-48B-A3B-Instruct")[0] is None
+    # the attention backends the unified pool admits from 0.5.19: another GPU backend is a need, never in the metric
+    value, caveats = _unified("0.5.23", model_path="Qwen/Qwen3.5-27B", attention_backend="flex_attention")
+    assert value == "true" and any("--attention-backend triton" in c and "flex_attention" in c for c in caveats)
+    value, caveats = _unified("0.5.23", model_path="Qwen/Qwen3.5-27B", decode_attention_backend="aiter")
+    assert value == "true" and any("aiter" in c for c in caveats)
+    assert _unified("0.5.23", model_path="moonshotai/Kimi-Linear-48B-A3B-Instruct", attention_backend="flashmla") == ("true", ())
+
+
+def test_unified_memory_is_never_advised_on_the_cpu():
+    """SGLang's unified pool takes GPU attention backends only (Triton in 0.5.15-0.5.18, the allow-lists of
+    ``handle_page_major_kv_layout`` from 0.5.19). The real SGLang 0.5.23 on this machine's CPU, asked for it, stops:
+    "the resolved attention backends ['torch_native'] are not in the allowed set". So on a CPU log, in any release,
+    the flag is withheld: by ``device`` or by a backend only the CPU has."""
+    for v in ("0.5.15", "0.5.18", "0.5.19", "0.5.23"):
+        assert _unified(v, device="cpu", attention_backend="torch_native")[0] is None, v
+        assert _unified(v, device="cpu")[0] is None, v
+    assert _unified("0.5.23", attention_backend="intel_amx")[0] is None
+    # torch_native on a GPU: the flag with its need (another backend), as for any backend outside the allow-list
+    value, caveats = _unified("0.5.23", attention_backend="torch_native")
+    assert value == "true" and any("torch_native" in c for c in caveats)
 
 
 def test_old_release_gets_no_new_flags():
