@@ -228,7 +228,10 @@ def replay_files(pipe, paths: Iterable[str], source: str | None, err=sys.stderr)
                         pipe.feed_lines(name, ended)  # (its last line a fragment: read only when whole)
                 feed_text = pipe.feed_text
                 blocks = read_blocks(path, reader, flush=False, nbytes=got)
-                for text in read_ahead(blocks) if path != "-" and os.path.isfile(path) else blocks:
+                # read ahead in a thread where there is a block to read ahead: a file of more than one (a pipe may
+                # block for ever; a small file, a directory of rotated ones, would only pay for the thread)
+                ahead = path != "-" and os.path.isfile(path) and os.path.getsize(path) > CHUNK
+                for text in read_ahead(blocks) if ahead else blocks:
                     feed_text(name, text)
             except (OSError, EOFError, ValueError, lzma.LZMAError) as e:
                 print(f"hybrid-cache-exporter: {path}: cannot read: {getattr(e, 'strerror', None) or e}", file=err)

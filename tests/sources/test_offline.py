@@ -286,6 +286,16 @@ def test_a_consumer_that_stops_stops_the_thread_and_closes_the_file():
     assert not any(t.name == "read-ahead" for t in threading.enumerate())
 
 
+def test_a_small_file_is_read_without_a_thread(tmp_path, monkeypatch):
+    from exporter.reading import offline
+
+    monkeypatch.setattr(offline, "read_ahead", lambda blocks: pytest.fail("a file of one block read ahead"))
+    log = tmp_path / "small.log"
+    log.write_bytes(WHOLE)
+    assert len(WHOLE) < offline.CHUNK
+    replay([str(log)], None, None, None)
+
+
 def test_replay_reads_ahead_and_gives_what_a_plain_read_gives(tmp_path, monkeypatch):
     """A log of many blocks: the exposition, the byte count and the held last line are those of the plain read."""
     from exporter.app import exposition
@@ -295,9 +305,18 @@ def test_replay_reads_ahead_and_gives_what_a_plain_read_gives(tmp_path, monkeypa
     text = src.read_text()
     log = tmp_path / "big.log"
     log.write_text(text * 40 + text.splitlines()[-1][:50])  # many blocks of CHUNK, and a cut last line
-    monkeypatch.setattr(offline, "CHUNK", 1 << 12, raising=False)
+    monkeypatch.setattr(offline, "CHUNK", 1 << 12)
     monkeypatch.setattr(reader_mod, "CHUNK", 1 << 12)
+    taken = []
+
+    def counted(blocks):
+        for b in read_ahead(blocks):
+            taken.append(len(b))
+            yield b
+
+    monkeypatch.setattr(offline, "read_ahead", counted)
     ahead = replay([str(log)], None, None, None)[0]
+    assert len(taken) > 100  # the file was read ahead, a block at a time
     monkeypatch.setattr(offline, "read_ahead", lambda blocks: blocks)
     plain = replay([str(log)], None, None, None)[0]
     assert exposition(ahead) == exposition(plain)
