@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from parsers import events as ev
+
 from .. import capacity as cap
 from ..catalogues.rulebook import KV_BOUND, MAMBA_BOUND, MAMBA_CAPPED
 from ..diagnosis.rules import Rules, RulesConfig
@@ -256,6 +258,8 @@ def inputs(src: SourceState, srv: ServerState, cfg: RulesConfig) -> tuple:
 
 
 RECOMMEND_REFRESH_SECONDS = 30.0
+# lines of a running server that change none of the facts the recommendations read (Recommender.event)
+RUNTIME_EVENTS = (ev.Retraction, ev.Preemption, ev.SpecDecoding, ev.PoolExhausted, ev.Unrecognized)
 RECOMMEND_KEPT_MAX = 16  # distinct inputs whose recommendations a server keeps (oldest dropped first)
 
 
@@ -272,6 +276,18 @@ class Recommender:
 
     def transition(self, src: SourceState, srv: ServerState, rule: str, on: bool, cfg: RulesConfig) -> None:
         self._refresh(src, srv, cfg, inputs(src, srv, cfg))
+
+    def event(self, src: SourceState, srv: ServerState, e: object, cfg: RulesConfig) -> None:
+        """A line that is not a sample while a finding is live: a fact the recommendations read may have changed
+        (an SGLang boot prints its mamba cap, which fires ``mamba_capped``, before its KV pool and the memory left:
+        advice made at the cap line alone would stand until the next sample, which an idle server never prints).
+        Runtime events (retractions, preemptions, speculative metrics, an exhausted pool) change no fact: skipped,
+        so that a storm of them costs nothing here."""
+        if isinstance(e, RUNTIME_EVENTS):
+            return
+        now = inputs(src, srv, cfg)
+        if now != srv.rule_memory.reco_inputs:
+            self._refresh(src, srv, cfg, now)
 
     def sample(self, src: SourceState, srv: ServerState, ts: float, cfg: RulesConfig) -> None:
         m = srv.rule_memory

@@ -135,12 +135,14 @@ def _clip(line: str) -> str:
 
 class FindingObserver(Protocol):
     """What watches the rules (the recommendations): told of every transition of a finding, and of every
-    sample while a finding is live. The rules know nothing else about who listens (the composition root,
-    ``exporter/app.py``, wires them), so the flow is one way: rules -> observers."""
+    sample and every other line while a finding is live. The rules know nothing else about who listens (the
+    composition root, ``exporter/app.py``, wires them), so the flow is one way: rules -> observers."""
 
     def transition(self, src: SourceState, srv: ServerState, rule: str, on: bool, cfg: RulesConfig) -> None: ...
 
     def sample(self, src: SourceState, srv: ServerState, ts: float, cfg: RulesConfig) -> None: ...
+
+    def event(self, src: SourceState, srv: ServerState, e: object, cfg: RulesConfig) -> None: ...
 
 
 class Rules:
@@ -209,6 +211,11 @@ class Rules:
             self._silence(src, srv, m, e)
         else:
             self._event(src, srv, m, e, ts, raw)
+            if self.observers and any(srv.findings.values()):
+                # a line that is not a sample, while a finding is live: what the facts say may have changed (an
+                # SGLang boot prints its mamba cap before its KV pool and the memory left)
+                for o in self.observers:
+                    o.event(src, srv, e, self.config)
 
         # event hold for mamba_exhausted; one restored from a snapshot is held from the first line after it
         if ts is not None and srv.findings.get(MAMBA_EXHAUSTED):
