@@ -276,7 +276,18 @@ def test_no_ssm_dtype_advice_for_an_empty_ssm_state(run):
     recos = {(lab["rule"], lab["flag"]) for lab, _ in h.samples(run.fired, "hybrid_cache_recommendation_info", source=SOURCE)}
     assert recos and not [r for r in recos if r[1] == "--mamba-ssm-dtype"], recos
     assert run.flag in ("--max-mamba-cache-size", "--mamba-full-memory-ratio"), run.flag
-    assert "--mamba-ssm-dtype" not in run.reports["text"].split("Recommendations", 1)[-1]
+    # report at the idle moment (mamba_capped kept): its recommendations, not SGLang's own cap line quoted as
+    # evidence ("... or halve the state size with --mamba-ssm-dtype bfloat16.")
+    (src,) = [x for x in run.idle_report["sources"] if x["source"] == SOURCE]
+    advice = [d["flag"] for srv in src["servers"] for d in (srv.get("status") or {}).get("recommendations") or []]
+    assert advice and not [f for f in advice if f.startswith("--mamba-ssm-dtype")], advice
+    assert "--mamba-ssm-dtype" not in recommendations_section(run.reports["text"])
+
+
+def recommendations_section(text: str) -> str:
+    """The text report's recommendations: from their heading to the next blank line."""
+    _, found, rest = text.partition("Recommendations")
+    return rest.split("\n\n", 1)[0] if found else ""
 
 
 def test_gauges_equal_the_line_and_sglang_at_consistent_moments(run):
