@@ -245,6 +245,13 @@ def _dur(s: float | None) -> str:
     return f"{h}h{m:02d}m{sec:02d}s" if h else f"{m}m{sec:02d}s"
 
 
+def advice_scope(st: dict) -> str:
+    """The words beside the recommendations' heading. The report's are for every finding of the log
+    (docs/rules.md#report): when none is live at its end, they say so (advice for the next such incident)."""
+    scope = "" if st.get("firing") else "for the findings of this log, none live at its end; "
+    return f"{scope}each flag once; start with the first of each finding, one change at a time"
+
+
 def actions_html(st: dict, facts: list[tuple[str, str]]) -> str:
     """The recommended flags in the documented order (each once, its rank under each finding), those with a
     caveat apart, the before/after of the last restart, vLLM's shared pool, and the capacity facts."""
@@ -259,7 +266,7 @@ def actions_html(st: dict, facts: list[tuple[str, str]]) -> str:
             for i, r in enumerate(ranked, 1)
         )
         out.append(
-            '<h3>Recommended flags <span class="muted">(start with the first of each finding, one change at a time)</span></h3>'
+            f'<h3>Recommended flags <span class="muted">({escape(advice_scope(st))})</span></h3>'
             "<table><tr><th>#</th><th>flag</th><th>expected effect</th><th>why</th><th>risk</th><th>for (rank)</th></tr>"
             + rows
             + "</table>"

@@ -133,7 +133,7 @@ def advice_lines(st: dict) -> list[str]:
     recs = st.get("recommendations") or []
     if not recs:
         return []
-    out = ["Recommendations (each flag once; start with the first of each finding, one change at a time)"]
+    out = [f"Recommendations ({drawing.advice_scope(st)})"]
     ranked = [d for d in recs if d["rank"]]
     for i, d in enumerate(ranked, 1):
         fors = ", ".join(f"{r} #{d['ranks'][r]}" for r in d["rules"] if r in d["ranks"])
@@ -349,7 +349,7 @@ def render_markdown(rep: dict) -> str:
             w("")
             recs = (st or {}).get("recommendations") or []
             if recs:
-                w("**Recommendations** (each flag once; start with the first of each finding, one change at a time)")
+                w(f"**Recommendations** ({drawing.advice_scope(st)})")
                 w("")
                 w("| # | flag | for (rank) | expected effect | why | risk |")
                 w("|---|---|---|---|---|---|")

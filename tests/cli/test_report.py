@@ -251,3 +251,17 @@ def run_report(path: Path) -> str:
     r = subprocess.run([sys.executable, "-m", "exporter", "report", str(path)], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
     return r.stdout
+
+
+def test_advice_for_cleared_findings_says_none_is_live():
+    """The report recommends for every finding of the log (docs/rules.md#report); when none is live at its end (the
+    second boot ended without them), every rendering says so beside the heading. With a live finding it does not."""
+    scope = "for the findings of this log, none live at its end"
+    path = str(SCEN / "vllm-two-boots.log")
+    (srv,) = json.loads(report("--json", path))["sources"][0]["servers"]
+    assert not srv["status"]["firing"] and srv["status"]["recommendations"]
+    assert f"Recommendations ({scope};" in report(path)
+    assert f"**Recommendations** ({scope};" in report("--markdown", path)
+    assert f'<span class="muted">({scope};' in report("--html", path)
+    for fmt in ((), ("--markdown",), ("--html",)):
+        assert scope not in report(*fmt, str(MAMBA))
