@@ -121,7 +121,9 @@ def load_config(path: str | None) -> RulesConfig:
 # versions: exporter/capacity/version.py (the release an SGLang log proves: version.sglang_features)
 
 
-_VLLM_ARCH_RE = re.compile(r"(?:Resolved architecture: |for )(\w+For(?:ConditionalGeneration|CausalLM))\b")
+# vLLM's architecture: any class name after "Resolved architecture: " (the VL / Omni wrappers such as
+# NemotronH_Nano_VL_V2 end in neither suffix); a model class named in another line ("... for XForCausalLM")
+_VLLM_ARCH_RE = re.compile(r"Resolved architecture: (\w+)|for (\w+For(?:ConditionalGeneration|CausalLM))\b")
 
 
 # --------------------------------------------------------------------------------------------
@@ -273,7 +275,7 @@ class Rules:
         elif isinstance(e, (ev.HybridLayout, ev.ServerConfig, ev.ServerStarting)):
             am = _VLLM_ARCH_RE.search(raw)
             if am:
-                smem.arch = am.group(1)
+                smem.arch = am.group(1) or am.group(2)
                 src.changed()
 
         if ts is not None:

@@ -89,11 +89,9 @@ def test_cpu_ssm_advice_by_family(arch, offered):
 @pytest.mark.parametrize("fam", [f for f in families.CATALOGUE if f.vllm], ids=lambda f: f.key)
 def test_every_family_vllm_serves_is_hybrid_by_its_architecture(fam):
     """The SSM-dtype lever's gate (``facts.vllm_is_hybrid``) knows the families from the catalogue, not from a list
-    of its own: a log that names the architecture and prints no hybrid line yet is a hybrid server's. (The rules read
-    an architecture named ``...ForCausalLM`` or ``...ForConditionalGeneration``; the others, such as
-    ``NemotronH_Nano_VL_V2``, are not read as one, and their hybrid lines tell.)"""
-    read = [a for a in fam.architectures if a.endswith(("ForCausalLM", "ForConditionalGeneration"))]
-    for arch in read:
+    of its own: a log that names the architecture and prints no hybrid line yet is a hybrid server's, whatever the
+    class is called (``NemotronH_Nano_VL_V2`` ends in neither ``ForCausalLM`` nor ``ForConditionalGeneration``)."""
+    for arch in fam.architectures:
         f = _cpu_log(arch)
         assert facts.vllm_is_hybrid(f.src, f.srv()), arch
 
