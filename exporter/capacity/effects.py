@@ -35,6 +35,9 @@ class Effect:
     cap_before: int | None = None
     cap_after: int | None = None
     notes: tuple[str, ...] = ()
+    # what the prediction rests on that the log does not show (a recommendation made of it says so, ranked after
+    # the proven ones): the memory behind an explicit --max-total-tokens
+    assumes: tuple[str, ...] = ()
     model_gap: float | None = None  # how far the model's pool for the logged configuration is from the logged pool (0.1: 10 %)
     scaled: bool = False  # the prediction is scaled from the logged pools (the model disagrees by more than MODEL_TOLERANCE)
 
@@ -80,6 +83,7 @@ def _make_effect(
     slot_label: str = "mamba slots",
     model_gap: float | None = None,
     scaled: bool = False,
+    assumes: tuple[str, ...] = (),
     **ba: int | None,
 ) -> Effect:
     parts = []
@@ -98,7 +102,7 @@ def _make_effect(
     summary = f"{head}: " + ", ".join(parts) if parts else head
     if notes:
         summary += " (" + "; ".join(notes) + ")"
-    return Effect(flag=flag, value=value, summary=summary, notes=notes, model_gap=model_gap, scaled=scaled, **ba)  # type: ignore[arg-type]
+    return Effect(flag=flag, value=value, summary=summary, notes=notes, model_gap=model_gap, scaled=scaled, assumes=assumes, **ba)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,9 @@ class ObservedCapacity:
     # a speculative draft pool, an explicit --max-mamba-cache-size ...): said when model and log disagree
     unmodelled: tuple[str, ...] = ()
     explicit_mamba_size: bool = False  # --max-mamba-cache-size set: the ratio does not size the mamba pool
+    # SGLang's --max-total-tokens, rounded down to the page as SGLang does: the KV pool is at most this; a logged pool
+    # at it was cut by the flag, and the memory behind the flag is not in the log (_log_split)
+    kv_token_limit: int | None = None
     # vLLM: the device's memory and the gpu_memory_utilization in force as the log shows them, and the memory 0.34's
     # cap warning says a gpu_memory_utilization below 1.0 keeps out of the KV cache (what unsetting it gives back)
     device_bytes: float | None = None
@@ -270,6 +277,7 @@ def _log_state(
     *,
     kv_moves: bool = False,
     kv1: int | None = None,
+    assumes: tuple[str, ...] = (),
 ) -> Effect:
     """The effect of a change read from the log: ``S1`` mamba slots, ``spr1`` slots per request and, when
     ``kv_moves``, ``kv1`` KV tokens (otherwise the KV pool stays as it is and its tokens are not reported)."""
@@ -285,17 +293,36 @@ def _log_state(
         slots_per_request_after=spr1,
         cap_before=_current_cap(o),
         cap_after=_cap(o, S1, spr1, kv1 if kv_moves else o.kv_tokens),
+        assumes=assumes,
         **kv,
     )
 
 
 def _log_split(o: ObservedCapacity, flag: str, S1: int, shown: str, head: str) -> Effect:
-    """The effect of moving the mamba/KV split to ``S1`` slots (ratio or explicit size)."""
+    """The effect of moving the mamba/KV split to ``S1`` slots (ratio or explicit size).
+
+    The two logged pools are the memory SGLang split, unless the KV pool sits at an explicit ``--max-total-tokens``:
+    then SGLang cut it there and the memory behind the cut is not in the log (the real SGLang with a 4x larger mamba
+    pool kept its 8,192-token pool: fixtures/engine/sglang-cpu-0.5.23/sglang-nemotron-h.log, boot 1's flags). A
+    smaller mamba pool leaves the KV pool at the limit; a larger one keeps it there only if that memory is free:
+    said as an assumption, never as "does not fit"."""
     slot, sb = o.bytes_per_slot, o.state_bytes
     total = sb + o.kv_bytes  # type: ignore[operator]
-    kv1_bytes = total - (S1 + o.padding_slots) * slot  # type: ignore[operator]
+    grow = (S1 + o.padding_slots) * slot - sb  # type: ignore[operator]
+    kv1_bytes = total - sb - grow  # type: ignore[operator]
     kpt = o.kv_bytes_per_token
     kv1 = int(max(0.0, kv1_bytes) // kpt) if kpt else None
+    lim = o.kv_token_limit
+    if lim is not None and o.kv_tokens is not None and o.kv_tokens >= lim:
+        if grow <= 0:
+            note = f"the KV pool stays at --max-total-tokens {lim:,}"
+            return _log_state(o, flag, shown, head, S1, o.slots_per_request, (note,), kv_moves=True, kv1=o.kv_tokens)
+        assumed = (
+            f"{grow / GiB:.2f} GiB free beyond the logged pools: the KV pool is cut at --max-total-tokens {lim:,}, and the "
+            "memory behind the cut is not in the log (without it the KV pool shrinks by as much)"
+        )
+        notes = _below_context(o.kv_tokens, o.context_len)
+        return _log_state(o, flag, shown, head, S1, o.slots_per_request, notes, kv_moves=True, kv1=o.kv_tokens, assumes=(assumed,))
     notes: tuple[str, ...] = ("does not fit: no memory left for the KV pool",) if kv1_bytes <= 0 else _below_context(kv1, o.context_len)
     return _log_state(o, flag, shown, head, S1, o.slots_per_request, notes, kv_moves=True, kv1=kv1)
 

@@ -29,6 +29,7 @@ CONFIG_KEYS = (
     "mamba_full_memory_ratio",
     "max_mamba_cache_size",
     "max_running_requests",
+    "max_total_tokens",
     "max_num_seqs",
     "max_model_len",
     "max_seq_len",

@@ -432,6 +432,7 @@ def derive(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None =
             context_len=ctx,
             unmodelled=_unmodelled(src, srv),
             explicit_mamba_size=_mamba_size_set(src),
+            kv_token_limit=_kv_token_limit(src),
         )
     return ServerFacts(
         engine=src.engine,
@@ -476,6 +477,17 @@ def _unmodelled(src: SourceState, srv: ServerState) -> tuple[str, ...]:
             "--max-mamba-cache-size (or, with the radix cache off, --max-running-requests), which sizes the mamba pool instead of the ratio"
         )
     return tuple(out)
+
+
+def _kv_token_limit(src: SourceState) -> int | None:
+    """SGLang's ``--max-total-tokens`` as the KV pool's limit: rounded down to the page (``page_size``, 1 when not
+    logged), as SGLang rounds its pool; None when not set."""
+    c = src.config
+    lim = number(c.get("max_total_tokens"))
+    if not lim or lim <= 0:
+        return None
+    page = int(number(c.get("page_size")) or 1)
+    return int(lim) // page * page
 
 
 def _mamba_size_set(src: SourceState) -> bool:
