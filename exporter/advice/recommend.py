@@ -115,9 +115,8 @@ def for_rules(src: SourceState, srv: ServerState, rules, cfg: RulesConfig | None
                 seen.add(key)
                 entry = flags.BY_NAME[cap.norm_flag(name)]
                 gain = concurrency_gain(eff, _tokens_per_request(srv), started=not srv.capacity.get("mamba_blocks_exceeded"))
-                caveats = (*_breaks(x.observed, eff), *_loses(eff, gain), *c.needs, *c.warns)
-                assumes = (*c.assumes, *(eff.assumes if eff is not None else ()))
-                mine.append(Recommendation(rule, flag, c.value, text, c.why, 0, caveats, gain, entry.risk, assumes))
+                caveats = (*_breaks(x.observed, eff), *(eff.unproven if eff else ()), *_loses(eff, gain), *c.needs, *c.warns)
+                mine.append(Recommendation(rule, flag, c.value, text, c.why, 0, caveats, gain, entry.risk, c.assumes))
         recs += order(mine)
     return recs
 

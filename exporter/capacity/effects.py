@@ -35,9 +35,9 @@ class Effect:
     cap_before: int | None = None
     cap_after: int | None = None
     notes: tuple[str, ...] = ()
-    # what the prediction rests on that the log does not show (a recommendation made of it says so, ranked after
-    # the proven ones): the memory behind an explicit --max-total-tokens
-    assumes: tuple[str, ...] = ()
+    # what the prediction needs that the log does not show (the memory behind an explicit --max-total-tokens): a
+    # recommendation made of it is held, with this as its caveat, never exported
+    unproven: tuple[str, ...] = ()
     model_gap: float | None = None  # how far the model's pool for the logged configuration is from the logged pool (0.1: 10 %)
     scaled: bool = False  # the prediction is scaled from the logged pools (the model disagrees by more than MODEL_TOLERANCE)
 
@@ -83,7 +83,7 @@ def _make_effect(
     slot_label: str = "mamba slots",
     model_gap: float | None = None,
     scaled: bool = False,
-    assumes: tuple[str, ...] = (),
+    unproven: tuple[str, ...] = (),
     **ba: int | None,
 ) -> Effect:
     parts = []
@@ -102,7 +102,7 @@ def _make_effect(
     summary = f"{head}: " + ", ".join(parts) if parts else head
     if notes:
         summary += " (" + "; ".join(notes) + ")"
-    return Effect(flag=flag, value=value, summary=summary, notes=notes, model_gap=model_gap, scaled=scaled, assumes=assumes, **ba)  # type: ignore[arg-type]
+    return Effect(flag=flag, value=value, summary=summary, notes=notes, model_gap=model_gap, scaled=scaled, unproven=unproven, **ba)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -277,7 +277,7 @@ def _log_state(
     *,
     kv_moves: bool = False,
     kv1: int | None = None,
-    assumes: tuple[str, ...] = (),
+    unproven: tuple[str, ...] = (),
 ) -> Effect:
     """The effect of a change read from the log: ``S1`` mamba slots, ``spr1`` slots per request and, when
     ``kv_moves``, ``kv1`` KV tokens (otherwise the KV pool stays as it is and its tokens are not reported)."""
@@ -293,7 +293,7 @@ def _log_state(
         slots_per_request_after=spr1,
         cap_before=_current_cap(o),
         cap_after=_cap(o, S1, spr1, kv1 if kv_moves else o.kv_tokens),
-        assumes=assumes,
+        unproven=unproven,
         **kv,
     )
 
@@ -302,14 +302,14 @@ def _log_split(o: ObservedCapacity, flag: str, S1: int, shown: str, head: str) -
     """The effect of moving the mamba/KV split to ``S1`` slots (ratio or explicit size).
 
     The two logged pools are the memory SGLang split, unless the KV pool sits at an explicit ``--max-total-tokens``:
-    then SGLang cut it there and the memory behind the cut is not in the log (the real SGLang with a 4x larger mamba
-    pool kept its 8,192-token pool: fixtures/engine/sglang-cpu-0.5.23/sglang-nemotron-h.log, boot 1's flags). A
-    smaller mamba pool leaves the KV pool at the limit; a larger one keeps it there only if that memory is free:
-    said as an assumption, never as "does not fit"."""
+    SGLang cut it there, and the memory behind the cut is not in the two pools. A smaller mamba pool leaves the KV
+    pool at the limit (it cannot grow past the flag). Whether a larger one fits is unknown: neither "does not fit" nor
+    a prediction, but a caveat that holds the advice. The real SGLang on this CPU, both from a KV pool of 8,192 tokens
+    at the limit: Nemotron-H booted with a mamba pool 0.40 GiB larger; Qwen3-Next refused one 1.85 GiB larger ("Loaded
+    weights leave no GPU memory for the KV cache under --mem-fraction-static=0.05")."""
     slot, sb = o.bytes_per_slot, o.state_bytes
-    total = sb + o.kv_bytes  # type: ignore[operator]
     grow = (S1 + o.padding_slots) * slot - sb  # type: ignore[operator]
-    kv1_bytes = total - sb - grow  # type: ignore[operator]
+    kv1_bytes = o.kv_bytes - grow  # type: ignore[operator]
     kpt = o.kv_bytes_per_token
     kv1 = int(max(0.0, kv1_bytes) // kpt) if kpt else None
     lim = o.kv_token_limit
@@ -317,12 +317,11 @@ def _log_split(o: ObservedCapacity, flag: str, S1: int, shown: str, head: str) -
         if grow <= 0:
             note = f"the KV pool stays at --max-total-tokens {lim:,}"
             return _log_state(o, flag, shown, head, S1, o.slots_per_request, (note,), kv_moves=True, kv1=o.kv_tokens)
-        assumed = (
-            f"{grow / GiB:.2f} GiB free beyond the logged pools: the KV pool is cut at --max-total-tokens {lim:,}, and the "
-            "memory behind the cut is not in the log (without it the KV pool shrinks by as much)"
+        unknown = (
+            f"the KV pool is cut at --max-total-tokens {lim:,}: whether {grow / GiB:.2f} GiB more is free behind the cut is "
+            "not in the log (SGLang refuses to start when it is not)"
         )
-        notes = _below_context(o.kv_tokens, o.context_len)
-        return _log_state(o, flag, shown, head, S1, o.slots_per_request, notes, kv_moves=True, kv1=o.kv_tokens, assumes=(assumed,))
+        return _log_state(o, flag, shown, head, S1, o.slots_per_request, (), unproven=(unknown,))
     notes: tuple[str, ...] = ("does not fit: no memory left for the KV pool",) if kv1_bytes <= 0 else _below_context(kv1, o.context_len)
     return _log_state(o, flag, shown, head, S1, o.slots_per_request, notes, kv_moves=True, kv1=kv1)
 

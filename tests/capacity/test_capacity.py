@@ -519,22 +519,26 @@ def test_project_max_mamba_cache_size():
     assert (e.mamba_slots_after, e.cap_after) == (320, 64)
     assert e.kv_tokens_after < o.kv_tokens
     huge = flags.effect_from_log(o, "--max-mamba-cache-size", 5000)
-    assert huge.kv_tokens_after == 0 and "does not fit" in huge.summary and not huge.assumes
+    assert huge.kv_tokens_after == 0 and "does not fit" in huge.summary and not huge.unproven
 
 
 def test_project_max_mamba_cache_size_behind_max_total_tokens():
-    """A KV pool at an explicit --max-total-tokens was cut there: the memory behind the cut is not in the log, so a
-    larger mamba pool keeps the KV pool on an assumption (never "does not fit"), and a smaller one leaves it at the
-    limit (it cannot grow past the flag). The real SGLang: fixtures/engine/sglang-cpu-0.5.23/sglang-nemotron-h.log."""
+    """A KV pool at an explicit --max-total-tokens was cut there: the memory behind the cut is not in the log, so for a
+    larger mamba pool the effect neither says "does not fit" nor predicts the KV pool: what it needs is unproven (a
+    caveat that holds the advice). A smaller mamba pool leaves the KV pool at the limit (it cannot grow past the flag).
+    The real SGLang: fixtures/engine/sglang-cpu-0.5.23/sglang-nemotron-h.log, docs/engine-suite.md."""
     o = dataclasses.replace(seed_fp8_bf16(), kv_token_limit=1_947_648)
     huge = flags.effect_from_log(o, "--max-mamba-cache-size", 5000)
-    assert huge.kv_tokens_after == o.kv_tokens and (huge.mamba_slots_after, huge.cap_after) == (5000, 64)
-    assert "does not fit" not in huge.summary
+    assert huge.kv_tokens_after is None and (huge.mamba_slots_after, huge.cap_after) == (5000, 64)
+    assert "does not fit" not in huge.summary and not huge.notes
     grow = (5001 - 81) * (2.19 * GiB / 81) / GiB
-    (assumed,) = huge.assumes
-    assert assumed.startswith(f"{grow:.2f} GiB free beyond the logged pools") and "--max-total-tokens 1,947,648" in assumed
+    (unproven,) = huge.unproven
+    assert unproven == (
+        f"the KV pool is cut at --max-total-tokens 1,947,648: whether {grow:.2f} GiB more is free behind the cut is not "
+        "in the log (SGLang refuses to start when it is not)"
+    )
     small = flags.effect_from_log(o, "--max-mamba-cache-size", 40)
-    assert small.kv_tokens_after == o.kv_tokens and not small.assumes and "stays at --max-total-tokens" in small.summary
+    assert small.kv_tokens_after == o.kv_tokens and not small.unproven and "stays at --max-total-tokens" in small.summary
     # a pool under the limit was not cut by it: the logged pools are the split memory, as without the flag
     under = dataclasses.replace(o, kv_token_limit=2_000_000)
     assert (

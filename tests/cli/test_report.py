@@ -265,3 +265,19 @@ def test_advice_for_cleared_findings_says_none_is_live():
     assert f'<span class="muted">({scope};' in report("--html", path)
     for fmt in ((), ("--markdown",), ("--html",)):
         assert scope not in report(*fmt, str(MAMBA))
+
+
+def test_a_larger_mamba_pool_behind_max_total_tokens_is_held():
+    """The real SGLang's Nemotron-H log: the KV pool sits at --max-total-tokens 8,192, so whether a larger mamba pool
+    fits is not in the log (the real SGLang took one such pool and refused another: docs/engine-suite.md). The advice
+    is held with that caveat, never "does not fit", and /metrics does not export it."""
+    path = str(ROOT / "fixtures" / "engine" / "sglang-cpu-0.5.23" / "sglang-nemotron-h.log")
+    (srv,) = json.loads(report("--json", path))["sources"][0]["servers"]
+    (held,) = [d for d in srv["status"]["recommendations"] if d["flag"] == "--max-mamba-cache-size 6144"]
+    assert held["rank"] == 0 and held["caveats"] == [
+        "the KV pool is cut at --max-total-tokens 8,192: whether 0.20 GiB more is free behind the cut is not in the log "
+        "(SGLang refuses to start when it is not)"
+    ]
+    assert "does not fit" not in report(path)
+    golden = (ROOT / "tests" / "golden" / "sglang-cpu-0.5.23__sglang-nemotron-h.prom").read_text()
+    assert 'flag="--max-mamba-cache-size"' not in golden

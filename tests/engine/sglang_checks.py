@@ -226,3 +226,17 @@ def wait_lines(engine: sh.Engine, n: int, timeout: float, what: str, pred=lambda
         f"{n} batch lines {what}",
         every=0.3,
     )
+
+
+def assert_advice_boots(boots: dict, kv_tokens: int, must: tuple[str, ...] = ()) -> None:
+    """What ``sglang_harness.advice_boots`` booted: SGLang got ready with every recommendation; a larger mamba pool, if
+    one is exported, logs the slots advised and keeps the KV pool at ``kv_tokens`` (the boot's ``--max-total-tokens``);
+    ``must``: flags that must be among them."""
+    refused = {advice: why for (_, advice), (why, _) in boots.items() if why is not None}
+    assert not refused, refused
+    flags = {flag for _, (flag, _) in boots}
+    assert set(must) <= flags, (must, sorted(advice for _, advice in boots))
+    for (_, (flag, value)), (_, text) in boots.items():
+        if flag == "--max-mamba-cache-size":
+            b = last_boot(text)
+            assert (b.slots, b.kv_tokens) == (int(value), kv_tokens), (value, b)

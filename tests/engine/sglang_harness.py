@@ -105,6 +105,43 @@ class Engine(h.Engine):
         return pids[0]
 
 
+def with_flag(args: tuple[str, ...], flag: str, value: str) -> tuple[str, ...]:
+    """``args`` with ``flag`` set to ``value`` (a switch, value ``true``: the flag alone)."""
+    out = list(args)
+    if flag in out:
+        out[out.index(flag) + 1] = value
+    else:
+        out += [flag] if value == "true" else [flag, value]
+    return tuple(out)
+
+
+def advice_boots(model: Path, workdir: Path, source: str, boots: list[tuple[tuple[str, ...], str]], skip=(), **engine) -> dict:
+    """Every recommendation the exporter exported for ``source`` in each ``(a boot's args, exposition then)``, applied
+    to those args on a boot of its own (a log of its own): ``{(args, (flag, value)): (why not or None, its log)}``;
+    None when SGLang got ready with it, else why not (it refused the flag at startup, or an environment variable the
+    harness does not set). ``skip``: advice not to boot (one the scenario applies itself)."""
+    out: dict = {}
+    for args, exposition in boots:
+        for lab, _ in h.samples(exposition, "hybrid_cache_recommendation_info", source=source):
+            advice = (lab["flag"], lab["value"])
+            if advice in skip or (args, advice) in out:
+                continue
+            flag, value = advice
+            if not flag.startswith("--"):
+                out[(args, advice)] = (f"{flag}: an environment variable, not booted here", "")
+                continue
+            log = workdir / f"{source}-advice{flag.replace('-', '_')}-{len(out)}.log"
+            eng = Engine(model, log, with_flag(args, flag, value), **engine)
+            try:
+                eng.start()
+                out[(args, advice)] = (None, eng.this_boot())
+            except AssertionError as e:
+                out[(args, advice)] = (str(e)[-600:], h.read(log) if log.exists() else "")
+            finally:
+                eng.stop()
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # SGLang's log, as the tests read it (independently of the exporter's parsers)
 

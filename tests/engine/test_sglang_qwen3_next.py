@@ -5,6 +5,7 @@ tests/engine/sglang_cpu. It serves a few requests (prefill through ``chunk_gated
 update), then stops. The exporter's capacity facts equal the log and SGLang's /metrics, and ``plan --engine sglang``
 reproduces the pools from the config: the mamba slots and slots per request, the cap, the conv and SSM state bytes
 (to the 0.01 GB the log prints) and the KV bytes per token (exact, against SGLang's ``kv_cache_memory_usage_gb``).
+Every recommendation the exporter makes for ``mamba_capped`` is then booted on its own: SGLang takes each.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class Run:
     end: str
     load: h.Load
     boot_seconds: float
+    advice_boots: dict  # sglang_harness.advice_boots: (the flags, (flag, value)) -> (why not or None, its log)
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +75,9 @@ def run(workdir) -> Run:
         eng.stop()
         end = c.wait_exporter(side, lambda e: c.state_of(e, SOURCE) == "stopped", 60, "the stopped state")
         sh.save_fixture(log, SOURCE, workdir)
-        return Run(h.read(log), model, e0, sg0, end, load, eng.boot_seconds)
+        # every recommendation, each applied on a boot of its own: the engine takes it
+        boots = sh.advice_boots(model, workdir, SOURCE, [(ARGS, end)], served_name="tiny-qwen3-next")
+        return Run(h.read(log), model, e0, sg0, end, load, eng.boot_seconds, boots)
     finally:
         eng.stop()
         side.stop()
@@ -100,3 +104,11 @@ def test_the_gdn_path_serves(run):
 def test_plan_reproduces_the_pools(run):
     p = sc.assert_plan(run.model / "config.json", run.log, run.boot_sglang)
     assert p["state"]["ssm_bytes_per_request_per_gpu"] > 0
+
+
+def test_every_recommendation_boots(run):
+    """Each recommendation for ``mamba_capped``, applied on a boot of its own, boots the real SGLang. The KV pool sits
+    at --max-total-tokens, so whether a larger mamba pool fits is not in the log: that advice is held, not exported
+    (with it, --max-mamba-cache-size 6144, this SGLang refuses to start: "Loaded weights leave no GPU memory for the
+    KV cache under --mem-fraction-static=0.05")."""
+    sc.assert_advice_boots(run.advice_boots, KV_TOKENS, must=("--mamba-ssm-dtype",))
