@@ -198,6 +198,15 @@ class Engine:
     started_at: float = 0.0
     boot_seconds: float = 0.0
     offset: int = 0  # the log's size when this boot started
+    pump: threading.Thread | None = None
+
+    @property
+    def written(self) -> Path:
+        """Everything the engine wrote to ``log``, every boot appended: a copy no rotation touches (``start``). What
+        the files on disk hold after a copytruncate may lack the lines written in logrotate's window between its
+        copy and its truncation (logrotate's own limitation); a reader that read them before the truncation is right
+        to count them, and this copy has them."""
+        return self.log.parent / "written" / self.log.name
 
     @property
     def json_log(self) -> Path:
@@ -249,18 +258,28 @@ class Engine:
         assert self.proc is None
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self.offset = self.log.stat().st_size if self.log.exists() else 0
-        out = open(self.log, "ab")  # noqa: SIM115 - O_APPEND: a copytruncate leaves no hole
+        self.written.parent.mkdir(exist_ok=True)
+        # the engine writes into a pipe; the pump appends each chunk to the log (O_APPEND: a copytruncate leaves no
+        # hole) and to ``written``, as it comes
+        r, w = os.pipe()
         self.started_at = time.monotonic()
-        self.proc = subprocess.Popen(
-            [*(("taskset", "-c", ENGINE_CPUS) if ENGINE_CPUS else ()), *self.command()],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=self.environment(),
-            cwd=str(self.log.parent),
-            start_new_session=True,
-        )
-        out.close()
+        try:
+            self.proc = subprocess.Popen(
+                [*(("taskset", "-c", ENGINE_CPUS) if ENGINE_CPUS else ()), *self.command()],
+                stdout=w,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.environment(),
+                cwd=str(self.log.parent),
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(r)
+            raise
+        finally:
+            os.close(w)
+        self.pump = threading.Thread(target=_pump, args=(r, self.log, self.written), name=f"pump-{self.log.name}", daemon=True)
+        self.pump.start()
         if wait:
             self.wait_ready()
         return self
@@ -309,6 +328,8 @@ class Engine:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and _group_alive(self.proc.pid):
             time.sleep(0.2)
+        if self.pump is not None:
+            self.pump.join(10)  # the pipe's last bytes in the log
 
     def terminate(self) -> None:
         """The stop's first signal: SIGTERM to the group (vLLM's children ignore it while they compile)."""
@@ -322,6 +343,20 @@ class Engine:
     def metrics(self) -> str:
         with urllib.request.urlopen(self.base + "/metrics", timeout=10) as r:
             return r.read().decode()
+
+
+def _pump(fd: int, log: Path, written: Path) -> None:
+    """Copy what the engine writes to ``fd`` into ``log`` and ``written`` (both appended), chunk by chunk, until every
+    process holding the pipe has exited."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+    out, copy = os.open(log, flags, 0o644), os.open(written, flags, 0o644)
+    try:
+        while chunk := os.read(fd, 1 << 16):
+            os.write(out, chunk)
+            os.write(copy, chunk)
+    finally:
+        for x in (fd, out, copy):
+            os.close(x)
 
 
 def _group_alive(pgid: int) -> bool:
