@@ -262,6 +262,9 @@ class Engine:
         # the engine writes into a pipe; the pump appends each chunk to the log (O_APPEND: a copytruncate leaves no
         # hole) and to ``written``, as it comes
         r, w = os.pipe()
+        # both opened (created) here, before the engine starts: the log exists once start() returns
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        out, copy = os.open(self.log, flags, 0o644), os.open(self.written, flags, 0o644)
         self.started_at = time.monotonic()
         try:
             self.proc = subprocess.Popen(
@@ -274,11 +277,12 @@ class Engine:
                 start_new_session=True,
             )
         except BaseException:
-            os.close(r)
+            for fd in (r, out, copy):
+                os.close(fd)
             raise
         finally:
             os.close(w)
-        self.pump = threading.Thread(target=_pump, args=(r, self.log, self.written), name=f"pump-{self.log.name}", daemon=True)
+        self.pump = threading.Thread(target=_pump, args=(r, out, copy), name=f"pump-{self.log.name}", daemon=True)
         self.pump.start()
         if wait:
             self.wait_ready()
@@ -345,11 +349,9 @@ class Engine:
             return r.read().decode()
 
 
-def _pump(fd: int, log: Path, written: Path) -> None:
-    """Copy what the engine writes to ``fd`` into ``log`` and ``written`` (both appended), chunk by chunk, until every
-    process holding the pipe has exited."""
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
-    out, copy = os.open(log, flags, 0o644), os.open(written, flags, 0o644)
+def _pump(fd: int, out: int, copy: int) -> None:
+    """Copy what the engine writes to the pipe ``fd`` into the log ``out`` and the copy ``copy`` (both opened to
+    append), chunk by chunk, until every process holding the pipe has exited; then close all three."""
     try:
         while chunk := os.read(fd, 1 << 16):
             os.write(out, chunk)
