@@ -307,11 +307,7 @@ def _log_split(o: ObservedCapacity, flag: str, S1: int, shown: str, head: str) -
     a prediction, but a caveat that holds the advice. The real SGLang on this CPU, both from a KV pool of 8,192 tokens
     at the limit: Nemotron-H booted with a mamba pool 0.40 GiB larger; Qwen3-Next refused one 1.85 GiB larger ("Loaded
     weights leave no GPU memory for the KV cache under --mem-fraction-static=0.05")."""
-    slot, sb = o.bytes_per_slot, o.state_bytes
-    grow = (S1 + o.padding_slots) * slot - sb  # type: ignore[operator]
-    kv1_bytes = o.kv_bytes - grow  # type: ignore[operator]
-    kpt = o.kv_bytes_per_token
-    kv1 = int(max(0.0, kv1_bytes) // kpt) if kpt else None
+    grow = (S1 + o.padding_slots) * o.bytes_per_slot - o.state_bytes  # type: ignore[operator]
     lim = o.kv_token_limit
     if lim is not None and o.kv_tokens is not None and o.kv_tokens >= lim:
         if grow <= 0:
@@ -322,6 +318,9 @@ def _log_split(o: ObservedCapacity, flag: str, S1: int, shown: str, head: str) -
             "not in the log (SGLang refuses to start when it is not)"
         )
         return _log_state(o, flag, shown, head, S1, o.slots_per_request, (), unproven=(unknown,))
+    kv1_bytes = o.kv_bytes - grow  # type: ignore[operator]
+    kpt = o.kv_bytes_per_token
+    kv1 = int(max(0.0, kv1_bytes) // kpt) if kpt else None
     notes: tuple[str, ...] = ("does not fit: no memory left for the KV pool",) if kv1_bytes <= 0 else _below_context(kv1, o.context_len)
     return _log_state(o, flag, shown, head, S1, o.slots_per_request, notes, kv_moves=True, kv1=kv1)
 

@@ -136,7 +136,7 @@ def advice_boots(model: Path, workdir: Path, source: str, boots: list[tuple[tupl
                 eng.start()
                 out[(args, advice)] = (None, eng.this_boot())
             except AssertionError as e:
-                out[(args, advice)] = (str(e)[-600:], h.read(log) if log.exists() else "")
+                out[(args, advice)] = (str(e)[-600:], h.read(log))  # start() created the log
             finally:
                 eng.stop()
     return out
