@@ -129,7 +129,7 @@ def _roundup8(n: float) -> int:
 def _is_mla(x: Context) -> bool:
     """Whether the model's full-attention layers are MLA (Kimi Linear, kimi-k3): what SGLang's unified-memory
     gates tell apart. Qwen GDN models and Nemotron-H are GQA."""
-    arch = x.src.rule_memory.arch or ""
+    arch = x.src.arch or ""
     model = str(x.src.config.get("model_path") or x.src.config.get("model") or "")
     return "Kimi" in arch or "DeepseekV" in arch or bool(re.search(r"kimi|deepseek", model, re.I))
 

@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .. import capacity as cap
-from ..state.facts import demand_of, facts_of
+from ..diagnosis.workload import demand_of
+from ..state.facts import facts_of
 from ..state.revisions import in_force
 from . import flags
 

@@ -10,7 +10,7 @@ values. The result goes to
 
 * ``srv.recommendations``: ``[(rule, flag, value, rank), ...]`` -> ``hybrid_cache_recommendation_info``: the
   ranked ones only (no caveat), each finding's in the order of :func:`order` (rank 1: start here)
-* ``srv.rule_memory.recommendations``: :class:`Recommendation` objects with the expected effect
+* ``memory_of(srv).recommendations`` (exporter/diagnosis/memory.py): :class:`Recommendation` objects with the expected effect
   (``flags.effect_from_log``) and the reason, for ``report``
 * ``srv.recommended_ratio``: the ``--mamba-full-memory-ratio`` that balances the observed usage of
   both pools (``capacity.balanced_mamba_full_memory_ratio`` at the p95 usages), SGLang only, while
@@ -28,8 +28,10 @@ from parsers import events as ev
 
 from .. import capacity as cap
 from ..catalogues.rulebook import KV_BOUND, MAMBA_BOUND, MAMBA_CAPPED
+from ..diagnosis.memory import memory_of
 from ..diagnosis.rules import Rules, RulesConfig
-from ..state.facts import demand_of, facts_of
+from ..diagnosis.workload import demand_of
+from ..state.facts import facts_of
 from ..state.store import ServerState, SourceState
 from . import flags
 
@@ -182,7 +184,7 @@ def merged(recs: list[Recommendation], text=lambda flag, value: f"{flag} {value}
 
 def _tokens_per_request(srv: ServerState) -> int | None:
     """The KV tokens a running request holds, at the median of the log's samples (exporter/diagnosis/workload.py)."""
-    ls = srv.rule_memory.lengths.get("running")
+    ls = memory_of(srv).lengths.get("running")
     return ls.quantile(0.5) if ls is not None and ls.n else None
 
 
@@ -237,7 +239,7 @@ def update(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -
 def _show(srv: ServerState, recs: list[Recommendation], ratio: float | None) -> None:
     """Make ``recs`` and ``ratio`` what ``srv`` exports (the ranked ones, as tuples) and what the report reads."""
     srv.recommendations = [r.as_tuple() for r in recs if r.rank]
-    srv.rule_memory.recommendations = recs
+    memory_of(srv).recommendations = recs
     srv.recommended_ratio = ratio
 
 
@@ -286,11 +288,11 @@ class Recommender:
         if isinstance(e, RUNTIME_EVENTS):
             return
         now = inputs(src, srv, cfg)
-        if now != srv.rule_memory.reco_inputs:
+        if now != memory_of(srv).reco_inputs:
             self._refresh(src, srv, cfg, now)
 
     def sample(self, src: SourceState, srv: ServerState, ts: float, cfg: RulesConfig) -> None:
-        m = srv.rule_memory
+        m = memory_of(srv)
         if ts - m.reco_ts < RECOMMEND_REFRESH_SECONDS:
             return
         m.reco_ts = ts
@@ -301,7 +303,7 @@ class Recommender:
     @staticmethod
     def _refresh(src: SourceState, srv: ServerState, cfg: RulesConfig, now: tuple) -> None:
         """Make ``srv``'s recommendations those of the inputs ``now``: the kept ones, else :func:`update`'s."""
-        m = srv.rule_memory
+        m = memory_of(srv)
         kept = m.reco_kept.get(now)
         if kept is None:
             recs = update(src, srv, cfg)

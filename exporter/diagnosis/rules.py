@@ -18,25 +18,23 @@ clear when the log shows a restart. ``mamba_exhausted`` is an event rule: it fir
 "Not enough space for mamba cache" and holds for ``event_hold_seconds`` of log time.
 
 Thresholds are in :class:`RulesConfig` (YAML via ``--rules-config``); docs/rules.md documents them.
-Evidence (timestamped raw lines), usage histograms and binding-time shares are kept, bounded, in
-``ServerState.rule_memory`` for ``hybrid-cache-exporter report``.
+Evidence (timestamped raw lines), usage histograms and binding-time shares are kept, bounded, in the
+diagnosis' memory (:mod:`exporter.diagnosis.memory`) for ``hybrid-cache-exporter report``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 from typing import Protocol
 
 from parsers import clock
 from parsers import events as ev
 
-from ..capacity.version import VersionRange, sglang_features
 from ..catalogues.rulebook import BINDING, MAMBA_CAPPED, MAMBA_EXHAUSTED, RETRACTION_STORM, RULE_IDS, SUSTAINED_RULES, WINDOWED_RULES
 from ..state.facts import facts_of
-from ..state.memory import Hysteresis, ServerMemory, SourceMemory, close_boot
 from ..state.store import ENDED, QUIET_SECONDS, ServerState, Silence, SourceState
+from .memory import Hysteresis, ServerMemory, close_boot, memory_of, source_memory
 
 # end at once when the server goes idle, stops or dies: no sample will come to clear them (docs/rules.md)
 ENDING_RULES = (*SUSTAINED_RULES, *WINDOWED_RULES)
@@ -121,11 +119,6 @@ def load_config(path: str | None) -> RulesConfig:
 # versions: exporter/capacity/version.py (the release an SGLang log proves: version.sglang_features)
 
 
-# vLLM's architecture: any class name after "Resolved architecture: " (the VL / Omni wrappers such as
-# NemotronH_Nano_VL_V2 end in neither suffix); a model class named in another line ("... for XForCausalLM")
-_VLLM_ARCH_RE = re.compile(r"Resolved architecture: (\w+)|for (\w+For(?:ConditionalGeneration|CausalLM))\b")
-
-
 # --------------------------------------------------------------------------------------------
 # the rules
 
@@ -158,7 +151,8 @@ class Rules:
     def memory(self, srv: ServerState) -> ServerMemory:
         """``srv``'s diagnosis memory, its per-rule tables filled on first use."""
         m = srv.rule_memory
-        if not m.hyst:
+        if m is None or not m.hyst:
+            m = memory_of(srv)
             m.fill(srv.findings, EPISODES_MAX)
         return m
 
@@ -191,19 +185,12 @@ class Rules:
         ts = line.ts
         if ts is None:
             ts = src.last_ts
-        if smem.known_servers != len(src.servers) or m.restarts_seen != src.restarts or not m.hyst:
+        if smem is None or m is None or smem.known_servers != len(src.servers) or m.restarts_seen != src.restarts or not m.hyst:
             self._new_server_or_boot(src, srv, ts, raw)
+            m = srv.rule_memory
         e = line.event
         if type(e) is ev.BatchStats:
-            # the sample path (most calls): a batch line tells nothing new about the release, except
-            # the first one that shows a feature (then the facts are derived again: a new generation)
-            if (
-                (e.mamba_usage is not None and not smem.f_mamba) or (e.pending_tokens is not None and not smem.f_pending)
-            ) and src.engine == ev.SGLANG:
-                smem.f_pending = smem.f_pending or e.pending_tokens is not None
-                smem.f_mamba = True
-                sglang_features(self._release(smem), e, raw)
-                src.changed()  # the release the facts read
+            # the sample path (most calls)
             if ts is not None:
                 if m.first_ts is None:
                     m.first_ts = ts
@@ -231,53 +218,34 @@ class Rules:
         """What needs checking only when the source changed, not per sample: every rule of every
         server is exported from the first line on (a new server gets them), and a restart forgets
         the startup facts of the old boot."""
-        smem = src.rule_memory
+        smem = source_memory(src)
         if smem.known_servers != len(src.servers):
             # a server first seen after this boot's restart was handled belongs to it (no new restart)
-            handled = any(s.rule_memory.hyst and s.rule_memory.restarts_seen == src.restarts for s in src.servers.values())
+            handled = any(
+                s.rule_memory is not None and s.rule_memory.hyst and s.rule_memory.restarts_seen == src.restarts
+                for s in src.servers.values()
+            )
             for s in src.servers.values():
                 for r in RULE_IDS:
                     s.findings.setdefault(r, 0)
-                if not s.rule_memory.hyst:
+                if s.rule_memory is None or not s.rule_memory.hyst:
                     self.memory(s).restarts_seen = src.restarts if handled else 0
             smem.known_servers = len(src.servers)
         m = self.memory(srv)
         if m.restarts_seen != src.restarts:
             m.restarts_seen = src.restarts
-            smem.version_range = VersionRange()
-            smem.arch, smem.f_pending, smem.f_mamba = None, False, False
             for s in src.servers.values():
                 sm = self.memory(s)
                 if sm.last_ts is not None:  # the old boot said something: keep its record (exporter/presentation/boots.py)
-                    close_boot(sm, sm.boot_config)
+                    close_boot(sm, sm.boot_config, s.facts)
                     sm.boot_first_ts, sm.boot_config = ts, {}
                 sm.restarts_seen = src.restarts
                 if s.findings.get(MAMBA_CAPPED):
                     self._set(src, s, MAMBA_CAPPED, False, ts, [(ts or 0.0, raw)])
                 sm.capped_detail = None
 
-    @staticmethod
-    def _release(smem: SourceMemory) -> VersionRange:
-        """The source's release range of this boot, made on first use."""
-        vr = smem.version_range
-        if not isinstance(vr, VersionRange):
-            vr = smem.version_range = VersionRange()
-        return vr
-
     def _event(self, src: SourceState, srv: ServerState, m: ServerMemory, e: object, ts: float | None, raw: str) -> None:
-        """Any line but a sample (the state started a new generation of the facts for it): the
-        release, the architecture (what the facts read of the rules' memory: a new generation
-        again), the event rules."""
-        smem = src.rule_memory
-        if src.engine == ev.SGLANG:
-            sglang_features(self._release(smem), e, raw)
-            src.changed()
-        elif isinstance(e, (ev.HybridLayout, ev.ServerConfig, ev.ServerStarting)):
-            am = _VLLM_ARCH_RE.search(raw)
-            if am:
-                smem.arch = am.group(1) or am.group(2)
-                src.changed()
-
+        """Any line but a sample (the state started a new generation of the facts for it): the event rules."""
         if ts is not None:
             if m.first_ts is None:
                 m.first_ts = ts
@@ -301,7 +269,7 @@ class Rules:
         elif isinstance(e, (ev.MambaCap, ev.SchedulerSummary, ev.MambaCacheAllocated, ev.MambaBlocksExceeded, ev.ServerConfig)):
             if type(e) is ev.ServerConfig:  # the boot's configuration, kept past a restart (which clears the source's)
                 for s in src.servers.values():
-                    s.rule_memory.boot_config = dict(src.config)
+                    self.memory(s).boot_config = dict(src.config)
             self._capped(src, srv, m, e, ts, raw)
         elif isinstance(e, ev.Lifecycle) and src.life in ENDED and ts is not None:
             for s in src.servers.values():  # a stop or a death ends what every rank was doing
@@ -390,31 +358,24 @@ class Rules:
         equal to ``m.steady`` (the ones that change no hysteresis) feed no hysteresis at all."""
         cfg = self.config
         gap = cfg.max_gap_seconds
-        usage = m.usage
-        v = e.kv_usage
-        if v is not None:
-            usage["kv"].add(v, ts, gap)
-        v = e.mamba_usage
-        if v is not None:
-            usage["mamba"].add(v, ts, gap)
-        v = e.swa_usage
-        if v is not None:
-            usage["swa"].add(v, ts, gap)
         pk = m.peaks
         v = e.running
         if v is not None and v > pk.get("running", -1):
             pk["running"] = v
-        if v:  # request lengths: the KV tokens a running request holds, the prompt of a new one (exporter/diagnosis/workload.py)
+        # request lengths: the KV tokens a running request holds, the prompt of a new one (exporter/diagnosis/workload.py)
+        held = prompt = None
+        if v:
             t = e.kv_used_tokens
             if t is not None:
-                m.lengths["running"].add(t / v)
+                held = t / v
             elif e.kind == "stats" and e.kv_usage is not None:  # vLLM: the share of the logged pool
                 f = m.sample_facts if m.sample_gen == src.generation else None  # (those of the last sample)
                 if f is not None and f.capacity.kv_tokens:
-                    m.lengths["running"].add(e.kv_usage * f.capacity.kv_tokens / v)
+                    held = e.kv_usage * f.capacity.kv_tokens / v
         n = e.new_seqs
         if n and e.new_tokens is not None:
-            m.lengths["prompt"].add((e.new_tokens + (e.cached_tokens or 0)) / n)
+            prompt = (e.new_tokens + (e.cached_tokens or 0)) / n
+        m.add_sample(e.kv_usage, e.mamba_usage, e.swa_usage, held, prompt, ts, gap)
         v = e.queued
         if v is not None and v > pk.get("queued", -1):
             pk["queued"] = v

@@ -2,7 +2,7 @@
 
 A request holds a fixed number of mamba slots however long it is, and KV tokens in proportion to its length: short
 requests want a larger share of the memory for the mamba pool, long ones for the KV pool. The rules keep two
-distributions per server (:class:`~exporter.state.memory.LengthStats`, from the samples): the KV tokens per running
+distributions per server (:class:`~exporter.diagnosis.memory.LengthStats`, from the samples): the KV tokens per running
 request (SGLang decode ``#full token / #running-req``; vLLM stats ``GPU KV cache usage`` x the logged pool /
 ``Running``) and the prompt tokens per new request (SGLang prefill ``(#new-token + #cached-token) / #new-seq``; a
 chunked prefill shows one chunk, at most ``chunked_prefill_size``).
@@ -22,10 +22,29 @@ import re
 from parsers import events as ev
 
 from ..capacity import balanced_ratio_for_context
-from ..state.facts import GDN_ARCH_RE, ServerFacts
-from ..state.memory import LengthStats
+from ..state.facts import GDN_ARCH_RE, Demand, ServerFacts
+from ..state.store import ServerState
+from .memory import LengthStats, peek_memory
 
 MIN_SAMPLES = 30  # samples (one per 10 s of a busy server's log): five minutes
+
+
+def demand_of(srv: ServerState) -> Demand:
+    """What ``srv`` was asked to do so far, as its samples showed it: usage percentiles and peaks."""
+    m = peek_memory(srv)
+    usage, peaks = m.usage, m.peaks
+
+    def q(pool: str, p: float) -> float | None:
+        u = usage.get(pool)
+        return u.quantile(p) if u is not None and u.n else None
+
+    return Demand(
+        kv_p95=q("kv", 0.95),
+        kv_max=q("kv", 1.0),
+        mamba_p95=q("mamba", 0.95),
+        peak_running=float(peaks.get("running", 0) or 0),
+        peak_queued=float(peaks.get("queued", 0) or 0),
+    )
 
 
 def _summary(ls: LengthStats | None) -> dict | None:

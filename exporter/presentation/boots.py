@@ -1,7 +1,7 @@
 """Before and after, from the log itself: a server that restarted with other flags, its two boots compared.
 
 When a log shows a restart (a startup line after runtime lines) the rules keep the old boot's record
-(:class:`~exporter.state.memory.BootRecord`: its configuration, its facts, its share of the binding time, the queueing
+(:class:`~exporter.diagnosis.memory.BootRecord`: its configuration, its facts, its share of the binding time, the queueing
 and the usage samples). :func:`before_after` compares the last closed boot with the one after it: the settings
 that changed, the pools and the request cap before and after, what the exporter predicts for that change from the
 old boot's log (``flags.effect_from_log``, the same effect a recommendation shows) against what the engine then
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from ..advice import flags
 from ..catalogues.configvalues import CONFIG_KEYS
+from ..diagnosis.memory import BootRecord, UsageStats, boot_share, fired_since, peek_memory
 from ..diagnosis.rules import RulesConfig
 from ..state.facts import Demand, ServerFacts, peek
-from ..state.memory import BootRecord, UsageStats, boot_share, fired_since
 from ..state.store import ServerState, SourceState
 
 # settings whose change is shown, but which no flag of the catalogue predicts (or which say who the server is)
@@ -43,7 +43,7 @@ def _demand(rec: BootRecord, peaks: dict) -> Demand:
 
 def current_boot(src: SourceState, srv: ServerState, cfg: RulesConfig) -> BootRecord:
     """The boot the server is in, as a record (what it logged so far)."""
-    m = srv.rule_memory
+    m = peek_memory(srv)
     binding, queued, counts = boot_share(m)
     first = m.boot_first_ts if m.boot_first_ts is not None else m.first_ts
     fired = fired_since(m, first, carried=False)  # one the old boot left live and that cleared since: not this boot's
@@ -140,7 +140,7 @@ def _verdict(predicted: int | None, logged: int | None) -> str | None:
 
 def before_after(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict | None:
     """The last restart of ``srv`` with what changed, or None when the log shows no restart of it."""
-    m = srv.rule_memory
+    m = peek_memory(srv)
     if not m.boots:
         return None
     before, after = m.boots[-1], current_boot(src, srv, cfg)

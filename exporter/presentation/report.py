@@ -27,6 +27,7 @@ from ..catalogues import rulebook
 from ..catalogues.configvalues import CONFIG_KEYS
 from ..catalogues.rulebook import RULE_IDS
 from ..diagnosis.history import History
+from ..diagnosis.memory import peek_memory
 from ..diagnosis.rules import RulesConfig
 from ..diagnosis.workload import pool_words, shared_pool, workload
 from ..state.facts import device_gib, facts_of, gpu_memory_utilization, peek, version_range
@@ -267,7 +268,7 @@ def _vllm_state_words(pool: dict | None) -> str:
 
 
 def _live_since(srv: ServerState, rule: str) -> float | None:
-    eps = srv.rule_memory.episodes.get(rule) or ()
+    eps = peek_memory(srv).episodes.get(rule) or ()
     if eps and eps[-1][1] is None:
         return eps[-1][0]
     return None
@@ -288,14 +289,14 @@ def server_status(
     the committed ones, all there are once a replay has finished). ``now``: the wall clock of a
     live page (the age of the server's last line, and whether it has gone quiet); None: a report.
     Reads only (the status page calls it under the pipeline's lock)."""
-    m = srv.rule_memory
+    m = peek_memory(srv)
     g = srv.gauges if gauges is None else gauges
     last = m.last_ts or src.last_ts
     facts = peek(src, srv, cfg)  # the status page reads at request time: never writes
     eff, eff_how = facts.max_running, facts.max_running_source
     kv, mamba = g.get("kv_usage_ratio"), g.get("mamba_usage_ratio")
     running, queued = g.get("running_requests"), g.get("queued_requests")
-    pool = shared_pool(srv.capacity, facts, src.rule_memory.arch, m.lengths)
+    pool = shared_pool(srv.capacity, facts, src.arch, m.lengths)
     mc = cap.ratio_model_check(facts.capacity)
     mcap = facts.mamba_cap
     findings = []
@@ -483,7 +484,7 @@ def life_of(src: SourceState, age_seconds: float | None = None) -> dict:
 
 
 def server_report(src: SourceState, srv: ServerState, cfg: RulesConfig) -> dict:
-    m = srv.rule_memory
+    m = peek_memory(srv)
     first, last = m.first_ts, m.last_ts
     cap_facts = capacity_facts(src, srv, cfg)
     usage = {}
@@ -558,7 +559,7 @@ def whatif(src: SourceState, srv: ServerState, cfg: RulesConfig, recs: list) -> 
     sizes and the request cap before and after (``flags.effect_from_log``), and whether the new
     cap covers the peak demand (running + queued) the log shows."""
     o = recommend.observed(src, srv, cfg)
-    peaks = srv.rule_memory.peaks
+    peaks = peek_memory(srv).peaks
     demand = (peaks.get("running") or 0) + (peaks.get("queued") or 0) if peaks else None
     out, seen = [], set()
     for r in recs:

@@ -5,7 +5,6 @@
 * :mod:`.wrapped`    — a message cut over several lines, held and joined;
 * :mod:`.store`      — ``SourceState`` / ``ServerState``: the one writer of the state, the counts and the log clock;
 * :mod:`.provenance` — what proves each fact, and where a boot ends; :mod:`.revisions` a later message of one boot;
-* :mod:`.memory`     — the diagnosis' typed memory, kept on the state objects;
 * :mod:`.facts`      — ``ServerFacts``: what the log says about one server, derived once per generation;
 * :mod:`.snapshot`   — what the log said, saved with the positions and restored.
 

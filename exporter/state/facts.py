@@ -42,7 +42,6 @@ class EngineVersionConfig(Protocol):
 
 def version_range(src: SourceState, cfg: EngineVersionConfig | None = None) -> VersionRange:
     """The release range of the server behind ``src`` (this boot)."""
-    mem = src.rule_memory
     if cfg is not None and cfg.engine_version:
         pv = parse_version(cfg.engine_version)
         return VersionRange(pv, pv, True, [f"rules-config engine_version={cfg.engine_version}"])
@@ -50,8 +49,7 @@ def version_range(src: SourceState, cfg: EngineVersionConfig | None = None) -> V
         pv = parse_version(src.version)
         if pv is not None:
             return VersionRange(pv, pv, True, [f"version {src.version} in the log"])
-    vr = mem.version_range
-    return vr if isinstance(vr, VersionRange) else VersionRange()
+    return src.release
 
 
 # --------------------------------------------------------------------------------------------
@@ -269,7 +267,7 @@ def _dtype(v: object) -> str | None:
 
 
 def vllm_arch(src: SourceState) -> str | None:
-    return src.rule_memory.arch
+    return src.arch
 
 
 def vllm_is_hybrid(src: SourceState, srv: ServerState) -> bool:
@@ -354,23 +352,6 @@ class Demand:
     mamba_p95: float | None = None
     peak_running: float = 0.0
     peak_queued: float = 0.0
-
-
-def demand_of(srv: ServerState) -> Demand:
-    m = srv.rule_memory
-    usage, peaks = m.usage, m.peaks
-
-    def q(pool: str, p: float) -> float | None:
-        u = usage.get(pool)
-        return u.quantile(p) if u is not None and u.n else None
-
-    return Demand(
-        kv_p95=q("kv", 0.95),
-        kv_max=q("kv", 1.0),
-        mamba_p95=q("mamba", 0.95),
-        peak_running=float(peaks.get("running", 0) or 0),
-        peak_queued=float(peaks.get("queued", 0) or 0),
-    )
 
 
 def stamp(src: SourceState, cfg: EngineVersionConfig | None) -> tuple:
@@ -502,17 +483,16 @@ def _mamba_size_set(src: SourceState) -> bool:
 def facts_of(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None = None) -> ServerFacts:
     """The facts of ``srv``, derived once per generation of what the log said (kept on the server)."""
     now = stamp(src, cfg)
-    m = srv.rule_memory
-    f = m.facts
+    f = srv.facts
     if f is None or f.generation != now:
-        f = m.facts = derive(src, srv, cfg, now)
+        f = srv.facts = derive(src, srv, cfg, now)
     return f
 
 
 def peek(src: SourceState, srv: ServerState, cfg: EngineVersionConfig | None = None) -> ServerFacts:
     """The facts for a reader that must not write (the collector at scrape time): the kept ones when current,
     else derived without keeping them."""
-    f = srv.rule_memory.facts
+    f = srv.facts
     if f is not None and f.generation == stamp(src, cfg):
         return f
     return derive(src, srv, cfg)

@@ -183,7 +183,7 @@ class Pipeline:
         if ss.pending_count:
             self.sampler.commit(ss)
             self._play(src, ss)
-        srv = src.apply(parsed, n, span)
+        srv = src.apply(parsed, n, span, raw)
         if srv is not None and self.observers:
             for obs in self.observers:
                 obs(src, srv, parsed, raw)
@@ -202,9 +202,9 @@ class Pipeline:
                 continue
             parsed = parsed_of(src, ss, x)
             if parsed.event is not None:
-                srv = src.sample(parsed)
+                raw = x if type(x) is str else x.raw
+                srv = src.sample(parsed, raw)
                 if srv is not None and observers:
-                    raw = x if type(x) is str else x.raw
                     for obs in observers:
                         obs(src, srv, parsed, raw)
 

@@ -2,18 +2,22 @@
 
 The state is the only mutable part of the exporter. Parsers produce events; ``SourceState.apply``
 folds them in; the collector reads the state at scrape time. Rules (``exporter.diagnosis.rules``) read the
-same state and keep their own per-server memory in ``ServerState.rule_memory``.
+same state; their memory is theirs (``exporter.diagnosis.memory``): the state objects only hold it
+(``rule_memory``), never read it, and a restart drops the source's.
 
 ``SourceState`` is the one writer of what every reader counts on, whoever feeds it (the pipeline's
 line path, its sampler, the bulk scanner's aggregates, a wrapped message joined):
 
 * **counting**: every line's outcome (``count``, ``count_batch``, ``count_run``, ``apply`` with
   the lines an event was read from), so each line is counted once, in one place;
+* **the release and the architecture** the lines of this boot prove (``release``, ``arch``: from
+  each applied event and its raw line, ``capacity.version.sglang_features`` and vLLM's
+  "Resolved architecture");
 * **the log clock**: ``last_ts``, advanced by every line that carries a time, and the date a
   header that kept only its time of day is read on (``on_date``);
 * **the generation** of what the log said: bumped by whatever may change the server's facts (an
-  event other than a sample, the engine told, a restart, a snapshot restored, a release feature
-  the rules find; ``changed``), so ``exporter.state.facts`` caches by it and a reader without the rules
+  event other than a sample, the engine told, a restart, a snapshot restored, the first batch line
+  that shows a release feature; ``changed``), so ``exporter.state.facts`` caches by it and a reader without the rules
   never reads stale facts.
 
 Semantics worth knowing:
@@ -28,18 +32,19 @@ Semantics worth knowing:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from parsers import clock
 from parsers import events as ev
 from parsers.clock import day_start
 
-from ..capacity.version import parse_version
+from ..capacity.version import VersionRange, parse_version, sglang_features
 from ..catalogues import contract
 from ..catalogues.configvalues import CONFIG_KEYS
 from . import revisions
-from .memory import ServerMemory, SourceMemory
 from .provenance import BOOT_MESSAGES, DRAFT_POOL, MAMBA_MODE_NONE, REQUESTED_CHUNK, SUMMED_POOLS, Basis, Ledger, Proof, Rank, locate, prove
 from .revisions import Revision
 
@@ -51,6 +56,11 @@ BATCH_GAUGES: tuple[tuple[str, str], ...] = tuple((m.event_field, m.key) for m i
 DEFAULT_MAX_DP_RANKS = 256
 
 RUNTIME_EVENTS = (ev.BatchStats, ev.Retraction, ev.Preemption, ev.SpecDecoding)
+# vLLM's architecture: any class name after "Resolved architecture: " (the VL / Omni wrappers such as
+# NemotronH_Nano_VL_V2 end in neither suffix); a model class named in another line ("... for XForCausalLM"),
+# read from the raw text of the events that carry it (SourceState._learn)
+_VLLM_ARCH_RE = re.compile(r"Resolved architecture: (\w+)|for (\w+For(?:ConditionalGeneration|CausalLM))\b")
+_ARCH_EVENTS = (ev.HybridLayout, ev.ServerConfig, ev.ServerStarting)
 # events that only a booting server prints: seeing one after runtime lines means a restart
 BOOT_EVENTS = (
     ev.ServerStarting,
@@ -132,7 +142,7 @@ def _gauge_setter(gauges: tuple[tuple[str, str], ...]) -> Callable[[ServerState,
     src = ["def set_gauges(self, e):", "    g = self.gauges"]
     for attr, key in gauges:
         src += [f"    v = e.{attr}", "    if v is not None:", f"        g[{key!r}] = float(v)"]
-    ns: dict[str, object] = {}
+    ns: dict[str, object] = {"__name__": __name__}  # the function is this module's (as a dataclass's __init__)
     exec("\n".join(src), ns)  # our own text, from the field and key names of the contract
     f = ns["set_gauges"]
     f.__doc__ = "Runtime gauges from a batch/stats line: every field the line carried (see _gauge_setter)."
@@ -155,7 +165,8 @@ class ServerState:
     findings: dict[str, int] = field(default_factory=dict)  # rule id -> 0/1
     recommendations: list[tuple[str, str, str]] = field(default_factory=list)  # (rule, flag, value)
     recommended_ratio: float | None = None
-    rule_memory: ServerMemory = field(default_factory=ServerMemory)  # the diagnosis' memory (exporter/state/memory.py)
+    rule_memory: Any = None  # the diagnosis' memory of this server (exporter/diagnosis/memory.py): held, not read, here
+    facts: Any = None  # the server's facts of the current generation (exporter/state/facts.py: facts_of keeps them)
     kv_lines: int = 0  # unlabelled KV pools the speaker printed this boot (the ledger has them: kept for snapshots)
     kv_upper_bound: bool = False  # its pool is a 'VA upper bound' not settled yet (post-capture sizing follows)
     # what proves each fact above (exporter/state/provenance.py): capacity keys, 'mamba_state_bytes/<state>',
@@ -219,7 +230,13 @@ class SourceState:
     last_ts: float | None = None
     year: int = field(default_factory=clock.default_year)  # --log.year, else the clock's until the file tells
     unified_memory: dict[str, float] = field(default_factory=dict)
-    rule_memory: SourceMemory = field(default_factory=SourceMemory)  # the diagnosis' per-boot memory
+    rule_memory: Any = None  # the diagnosis' memory of this boot (exporter/diagnosis/memory.py): held, not read; a restart drops it
+    # the release range the lines of this boot prove, the architecture vLLM names, and whether a batch line showed
+    # SGLang's mamba usage / #pending-token yet (the first one that does narrows the release)
+    release: VersionRange = field(default_factory=VersionRange)
+    arch: str | None = None
+    seen_mamba: bool = False
+    seen_pending: bool = False
     max_dp_ranks: int = 0  # distinct dp_rank values kept (0 = DEFAULT_MAX_DP_RANKS); see admits()
     dp_dropped: int = 0  # lines of dp ranks beyond the limit: counted here, not stored
     life: str | None = None  # one of SERVER_STATES; None until a line tells (see set_life)
@@ -379,10 +396,10 @@ class SourceState:
             self.runtime_seen = True
             self.batch_at(batch_ts)
 
-    def sample(self, line: ev.Line) -> ServerState | None:
+    def sample(self, line: ev.Line, raw: str = "") -> ServerState | None:
         """Fold a sample into the state: a batch line the sampler counted when it arrived
-        (``count_batch``), whose gauges and life are applied now. Returns the server, or None (as
-        :meth:`apply`)."""
+        (``count_batch``), whose gauges and life are applied now (``raw``: its text). Returns the
+        server, or None (as :meth:`apply`)."""
         e = line.event
         ts = line.ts
         if ts is not None and (self.last_ts is None or ts > self.last_ts):
@@ -402,19 +419,42 @@ class SourceState:
         if (life != "serving" or not (e.running or e.queued) or e.gen_throughput == 0.0) and life not in ENDED and e.kind != "prefix_cache":
             _life_of_sample(self, e, ts)
         srv.set_gauges(e)
+        if (e.mamba_usage is not None and not self.seen_mamba) or (e.pending_tokens is not None and not self.seen_pending):
+            self._batch_release(e, raw)
         return srv
+
+    def _batch_release(self, e: ev.BatchStats, raw: str) -> None:
+        """The first SGLang batch line that shows the mamba usage, or #pending-token: what it proves of the
+        release (a new generation of the facts). Later ones prove nothing more."""
+        if self.engine != ev.SGLANG:
+            return
+        self.seen_pending = self.seen_pending or e.pending_tokens is not None
+        self.seen_mamba = True
+        sglang_features(self.release, e, raw)
+        self.changed()
+
+    def _learn(self, e: object, raw: str) -> None:
+        """What an event other than a sample proves of the release (SGLang's forms: ``sglang_features``) or names
+        of the architecture (vLLM's "Resolved architecture"), from its raw line."""
+        if self.engine == ev.SGLANG:
+            sglang_features(self.release, e, raw)
+        elif self.engine is not None and isinstance(e, _ARCH_EVENTS):
+            am = _VLLM_ARCH_RE.search(raw)
+            if am:
+                self.arch = am.group(1) or am.group(2)
 
     def hold_gauge(self, dp: str, key: str, value: float) -> None:
         """A gauge field a sample held for its place in the log (exporter.state.sampler's ``Pending.held``)."""
         self.servers[dp].gauges[key] = value
 
-    def apply(self, line: ev.Line, n: int = 1, span: int = 0) -> ServerState | None:
+    def apply(self, line: ev.Line, n: int = 1, span: int = 0, raw: str = "") -> ServerState | None:
         """Count the ``n`` lines ``line`` was read from (a wrapped message joined is several) and
         fold its event into the state. Returns the server (DP rank) it was applied to (what the
         observers get), or None when the line was a duplicate from a non-speaking TP rank (parsed,
         but not applied) or its DP rank is beyond the limit. ``span``: the lines the message
         spans, the last of them just counted (a join of a message that parsed on its own counts
-        only its new piece), when more than ``n``; what proves a fact starts at the first."""
+        only its new piece), when more than ``n``; what proves a fact starts at the first. ``raw``: the
+        text it was read from (what the release and the architecture are read from: :meth:`_learn`)."""
         lines = self.lines
         lines[line.outcome] += n
         e = line.event
@@ -472,7 +512,10 @@ class SourceState:
         if batch or isinstance(e, RUNTIME_EVENTS):
             if handler is not None:
                 handler(self, srv, e)
+            if batch and ((e.mamba_usage is not None and not self.seen_mamba) or (e.pending_tokens is not None and not self.seen_pending)):
+                self._batch_release(e, raw)
             return srv
+        self._learn(e, raw)
         self.generation += 1  # capacity, configuration, the release may have changed: the facts again
         if handler is not None and handler not in _NO_FACTS:
             k = max(n, span)
@@ -539,7 +582,8 @@ class SourceState:
         self.config.clear()
         self.version = None
         self.unified_memory.clear()
-        self.rule_memory.clear()
+        self.rule_memory = None
+        self.release, self.arch, self.seen_mamba, self.seen_pending = VersionRange(), None, False, False
         self.ledger.clear()
         self.proofs.clear()
         for s in self.servers.values():

@@ -12,8 +12,8 @@ import pytest
 
 from exporter.advice import recommend
 from exporter.app import new_pipeline
+from exporter.diagnosis.memory import UsageStats
 from exporter.reading.reader import read_lines
-from exporter.state.memory import UsageStats
 from parsers import events as ev
 from parsers import parse_line
 from parsers import shapes as shapes_mod
@@ -191,7 +191,7 @@ def test_skipped_recommendation_refreshes_change_nothing(monkeypatch: pytest.Mon
 def test_recent_events_count_within_a_window_as_a_full_scan_does() -> None:
     import random
 
-    from exporter.state.memory import Recent
+    from exporter.diagnosis.memory import Recent
 
     rnd = random.Random(3)
     for _ in range(300):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from exporter.app import new_pipeline
+from exporter.diagnosis.memory import Hysteresis
 from exporter.diagnosis.rules import ENDING_RULES, RulesConfig
-from exporter.state.memory import Hysteresis
 from parsers import events as ev
 from parsers import parse_line
 

@@ -20,10 +20,10 @@ def test_a_rank_new_after_a_restart_keeps_the_boot_facts() -> None:
     pipe.finish()
     src = pipe.sources["d"]
     assert src.restarts == 1 and src.servers["0"].findings["mamba_capped"] == 1
-    release = str(src.rule_memory.version_range)
+    release = str(src.release)
     last = [ln for ln in lines if "Decode batch" in ln][-1]
     pipe.feed_lines("d", [last.replace(" TP0]", " DP1 TP0]").replace("09:22:06", "09:22:16")])
     pipe.finish()
     assert set(src.servers) == {"0", "1"}
     assert src.servers["0"].findings["mamba_capped"] == 1
-    assert str(src.rule_memory.version_range) == release
+    assert str(src.release) == release

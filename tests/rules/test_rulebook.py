@@ -16,9 +16,8 @@ import yaml
 from exporter.advice import flags
 from exporter.app import replay
 from exporter.catalogues import rulebook
-from exporter.diagnosis import history, rules
+from exporter.diagnosis import history, memory, rules
 from exporter.presentation import drawing, render, report
-from exporter.state import memory
 from parsers import events as ev
 
 ROOT = Path(__file__).resolve().parents[2]

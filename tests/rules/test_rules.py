@@ -35,11 +35,12 @@ class Feeder:
     def event(self, e: object, ts: float | None, dp: str = "0", tp: int | None = 0, raw: str | None = None) -> None:
         src = self.src
         line = ev.Line(ev.PARSED, self.engine, ts, dp, tp, None, e)
+        raw = raw if raw is not None else f"[{ts}] {e!r}"
         with self.pipe.lock:
-            if src.apply(line):
+            if src.apply(line, raw=raw):
                 srv = src.server(dp)
                 for obs in self.pipe.observers:
-                    obs(src, srv, line, raw if raw is not None else f"[{ts}] {e!r}")
+                    obs(src, srv, line, raw)
 
     def config(self, kind: str = "server_args", raw: str = "server_args={", **args) -> None:
         self.event(ev.ServerConfig(kind, dict(args)), T0, tp=None, raw=raw + repr(args))
@@ -610,12 +611,12 @@ def test_ratio_never_silently_below_the_context():
 def test_facts_are_derived_once_per_generation():
     f = _mamba_bound()
     srv = f.srv()
-    facts = srv.rule_memory.facts
+    facts = srv.facts
     run(f, T0 + 200, 60, running=16, queued=7, kv=0.11, mamba=0.95)
-    assert srv.rule_memory.facts is facts  # batch samples reuse them
+    assert srv.facts is facts  # batch samples reuse them
     f.event(ev.SchedulerSummary({"max_total_num_tokens": 211360, "max_running_requests": 16, "context_len": 131072}), T0 + 300)
     run(f, T0 + 301, 10, running=16, queued=7, kv=0.11, mamba=0.95)
-    assert srv.rule_memory.facts is not facts and srv.rule_memory.facts.context_len == 131072
+    assert srv.facts is not facts and srv.facts.context_len == 131072
 
 
 def test_the_catalogue_is_the_only_dispatch():

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 from test_rules import T0, Feeder, sglang_boot  # tests/rules is on the path (pytest prepends it)
 
+from exporter.diagnosis.memory import Hysteresis
 from exporter.diagnosis.rules import Rules, RulesConfig
 from exporter.state.facts import facts_of
-from exporter.state.memory import Hysteresis
 from parsers import events as ev
 
 
@@ -114,20 +114,22 @@ def test_conditions_tested_cheap_first_are_the_rules_as_written(engine: str) -> 
 
 
 def test_a_sample_reads_the_facts_of_its_generation() -> None:
-    """The facts a sample reads are fetched again after a non-batch line (other facts for another configured release) and a
+    """The facts a sample reads are fetched again after a line that is neither a sample nor a runtime line (other facts for another configured release) and a
     restart (whose boot logs another cap)."""
     f = Feeder()
     sglang_boot(f, cap=16)
     f.decode(T0 + 10, running=16, queued=4, kv=0.1, mamba=0.5)
     m = f.srv().rule_memory
-    assert m.sample_facts is m.facts and m.sample_facts.mamba_cap == 16
+    assert m.sample_facts is f.srv().facts and m.sample_facts.mamba_cap == 16
     assert m.conditions[0] is True  # 16 running pin the cap of 16 while requests wait
 
     gen = f.src.generation
-    f.event(ev.Retraction(retracted=1), T0 + 20, tp=None)  # a non-batch line: a new generation
+    f.event(ev.Retraction(retracted=1), T0 + 20, tp=None)  # a runtime line proves no fact: the same generation
+    assert f.src.generation == gen
+    f.event(ev.ServerReady(), T0 + 21, tp=None)  # a line that is not a sample nor a runtime line: a new generation
     assert f.src.generation > gen and m.sample_gen != f.src.generation
     f.decode(T0 + 30, running=16, queued=4, kv=0.1, mamba=0.5)
-    assert m.sample_facts is m.facts and m.facts.generation[0] == f.src.generation == m.sample_gen
+    assert m.sample_facts is f.srv().facts and f.srv().facts.generation[0] == f.src.generation == m.sample_gen
 
     # another configured release: other facts (they are kept per generation and configuration)
     assert str(facts_of(f.src, f.srv(), RulesConfig(engine_version="0.5.5")).version) == "0.5.5"

@@ -42,7 +42,15 @@ def test_facts_follow_the_log_without_the_rules():
     assert f.mamba_slots == 120
 
     gen = src.generation
-    for s in (10, 20, 30):  # samples change no fact: the same generation, the same facts
+    pipe.feed("s", DECODE.format(s=5))
+    pipe.feed("s", DECODE.format(s=15))  # closes the bucket of :05: the boot's first sample, with its mamba usage
+    # a release feature (SGLang 0.5.3.post3 at least): the facts again, with it, without the rules too
+    assert src.generation > gen
+    f = facts_of(src, srv)
+    assert src.seen_mamba and f.version.at_least("0.5.3.post3")
+
+    gen = src.generation
+    for s in (25, 35, 45):  # later samples change no fact: the same generation, the same facts
         pipe.feed("s", DECODE.format(s=s))
     pipe.finish()
     assert src.generation == gen and facts_of(src, srv) is f

@@ -1,8 +1,11 @@
-"""Typed memory of the diagnosis, kept on the state objects (``ServerState.rule_memory``,
-``SourceState.rule_memory``) and forgotten with a restart: what the rules remember between samples
-(hysteresis, evidence, episodes, usage distributions, binding time, peaks), what the facts and the
-recommendations keep (the facts of the current generation, the last recommendations and their refresh
-stamp), and per source what the log told about the release.
+"""Typed memory of the diagnosis: what the rules remember between samples (hysteresis, evidence, episodes,
+usage distributions, binding time, peaks, the boots of a server), and what the recommendations keep (the last
+ones and their refresh stamp).
+
+The diagnosis owns it; the state objects only hold it for the server and the source it is about
+(``ServerState.rule_memory``, ``SourceState.rule_memory``: the state stage never reads them, and a restart
+drops the source's). :func:`memory_of` makes and attaches it on first use (the rules and the
+recommendations, under the pipeline's lock), :func:`peek_memory` reads it without attaching (a page, a report).
 
 Fields, not string keys: a reader sees what exists and its type.
 """
@@ -11,7 +14,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import deque
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any, Protocol
 
@@ -333,7 +336,6 @@ class ServerMemory:
     boot_first_ts: float | None = None  # the current boot's first line
     boot_mark: dict = field(default_factory=dict)  # the cumulative figures when the current boot began
     # kept by the layers above the rules
-    facts: Any = None  # facts.ServerFacts of the current generation
     sample_facts: Any = None  # the facts the rules' samples read (facts_of's, fetched once per generation)
     sample_gen: int = -1  # the source's generation they are of (SourceState.generation)
     recommendations: list = field(default_factory=list)  # recommend.Recommendation
@@ -345,6 +347,30 @@ class ServerMemory:
     @property
     def ready(self) -> bool:
         return bool(self.hyst)
+
+    def add_sample(
+        self,
+        kv: float | None,
+        mamba: float | None,
+        swa: float | None,
+        held: float | None,
+        prompt: float | None,
+        ts: float | None,
+        max_gap: float,
+    ) -> None:
+        """One sample's figures into their distributions (None: the sample does not show it): the pools' usage,
+        the KV tokens a running request holds, the prompt tokens of a new one."""
+        usage = self.usage
+        if kv is not None:
+            usage["kv"].add(kv, ts, max_gap)
+        if mamba is not None:
+            usage["mamba"].add(mamba, ts, max_gap)
+        if swa is not None:
+            usage["swa"].add(swa, ts, max_gap)
+        if held is not None:
+            self.lengths["running"].add(held)
+        if prompt is not None:
+            self.lengths["prompt"].add(prompt)
 
     def fill(self, findings: dict[str, int], episodes_max: int) -> None:
         """Make the per-rule tables of the rule catalogue (exporter/catalogues/rulebook.py): a hysteresis per
@@ -414,11 +440,12 @@ def fired_since(m: ServerMemory, first: float | None, carried: bool = True) -> t
     )
 
 
-def close_boot(m: ServerMemory, config: dict) -> BootRecord:
-    """The current boot of ``m`` ends (the server restarted): keep its record and start the next boot's share."""
+def close_boot(m: ServerMemory, config: dict, facts: Any) -> BootRecord:
+    """The current boot of ``m`` ends (the server restarted): keep its record (``facts``: the server's facts of
+    that boot's last generation, ``ServerState.facts``) and start the next boot's share."""
     binding, queued, counts = boot_share(m)
     first = m.boot_first_ts if m.boot_first_ts is not None else m.first_ts
-    rec = BootRecord(first, m.last_ts, dict(config), m.facts, binding, queued, counts, fired_since(m, first))
+    rec = BootRecord(first, m.last_ts, dict(config), facts, binding, queued, counts, fired_since(m, first))
     m.boots.append(rec)
     del m.boots[:-BOOTS_MAX]
     m.boot_mark = {"figures": boot_figures(m)}
@@ -428,16 +455,30 @@ def close_boot(m: ServerMemory, config: dict) -> BootRecord:
 
 @dataclass
 class SourceMemory:
-    """One source's memory of this boot: the release the log proves, the architecture, which batch-line
-    features were seen (the rules keep these; what changes them starts a new generation of the facts)."""
+    """One source's diagnosis memory of this boot (a restart drops it: ``SourceState.restart``)."""
 
-    version_range: Any = None  # version.VersionRange
-    arch: str | None = None
-    f_pending: bool = False
-    f_mamba: bool = False
-    known_servers: int = -1
+    known_servers: int = -1  # the servers the rules have handed their findings (Rules._new_server_or_boot)
 
-    def clear(self) -> None:
-        """A restart: forget everything (``SourceState.restart``)."""
-        for f in fields(self):
-            setattr(self, f.name, SourceMemory.__dataclass_fields__[f.name].default)
+
+def memory_of(srv: Any) -> ServerMemory:
+    """The diagnosis' memory of ``srv`` (a ``ServerState``), made and attached on first use: for the rules and the
+    recommendations, which run under the pipeline's lock."""
+    m = srv.rule_memory
+    if m is None:
+        m = srv.rule_memory = ServerMemory()
+    return m
+
+
+def peek_memory(srv: Any) -> ServerMemory:
+    """The diagnosis' memory of ``srv`` for a reader that must not write (a page, a report): a blank one, not
+    attached, for a server the rules have not seen yet."""
+    m = srv.rule_memory
+    return m if m is not None else ServerMemory()
+
+
+def source_memory(src: Any) -> SourceMemory:
+    """The diagnosis' memory of ``src``'s boot (a ``SourceState``), made and attached on first use."""
+    m = src.rule_memory
+    if m is None:
+        m = src.rule_memory = SourceMemory()
+    return m
