@@ -209,7 +209,14 @@ def _builder(kind: str, steps: Steps, peeled: bool = False) -> Build:
     ``peeled``: the groups are the message's alone (the header stage read the header) and the
     function is ``build(g, ts, dp, tp, pp)``."""
     shift = 4 if peeled else 0
-    ns: dict[str, object] = {"BatchStats": ev.BatchStats, "Line": ev.Line, "new": object.__new__, "MAX_COUNT": MAX_COUNT}
+    # ``__name__``: the function is this module's, as a dataclass's ``__init__`` is its class's module's
+    ns: dict[str, object] = {
+        "__name__": __name__,
+        "BatchStats": ev.BatchStats,
+        "Line": ev.Line,
+        "new": object.__new__,
+        "MAX_COUNT": MAX_COUNT,
+    }
     ns.update(is_count=is_count, sglang_tags=sglang_tags, sglang_ts=sglang_ts, NO_TAGS=_NO_TAGS)
     value: dict[str, tuple[str, Callable]] = {}  # attribute -> the expression of its (last) value, converter
     body = ["    try:", "        e = new(BatchStats)"]
@@ -339,6 +346,14 @@ class LineShapes:
         if m is None:
             return None
         return build(m.groups())
+
+    def batch_read(self, line: str, ts: float, dp: str, tp: int | None, pp: int | None) -> ev.Line | None:
+        """:meth:`batch_line` of a line in SGLang's default header whose header was read already (its time and
+        ranks given, as ``sglang_ts`` and ``sglang_tags`` read them): its message matched alone, the header not
+        again. The same Line as :meth:`batch_line`, None where it gives None."""
+        if len(line) > MAX_LINE:
+            return None
+        return self.batch_message(line[line.find("] ", 20) + 2 :], ts, dp, tp, pp)
 
     def batch_message(self, msg: str, ts: float | None, dp: str, tp: int | None, pp: int | None) -> ev.Line | None:
         """The parsed Line of a batch message of the current shape of its kind whose header the

@@ -39,7 +39,7 @@ from parsers import message_line, parse_line
 from parsers.clock import bucket_of, rfc3339_epoch, sglang_ts
 from parsers.header import Stage
 from parsers.header.prefix import SGLANG_HEADER_RE, sglang_tags
-from parsers.numbers import is_count
+from parsers.numbers import MAX_COUNT
 from parsers.shapes import LineShapes
 
 from .scan import ScanResult
@@ -67,6 +67,8 @@ class Pending:
     parsed: ev.Line | None = None  # parsed lazily (commit), at most once
     attrs: frozenset[str] | None = None  # the BatchStats attributes the line carries, if known unparsed
     held: Held | None = None
+    # (ts, dp, tp, pp) of a line in SGLang's default header: its header read once, when it came (Sampler.parsed)
+    head: tuple[float, str, int | None, int | None] | None = None
 
 
 Sample = Pending | str | tuple[str, str, float] | Silence  # what SourceSampling.due holds
@@ -196,7 +198,8 @@ class Sampler:
                     try:
                         new = int(g[t.line_new]) if t.line_new is not None else None
                         cached = int(g[t.line_cached]) if t.line_cached is not None else None
-                        if not (is_count(new) and is_count(cached)):
+                        # int() results: their range is the whole check (parsers.numbers.is_count)
+                        if not ((new is None or 0 <= new <= MAX_COUNT) and (cached is None or 0 <= cached <= MAX_COUNT)):
                             m = None  # check_batch below makes it unrecognized
                     except ValueError:
                         m = None
@@ -243,7 +246,7 @@ class Sampler:
         """Count one valid batch line and make it its server's pending line of kind ``c``."""
         ts = sglang_ts(ymdhm, sec, ms)
         dp, tp, pp = sglang_tags(tags) if tags else ("0", None, None)
-        return self._pend(src, ss, line, c, ts, ymdhm + sec[0], dp, tp, pp, new, cached, attrs, None)
+        return self._pend(src, ss, line, c, ts, ymdhm + sec[0], dp, tp, pp, new, cached, attrs, None, (ts, dp, tp, pp))
 
     def _batch_parsed(self, src: SourceState, ss: SourceSampling, line: str, parsed: ev.Line) -> str:
         """A batch line the generic parser read (a header other than SGLang's default): counted and
@@ -274,6 +277,7 @@ class Sampler:
         cached,
         attrs: frozenset[str] | None,
         parsed: ev.Line | None,
+        head: tuple[float, str, int | None, int | None] | None = None,
     ) -> str:
         if ts is not None and ts > src.quiet_until:
             self.hush(src, ss)
@@ -288,10 +292,10 @@ class Sampler:
         self._seq += 1
         pend = sv.pending.get(c)
         if pend is None:
-            sv.pending[c] = Pending(self._seq, line, parsed, attrs)
+            sv.pending[c] = Pending(self._seq, line, parsed, attrs, None, head)
             ss.pending_count = 1
         else:
-            new_p = Pending(self._seq, line, parsed, attrs)
+            new_p = Pending(self._seq, line, parsed, attrs, None, head)
             if pend.attrs is None or attrs is None or not pend.attrs <= attrs:
                 new_p.held = self._displaced(src, ss, pend, new_p)
             else:
@@ -302,12 +306,19 @@ class Sampler:
     # ------------------------------------------------------------------------------------
     @staticmethod
     def parsed(src: SourceState, ss: SourceSampling, x: Pending | str) -> ev.Line:
-        """A sample's line parsed (a pending line at most once; a line of a run), by the source's shapes."""
+        """A sample's line parsed (a pending line at most once; a line of a run), by the source's shapes; a line
+        whose header was read when it came is not read again."""
         if type(x) is str:
             return parse_line(x, src.engine, src.year, ss.shapes, ss.stage)
-        if x.parsed is None:
-            x.parsed = parse_line(x.raw, src.engine, src.year, ss.shapes, ss.stage)
-        return x.parsed
+        p = x.parsed
+        if p is None:
+            h = x.head
+            if h is not None:
+                p = ss.shapes.batch_read(x.raw, *h)
+            if p is None:
+                p = parse_line(x.raw, src.engine, src.year, ss.shapes, ss.stage)
+            x.parsed = p
+        return p
 
     @classmethod
     def _carried(cls, src: SourceState, ss: SourceSampling, p: Pending) -> dict[str, float]:
