@@ -5,7 +5,13 @@ Feeds a log line by line through the pipeline ``replay`` builds, finds the first
 the rule's finding is on (with sampling, the line that closes the sample's 10-s bucket: the
 sample, the rules and the recommendations run while it is fed), then feeds the log again up to
 that line and counts, with ``sys.setprofile``, every call of a Python function made while it is
-fed. A *module switch* is a call whose function lives in another module than its caller's.
+fed. A *module switch* is a call whose function lives in another module than its caller's; a
+function's module is the one whose namespace it runs in (``__name__`` of its globals), so the
+functions a module generates (a dataclass's ``__init__``, the shapes' builders) are that module's.
+
+The *stages* are tests/design/test_layers.py's ``STAGES``: the ground (the catalogues, the
+parsers, the capacity model: read by every stage) and the stages a line travels. A *return* is a
+call into a stage the path had left for a later one (the ground apart).
 
     .venv/bin/python bench/calls.py fixtures/scenarios/sglang-mamba-bound.log --rule mamba_bound
 """
@@ -19,17 +25,45 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))
+sys.path.append(str(ROOT / "tests" / "design"))
+
+from test_layers import STAGES  # noqa: E402
 
 from exporter.app import new_pipeline  # noqa: E402
 
+GROUND = ("exporter.catalogues", "parsers", "exporter.capacity")  # the first of STAGES: read by every stage
+FLOW = tuple(s for s in STAGES if s not in GROUND)
 
-def _module(code) -> str:
-    p = Path(code.co_filename)
-    try:
-        rel = p.resolve().relative_to(ROOT)
-    except ValueError:
-        return p.stem if "prometheus_client" not in str(p) else "prometheus_client"
-    return str(rel.with_suffix("")).replace("/", ".")
+
+def _module(frame) -> str:
+    name = frame.f_globals.get("__name__")
+    if isinstance(name, str) and name.split(".")[0] in ("exporter", "parsers", "dashboards"):
+        return name
+    p = Path(frame.f_code.co_filename)
+    return p.stem if "prometheus_client" not in str(p) else "prometheus_client"
+
+
+def stage_of(module: str) -> str | None:
+    """The stage of ``module`` (the longest of STAGES it is in), None for one outside them."""
+    return max((s for s in STAGES if module == s or module.startswith(s + ".")), key=len, default=None)
+
+
+def walk(modules: list[str]) -> tuple[list[str], int]:
+    """The stages a sequence of callees' modules enters, in order (the ground apart), and its returns: calls into a
+    stage the walk had left for a later one."""
+    stages: list[str] = []
+    returns, reached = 0, -1
+    for mod in modules:
+        st = stage_of(mod)
+        if st is None or st in GROUND:
+            continue
+        i = FLOW.index(st)
+        if i < reached:
+            returns += 1
+        reached = max(reached, i)
+        if not stages or stages[-1] != st:
+            stages.append(st)
+    return stages, returns
 
 
 def firing_line(lines: list[str], rule: str) -> int:
@@ -54,7 +88,7 @@ def measure(path: str, rule: str) -> dict:
     def prof(frame, event, arg):
         if event == "call":
             code, back = frame.f_code, frame.f_back
-            calls.append((_module(back.f_code) if back is not None else "", _module(code), code.co_qualname))
+            calls.append((_module(back) if back is not None else "", _module(frame), code.co_qualname))
 
     sys.setprofile(prof)
     try:
@@ -66,6 +100,8 @@ def measure(path: str, rule: str) -> dict:
     # the line's own path: up to the rules' transition reaching the recommendations (the rest is theirs)
     upto = next((i for i, (_, m, _) in enumerate(calls) if m == "exporter.advice.recommend"), len(calls))
     path_calls = calls[:upto]
+    path_stages, path_returns = walk([m for _, m, _ in path_calls])
+    all_stages, all_returns = walk([m for _, m, _ in calls])
     route: list[str] = []
     for _, mod, _ in calls:
         if not route or route[-1] != mod:
@@ -80,6 +116,10 @@ def measure(path: str, rule: str) -> dict:
         "path_calls": len(path_calls),
         "path_switches": sum(1 for a, b, _ in path_calls if a != b),
         "path_modules": list(dict.fromkeys(m for _, m, _ in path_calls)),
+        "path_stages": path_stages,
+        "path_returns": path_returns,
+        "stages": all_stages,
+        "returns": all_returns,
         "modules": sorted({m for _, m, _ in calls}),
         "by_module": Counter(m for _, m, _ in calls).most_common(),
         "route": route,
@@ -99,6 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"the line's path up to the recommendations: {r['path_calls']} calls, {r['path_switches']} module switches, "
         f"{len(r['path_modules'])} modules: {' '.join(r['path_modules'])}"
+    )
+    print(
+        f"its stages: {' > '.join(s.split('.')[-1] for s in r['path_stages'])} (the ground apart), "
+        f"{r['path_returns']} returns to a stage left; the whole line with the recommendations: "
+        f"{' > '.join(s.split('.')[-1] for s in r['stages'])}, {r['returns']} returns"
     )
     print("calls by module: " + ", ".join(f"{m} {n}" for m, n in r["by_module"]))
     if a.route:
