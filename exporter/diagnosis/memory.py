@@ -43,7 +43,19 @@ class Hysteresis:
     ``steady`` is the condition value of such a sample (None while a window is pending), so a
     caller can skip :meth:`update` for it with one comparison; ``update`` itself checks it first."""
 
-    __slots__ = ("active", "steady", "pend_start", "pend_n", "opp", "last_ts", "fired_at", "cleared_at", "pend_first", "pend_recent")
+    __slots__ = (
+        "active",
+        "steady",
+        "pend_start",
+        "pend_n",
+        "opp",
+        "last_ts",
+        "fired_at",
+        "cleared_at",
+        "pend_first",
+        "pend_recent",
+        "made_by",
+    )
 
     def __init__(self) -> None:
         self.active = False
@@ -58,6 +70,9 @@ class Hysteresis:
         self.cleared_at: float | None = None
         self.pend_first: tuple[float, str] | None = None
         self.pend_recent: deque = deque(maxlen=3)
+        # the lines of the window that made the last transition: its first and its latest ones (at most 4), the
+        # transition's own line last; what the finding quotes as its evidence
+        self.made_by: list[tuple[float, str]] = []
 
     def update(self, cond: bool, ts: float, cfg: SustainConfig, line: str = "", fast: bool = False) -> str | None:
         """Feed one sample; returns 'fire' / 'clear' on a transition, else None."""
@@ -97,6 +112,7 @@ class Hysteresis:
             else:
                 self.cleared_at = ts
             self._reset()
+            self.made_by = self._made_by(ts, line)
             return "fire" if want else "clear"
         return None
 
@@ -117,6 +133,14 @@ class Hysteresis:
         out = [self.pend_first] if self.pend_first else []
         out += [x for x in self.pend_recent if x is not self.pend_first and x != self.pend_first]
         return out
+
+    def _made_by(self, ts: float, line: str) -> list[tuple[float, str]]:
+        """The window's lines that carry text, the transition's own (``ts``, ``line``) last, bounded to the first
+        and the latest three."""
+        out = [x for x in self.evidence() if x[1]]
+        if not out or out[-1][0] != ts or out[-1][1] != line:
+            out.append((ts, line))
+        return out[:1] + out[-3:] if len(out) > 4 else out
 
     def _reset(self) -> None:
         self.pend_start = None

@@ -34,7 +34,7 @@ from parsers import events as ev
 from ..catalogues.rulebook import BINDING, MAMBA_CAPPED, MAMBA_EXHAUSTED, RETRACTION_STORM, RULE_IDS, SUSTAINED_RULES, WINDOWED_RULES
 from ..state.facts import facts_of
 from ..state.store import ENDED, QUIET_SECONDS, ServerState, Silence, SourceState
-from .memory import Hysteresis, ServerMemory, close_boot, memory_of, source_memory
+from .memory import ServerMemory, close_boot, memory_of, source_memory
 
 # end at once when the server goes idle, stops or dies: no sample will come to clear them (docs/rules.md)
 ENDING_RULES = (*SUSTAINED_RULES, *WINDOWED_RULES)
@@ -416,7 +416,7 @@ class Rules:
                 if c != h.steady:
                     tr = h.update(c, ts, cfg, raw)
                     if tr is not None:
-                        self._set(src, srv, rule, tr == "fire", ts, h_evidence(h, ts, raw))
+                        self._set(src, srv, rule, tr == "fire", ts, h.made_by)
                         continue
                 if c and findings.get(rule):
                     _keep_recent(m, rule, ts, raw)
@@ -438,10 +438,9 @@ class Rules:
         h = m.hyst[RETRACTION_STORM]
         tr = h.update(n >= cfg.storm_min_events, ts, cfg, raw, fast=True)
         if tr == "fire":
-            ev_lines = [(t, x) for t, x in h_evidence(h, ts, raw)]
-            self._set(src, srv, RETRACTION_STORM, True, ts, ev_lines)
+            self._set(src, srv, RETRACTION_STORM, True, ts, h.made_by)
         elif tr == "clear":
-            self._set(src, srv, RETRACTION_STORM, False, ts, h_evidence(h, ts, raw))
+            self._set(src, srv, RETRACTION_STORM, False, ts, h.made_by)
         elif n >= cfg.storm_min_events and srv.findings.get(RETRACTION_STORM) and ("etract" in raw or "Preempt" in raw):
             m.evidence[RETRACTION_STORM].recent.append((ts, _clip(raw)))
 
@@ -507,14 +506,6 @@ def _retracted(e: ev.BatchStats, m: ServerMemory, ts: float | None, window: floa
 def _keep_recent(m: ServerMemory, rule: str, ts: float, raw: str) -> None:
     """Keep a sample line as recent evidence of a live finding (clipped only when long: most lines are not)."""
     m.evidence[rule].recent.append((ts, raw if len(raw) <= EVIDENCE_LINE_MAX else _clip(raw)))
-
-
-def h_evidence(h: Hysteresis, ts: float, raw: str) -> list[tuple[float, str]]:
-    out = [x for x in h.evidence() if x[1]]
-    if not out or out[-1][0] != ts or out[-1][1] != raw:
-        out.append((ts, raw))
-    # first line of the window + the latest ones, bounded
-    return out[:1] + out[-3:] if len(out) > 4 else out
 
 
 __all__ = ["ENDING_RULES", "FindingObserver", "Rules", "RulesConfig", "load_config"]
