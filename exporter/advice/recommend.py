@@ -90,7 +90,14 @@ def for_rules(src: SourceState, srv: ServerState, rules, cfg: RulesConfig | None
     """Recommendations (with expected effects) for the given rule ids of ``srv``: every flag once per server,
     its one value listed under each of the given findings it answers, each finding's in :func:`order` (the
     ranked ones first, then those with a caveat)."""
-    x = context(src, srv, rules, cfg)
+    return _recommend(context(src, srv, rules, cfg))
+
+
+def _recommend(x: flags.Context) -> list[Recommendation]:
+    """:func:`for_rules` of a context (the findings it answers, the facts and the demand read once)."""
+    srv = x.srv
+    tokens = _tokens_per_request(srv)  # the same for every candidate: read once
+    started = not srv.capacity.get("mamba_blocks_exceeded")
     made: dict[str, tuple[flags.Candidate | None, str, cap.Effect | None]] = {}
     recs: list[Recommendation] = []
     seen: set[tuple[str, str, str]] = set()
@@ -116,7 +123,7 @@ def for_rules(src: SourceState, srv: ServerState, rules, cfg: RulesConfig | None
             if key not in seen:
                 seen.add(key)
                 entry = flags.BY_NAME[cap.norm_flag(name)]
-                gain = concurrency_gain(eff, _tokens_per_request(srv), started=not srv.capacity.get("mamba_blocks_exceeded"))
+                gain = concurrency_gain(eff, tokens, started=started)
                 caveats = (*_breaks(x.observed, eff), *(eff.unproven if eff else ()), *_loses(eff, gain), *c.needs, *c.warns)
                 mine.append(Recommendation(rule, flag, c.value, text, c.why, 0, caveats, gain, entry.risk, c.assumes))
         recs += order(mine)
@@ -230,9 +237,10 @@ def _breaks(o: cap.ObservedCapacity, eff: cap.Effect | None) -> tuple[str, ...]:
 
 
 def update(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> list[Recommendation]:
-    """Recompute recommendations for the live findings of ``srv``."""
-    recs = for_rules(src, srv, [r for r, on in srv.findings.items() if on], cfg)
-    _show(srv, recs, ratio_of(src, srv, cfg))
+    """Recompute recommendations for the live findings of ``srv`` (and the ratio, from the same context)."""
+    x = context(src, srv, [r for r, on in srv.findings.items() if on], cfg)
+    recs = _recommend(x)
+    _show(srv, recs, _ratio(x))
     return recs
 
 
@@ -327,6 +335,14 @@ def ratio_of(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None)
     f = srv.findings
     if f.get(MAMBA_BOUND) or f.get(KV_BOUND) or f.get(MAMBA_CAPPED):
         return balanced_ratio(src, srv, cfg)
+    return None
+
+
+def _ratio(x: flags.Context) -> float | None:
+    """:func:`ratio_of` of a context (the ratio reads its facts and demand, not the findings it answers)."""
+    f = x.srv.findings
+    if f.get(MAMBA_BOUND) or f.get(KV_BOUND) or f.get(MAMBA_CAPPED):
+        return flags.balanced_ratio(x)
     return None
 
 
