@@ -153,48 +153,41 @@ class Logrotate:
                 writer.resume()
 
 
-def first_unread(directory: Path, entries: list[dict]) -> int:
-    """Sequence number of the first line not covered by the saved positions ``entries`` (files
-    found by inode in ``directory``): every line before it was read before the stop."""
+def seqs(data: bytes) -> set[int]:
+    """The sequence numbers of the writers' lines in ``data``."""
+    return {int(m.group(1)) for m in SEQ.finditer(data)}
+
+
+def seqs_in(path: Path) -> set[int]:
+    """The sequence numbers of the lines in the file at ``path`` (a ``.gz`` decompressed)."""
+    data = path.read_bytes()
+    return seqs(gzip.decompress(data) if path.name.endswith(".gz") else data)
+
+
+def covered(directory: Path, entries: list[dict]) -> set[int]:
+    """Sequence numbers of the lines the saved positions ``entries`` cover: those before each
+    one's offset, in its content (found in ``directory`` by inode and first bytes, else by first
+    bytes: renamed and compressed since). A generation read in part need not be the newest one
+    read: a rotated file's last lines may be read after the first lines of the new one, so the
+    covered lines are a set, not all the lines before some first unread one."""
     by_ino, contents = {}, []
     for p in directory.iterdir():
         if p.is_file():
             data = gzip.decompress(p.read_bytes()) if p.name.endswith(".gz") else p.read_bytes()
             by_ino[p.stat().st_ino] = data
             contents.append(data)
-
-    def content(e: dict) -> bytes:
-        if e["ino"] in by_ino and hashlib.sha1(by_ino[e["ino"]][: e["fp_len"]]).hexdigest() == e["fp"]:
-            return by_ino[e["ino"]]
-        # renamed and compressed since (its descriptor was still open): found by its first bytes
-        found = [c for c in contents if len(c) >= e["fp_len"] and hashlib.sha1(c[: e["fp_len"]]).hexdigest() == e["fp"]]
-        assert found, f"saved generation (inode {e['ino']}) not found"
-        return max(found, key=len)
-
-    best = None
+    out: set[int] = set()
     for e in entries:
-        if e.get("done"):
+        if e["offset"] == 0:
             continue
-        data = content(e)
-        rest = data[e["offset"] :]
-        m = SEQ.search(rest)
-        if m is None:
-            continue  # read to its end
-        n = int(m.group(1))
-        best = n if best is None else min(best, n)
-    if best is None:
-        # everything saved was read to its end: the first unread line follows the last one read,
-        # which a finished generation holds when the open file is empty (saved just after a
-        # rotation; a finished one deleted since holds nothing we can look at)
-        read = [-1]
-        for e in entries:
-            try:
-                data = content(e)
-            except AssertionError:
-                continue
-            read += [int(m.group(1)) for m in SEQ.finditer(data[: e["offset"]])]
-        best = 1 + max(read)
-    return best
+        if e["ino"] in by_ino and hashlib.sha1(by_ino[e["ino"]][: e["fp_len"]]).hexdigest() == e["fp"]:
+            data = by_ino[e["ino"]]
+        else:
+            found = [c for c in contents if len(c) >= e["fp_len"] and hashlib.sha1(c[: e["fp_len"]]).hexdigest() == e["fp"]]
+            assert found, f"saved generation (inode {e['ino']}) not found"
+            data = max(found, key=len)
+        out |= seqs(data[: e["offset"]])
+    return out
 
 
 def positions_of(pos: Path, log: Path) -> list[dict]:

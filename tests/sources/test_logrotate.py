@@ -61,11 +61,16 @@ def test_logrotate_exact(serve, writers, tmp_path, mode, watch):
     lr = rs.Logrotate(tmp_path, log, directives)
     srv = serve("--log", str(log), "--from-beginning", *watch)
     w = writers(log, kind)
+    # paused around each run: copytruncate (logrotate loses what is written between its copy and its
+    # truncation), and create + compress without delaycompress (WatchedFileHandler stats the path,
+    # then writes: a record can land in the renamed file after logrotate compressed and removed it,
+    # and then exists nowhere; test_logrotate_late.py says more)
+    paused = "copytruncate" in mode or (kind == "watched" and "compress" in directives and "delaycompress" not in directives)
     h.wait_for(lambda: log.stat().st_size > 0, what="first lines")
     for _ in range(6):
         time.sleep(gap)
         rs.wait_grown(log, 50)
-        lr.rotate(w if "copytruncate" in mode else None)
+        lr.rotate(w if paused else None)
     rs.wait_grown(log, 10)
     written = w.stop()
     assert lr.runs == 6 and written > 300
@@ -80,12 +85,14 @@ def test_logrotate_exact(serve, writers, tmp_path, mode, watch):
         assert h.value(text, "hybrid_cache_exporter_rotations_total") >= 6
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
-@pytest.mark.parametrize("mode", ["copytruncate-rotate3-compress-delaycompress", "create-rotate3-compress-delaycompress"])
-def test_restart_across_rotations(serve, writers, tmp_path, sig, mode):
-    """Rotations while serve runs, a stop (SIGTERM or SIGKILL) with the writer still writing,
-    three rotations while it is down, two after the restart: the restarted exporter counts exactly
-    the lines its saved positions did not cover (none skipped, none read twice)."""
+# The lines the restarted exporter counts: every line written but those the saved positions cover
+# (rs.covered) and those of generations deleted while it was down (``lost``: rotate 3 deletes, at
+# the third rotation while down, the generation that was x.log.1 at the stop). Positions are saved
+# every 0.1 s and SIGKILL leaves the last save: on a loaded machine it may not cover the end of
+# that generation, whose rest then exists nowhere when serve starts again (it says so: "the file
+# read before the restart ... is gone; lines after offset N in it are lost"). Once in the parallel
+# pass: 56 lines of it, counted as missing by the first-unread rule this replaced.
+def restart_across_rotations(serve, writers, tmp_path, sig, mode, behind=False):
     directives, kind, _ = MODES[mode]
     log, pos = tmp_path / "server.log", tmp_path / "pos.json"
     log.touch()
@@ -95,25 +102,58 @@ def test_restart_across_rotations(serve, writers, tmp_path, sig, mode):
     w = writers(log, kind)
     h.wait_for(lambda: log.stat().st_size > 0, what="first lines")
     ct = w if "copytruncate" in mode else None
-    for _ in range(3):
+    for i in range(3):
         time.sleep(0.15)
+        if behind and i == 2:
+            # the positions behind the files, for certain: serve stopped (it saves nothing more)
+            # while the file it reads gets 50 more lines and is rotated
+            h.wait_for(lambda: rs.positions_of(pos, log) if pos.exists() else None, what="positions written")
+            os.kill(srv.proc.pid, signal.SIGSTOP)
+            rs.wait_grown(log, log.stat().st_size // rs.LINE_BYTES + 50)
         lr.rotate(ct)
     h.wait_for(lambda: pos.exists() and rs.positions_of(pos, log), what="positions written")
     time.sleep(0.2)
     assert srv.stop(sig) == (0 if sig == signal.SIGTERM else -signal.SIGKILL)
     w.pause()  # look at what the positions cover while nothing moves
-    covered = rs.first_unread(tmp_path, rs.positions_of(pos, log))
+    covered = rs.covered(tmp_path, rs.positions_of(pos, log))
     w.resume()
+    lost: set[int] = set()
     for _ in range(3):  # rotated while the exporter is down
         time.sleep(0.1)
+        oldest = tmp_path / "server.log.3.gz"
+        if oldest.exists():  # deleted by this rotation: what the positions do not cover is gone
+            lost |= rs.seqs_in(oldest) - covered
         lr.rotate(ct)
     srv2 = serve(*args)
     for _ in range(2):
         time.sleep(0.15)
         lr.rotate(ct)
     written = w.stop()
-    assert lr.runs == 8 and written > covered > 0
-    h.wait_count(srv2, written - covered, timeout=30)
+    assert lr.runs == 8 and written > len(covered) > 0
+    assert covered <= set(range(written))
+    h.wait_count(srv2, written - len(covered) - len(lost), timeout=30)
+    return lost
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+@pytest.mark.parametrize("mode", ["copytruncate-rotate3-compress-delaycompress", "create-rotate3-compress-delaycompress"])
+def test_restart_across_rotations(serve, writers, tmp_path, sig, mode):
+    """Rotations while serve runs, a stop (SIGTERM or SIGKILL) with the writer still writing,
+    three rotations while it is down, two after the restart: the restarted exporter counts exactly
+    the lines its saved positions did not cover and that are still on disk (none skipped, none
+    read twice)."""
+    restart_across_rotations(serve, writers, tmp_path, sig, mode)
+
+
+@pytest.mark.parametrize("mode", ["copytruncate-rotate3-compress-delaycompress", "create-rotate3-compress-delaycompress"])
+def test_restart_positions_behind(serve, writers, tmp_path, mode):
+    """The same with positions that are behind for certain (the CI failure's case, made
+    deterministic): serve stopped before the last rotation while it runs, then killed; the
+    generation it was reading has 50 lines it never read, and the third rotation while it is
+    down deletes it. Exactly those are missing, and the rest of every other generation (the one
+    it never saw: from its start) is counted once."""
+    lost = restart_across_rotations(serve, writers, tmp_path, signal.SIGKILL, mode, behind=True)
+    assert len(lost) >= 40  # 50 lines by size, at least (the longest lines are a few bytes longer)
 
 
 def test_no_lag_left_after_copytruncate(serve, tmp_path):
