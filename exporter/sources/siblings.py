@@ -426,7 +426,7 @@ class Siblings:
             for g in live:
                 if g.reader is None and g is not self.resume_gen and not any(a[0] is g for a in self.accounted.values()):
                     log.warning(
-                        "%s: the file read before the restart (inode %d) is gone; lines after offset %d in it are lost",
+                        "%s: the file read before the restart (inode %d) is gone: whatever it held after offset %d (its size is gone with it: maybe nothing) was not read",
                         self.path,
                         g.ino,
                         g.consumed,

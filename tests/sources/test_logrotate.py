@@ -90,7 +90,7 @@ def test_logrotate_exact(serve, writers, tmp_path, mode, watch):
 # the third rotation while down, the generation that was x.log.1 at the stop). Positions are saved
 # every 0.1 s and SIGKILL leaves the last save: on a loaded machine it may not cover the end of
 # that generation, whose rest then exists nowhere when serve starts again (it says so: "the file
-# read before the restart ... is gone; lines after offset N in it are lost"). Once in the parallel
+# read before the restart ... is gone: whatever it held after offset N ... was not read"). Once in the parallel
 # pass: 56 lines of it, counted as missing by the first-unread rule this replaced.
 def restart_across_rotations(serve, writers, tmp_path, sig, mode, behind=False):
     directives, kind, _ = MODES[mode]
