@@ -332,18 +332,17 @@ def observe(rules: Rules) -> Rules:
 
 def ratio_of(src: SourceState, srv: ServerState, cfg: RulesConfig | None = None) -> float | None:
     """The recommended mamba/full memory ratio while a finding it answers is live, else None."""
-    f = srv.findings
-    if f.get(MAMBA_BOUND) or f.get(KV_BOUND) or f.get(MAMBA_CAPPED):
-        return balanced_ratio(src, srv, cfg)
-    return None
+    return balanced_ratio(src, srv, cfg) if _ratio_live(srv.findings) else None
 
 
 def _ratio(x: flags.Context) -> float | None:
     """:func:`ratio_of` of a context (the ratio reads its facts and demand, not the findings it answers)."""
-    f = x.srv.findings
-    if f.get(MAMBA_BOUND) or f.get(KV_BOUND) or f.get(MAMBA_CAPPED):
-        return flags.balanced_ratio(x)
-    return None
+    return flags.balanced_ratio(x) if _ratio_live(x.srv.findings) else None
+
+
+def _ratio_live(findings: dict[str, int]) -> bool:
+    """Whether a finding the ratio answers is live."""
+    return bool(findings.get(MAMBA_BOUND) or findings.get(KV_BOUND) or findings.get(MAMBA_CAPPED))
 
 
 __all__ = [

@@ -419,13 +419,14 @@ class SourceState:
         if (life != "serving" or not (e.running or e.queued) or e.gen_throughput == 0.0) and life not in ENDED and e.kind != "prefix_cache":
             _life_of_sample(self, e, ts)
         srv.set_gauges(e)
-        if (e.mamba_usage is not None and not self.seen_mamba) or (e.pending_tokens is not None and not self.seen_pending):
-            self._batch_release(e, raw)
+        self._batch_release(e, raw)
         return srv
 
     def _batch_release(self, e: ev.BatchStats, raw: str) -> None:
         """The first SGLang batch line that shows the mamba usage, or #pending-token: what it proves of the
         release (a new generation of the facts). Later ones prove nothing more."""
+        if not ((e.mamba_usage is not None and not self.seen_mamba) or (e.pending_tokens is not None and not self.seen_pending)):
+            return
         if self.engine != ev.SGLANG:
             return
         self.seen_pending = self.seen_pending or e.pending_tokens is not None
@@ -512,7 +513,7 @@ class SourceState:
         if batch or isinstance(e, RUNTIME_EVENTS):
             if handler is not None:
                 handler(self, srv, e)
-            if batch and ((e.mamba_usage is not None and not self.seen_mamba) or (e.pending_tokens is not None and not self.seen_pending)):
+            if batch:
                 self._batch_release(e, raw)
             return srv
         self._learn(e, raw)
